@@ -1,0 +1,58 @@
+"""The secret random matrix B_j and the generators used for sampling.
+
+B_j is derived inside the entities of column block j from the secret they share
+(DESIGN.md rule 2): the coordinator never chooses or sees it. Rows come from one
+fixed stream per (secret, column width), so a request for mbar rows gets the
+first mbar rows of the same matrix: repeated requests with different mbar never
+reveal more than max(mbar) < n_j random points, and a restarted entity derives
+the same B_j.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import secrets
+
+import numpy as np
+
+_B_LABEL = b"ppsvm/v1/random-kernel-B"
+MIN_SECRET_BYTES = 16
+
+
+def derive_B(secret: bytes, mbar: int, n_features: int) -> np.ndarray:
+    """The first ``mbar`` rows of column block j's random matrix.
+
+    Parameters
+    ----------
+    secret : bytes
+        The column block's shared secret (at least 16 bytes).
+    mbar : int
+        Number of random points (rows), >= 1.
+    n_features : int
+        n_j, the column block's width.
+
+    Returns
+    -------
+    ndarray, shape (mbar, n_features)
+        Entries uniform on [0, 1], the range the features are scaled to.
+    """
+    if len(secret) < MIN_SECRET_BYTES:
+        raise ValueError(f"column-block secret has {len(secret)} bytes; at least {MIN_SECRET_BYTES} are needed")
+    if mbar < 1 or n_features < 1:
+        raise ValueError(f"mbar and n_features must be >= 1, got {mbar} and {n_features}")
+    # HMAC-SHA256 as a key-derivation step: B depends on the secret and the width only.
+    seed = hmac.new(secret, _B_LABEL + b"/n=" + str(n_features).encode(), hashlib.sha256).digest()
+    rng = np.random.Generator(np.random.PCG64(int.from_bytes(seed, "little")))
+    return rng.random((mbar, n_features))
+
+
+def secure_generator() -> np.random.Generator:
+    """A generator seeded from the operating system's CSPRNG (never a fixed seed)."""
+    return np.random.Generator(np.random.PCG64(int.from_bytes(os.urandom(32), "little")))
+
+
+def new_secret_hex() -> str:
+    """A fresh 256-bit column-block secret, hex encoded."""
+    return secrets.token_hex(32)

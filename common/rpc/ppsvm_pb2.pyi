@@ -1,0 +1,184 @@
+from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
+from google.protobuf import descriptor as _descriptor
+from google.protobuf import message as _message
+from collections.abc import Iterable as _Iterable, Mapping as _Mapping
+from typing import ClassVar as _ClassVar, Optional as _Optional, Union as _Union
+
+DESCRIPTOR: _descriptor.FileDescriptor
+
+class RecordSet(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    RECORD_SET_UNSPECIFIED: _ClassVar[RecordSet]
+    TRAIN: _ClassVar[RecordSet]
+    TEST: _ClassVar[RecordSet]
+
+class KernelKind(int, metaclass=_enum_type_wrapper.EnumTypeWrapper):
+    __slots__ = ()
+    KERNEL_UNSPECIFIED: _ClassVar[KernelKind]
+    LINEAR: _ClassVar[KernelKind]
+    GAUSSIAN: _ClassVar[KernelKind]
+RECORD_SET_UNSPECIFIED: RecordSet
+TRAIN: RecordSet
+TEST: RecordSet
+KERNEL_UNSPECIFIED: KernelKind
+LINEAR: KernelKind
+GAUSSIAN: KernelKind
+
+class ArrayHeader(_message.Message):
+    __slots__ = ("name", "dtype", "shape")
+    NAME_FIELD_NUMBER: _ClassVar[int]
+    DTYPE_FIELD_NUMBER: _ClassVar[int]
+    SHAPE_FIELD_NUMBER: _ClassVar[int]
+    name: str
+    dtype: str
+    shape: _containers.RepeatedScalarFieldContainer[int]
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+
+class ArrayChunk(_message.Message):
+    __slots__ = ("header", "data")
+    HEADER_FIELD_NUMBER: _ClassVar[int]
+    DATA_FIELD_NUMBER: _ClassVar[int]
+    header: ArrayHeader
+    data: bytes
+    def __init__(self, header: _Optional[_Union[ArrayHeader, _Mapping]] = ..., data: _Optional[bytes] = ...) -> None: ...
+
+class Empty(_message.Message):
+    __slots__ = ()
+    def __init__(self) -> None: ...
+
+class BlockMetadata(_message.Message):
+    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_BLOCK_FIELD_NUMBER: _ClassVar[int]
+    N_FEATURES_FIELD_NUMBER: _ClassVar[int]
+    N_TRAIN_FIELD_NUMBER: _ClassVar[int]
+    N_TEST_FIELD_NUMBER: _ClassVar[int]
+    HAS_LABELS_FIELD_NUMBER: _ClassVar[int]
+    NON_PRIVATE_OVERRIDE_FIELD_NUMBER: _ClassVar[int]
+    PPSVM_VERSION_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    column_block: int
+    n_features: int
+    n_train: int
+    n_test: int
+    has_labels: bool
+    non_private_override: bool
+    ppsvm_version: str
+    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ...) -> None: ...
+
+class Scaling(_message.Message):
+    __slots__ = ("low", "high")
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    low: _containers.RepeatedScalarFieldContainer[float]
+    high: _containers.RepeatedScalarFieldContainer[float]
+    def __init__(self, low: _Optional[_Iterable[float]] = ..., high: _Optional[_Iterable[float]] = ...) -> None: ...
+
+class KernelRequest(_message.Message):
+    __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids")
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    MBAR_FIELD_NUMBER: _ClassVar[int]
+    MU_FIELD_NUMBER: _ClassVar[int]
+    SCALING_FIELD_NUMBER: _ClassVar[int]
+    RECORD_SET_FIELD_NUMBER: _ClassVar[int]
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    kernel: KernelKind
+    mbar: int
+    mu: float
+    scaling: Scaling
+    record_set: RecordSet
+    ids: RecordIds
+    def __init__(self, kernel: _Optional[_Union[KernelKind, str]] = ..., mbar: _Optional[int] = ..., mu: _Optional[float] = ..., scaling: _Optional[_Union[Scaling, _Mapping]] = ..., record_set: _Optional[_Union[RecordSet, str]] = ..., ids: _Optional[_Union[RecordIds, _Mapping]] = ...) -> None: ...
+
+class RecordIds(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class ModelMessage(_message.Message):
+    __slots__ = ("model_json",)
+    MODEL_JSON_FIELD_NUMBER: _ClassVar[int]
+    model_json: bytes
+    def __init__(self, model_json: _Optional[bytes] = ...) -> None: ...
+
+class Ack(_message.Message):
+    __slots__ = ("message",)
+    MESSAGE_FIELD_NUMBER: _ClassVar[int]
+    message: str
+    def __init__(self, message: _Optional[str] = ...) -> None: ...
+
+class BaselineRequest(_message.Message):
+    __slots__ = ("task", "kernel", "nu", "mu", "seed")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    NU_FIELD_NUMBER: _ClassVar[int]
+    MU_FIELD_NUMBER: _ClassVar[int]
+    SEED_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    kernel: KernelKind
+    nu: float
+    mu: float
+    seed: int
+    def __init__(self, task: _Optional[str] = ..., kernel: _Optional[_Union[KernelKind, str]] = ..., nu: _Optional[float] = ..., mu: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+
+class BaselineReply(_message.Message):
+    __slots__ = ("entity_id", "n_train", "n_test", "error_rate", "auc", "relative_error", "rmse", "nu", "mu")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    N_TRAIN_FIELD_NUMBER: _ClassVar[int]
+    N_TEST_FIELD_NUMBER: _ClassVar[int]
+    ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
+    AUC_FIELD_NUMBER: _ClassVar[int]
+    RELATIVE_ERROR_FIELD_NUMBER: _ClassVar[int]
+    RMSE_FIELD_NUMBER: _ClassVar[int]
+    NU_FIELD_NUMBER: _ClassVar[int]
+    MU_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    n_train: int
+    n_test: int
+    error_rate: float
+    auc: float
+    relative_error: float
+    rmse: float
+    nu: float
+    mu: float
+    def __init__(self, entity_id: _Optional[str] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., error_rate: _Optional[float] = ..., auc: _Optional[float] = ..., relative_error: _Optional[float] = ..., rmse: _Optional[float] = ..., nu: _Optional[float] = ..., mu: _Optional[float] = ...) -> None: ...
+
+class PredictRequest(_message.Message):
+    __slots__ = ("ids",)
+    IDS_FIELD_NUMBER: _ClassVar[int]
+    ids: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
+
+class Prediction(_message.Message):
+    __slots__ = ("id", "decision", "prediction")
+    ID_FIELD_NUMBER: _ClassVar[int]
+    DECISION_FIELD_NUMBER: _ClassVar[int]
+    PREDICTION_FIELD_NUMBER: _ClassVar[int]
+    id: str
+    decision: float
+    prediction: float
+    def __init__(self, id: _Optional[str] = ..., decision: _Optional[float] = ..., prediction: _Optional[float] = ...) -> None: ...
+
+class PredictReply(_message.Message):
+    __slots__ = ("predictions",)
+    PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
+    predictions: _containers.RepeatedCompositeFieldContainer[Prediction]
+    def __init__(self, predictions: _Optional[_Iterable[_Union[Prediction, _Mapping]]] = ...) -> None: ...
+
+class StatusReply(_message.Message):
+    __slots__ = ("task", "kernel", "mbar", "n_entities", "private", "requests_served")
+    TASK_FIELD_NUMBER: _ClassVar[int]
+    KERNEL_FIELD_NUMBER: _ClassVar[int]
+    MBAR_FIELD_NUMBER: _ClassVar[int]
+    N_ENTITIES_FIELD_NUMBER: _ClassVar[int]
+    PRIVATE_FIELD_NUMBER: _ClassVar[int]
+    REQUESTS_SERVED_FIELD_NUMBER: _ClassVar[int]
+    task: str
+    kernel: str
+    mbar: int
+    n_entities: int
+    private: bool
+    requests_served: int
+    def __init__(self, task: _Optional[str] = ..., kernel: _Optional[str] = ..., mbar: _Optional[int] = ..., n_entities: _Optional[int] = ..., private: _Optional[bool] = ..., requests_served: _Optional[int] = ...) -> None: ...

@@ -1,0 +1,132 @@
+"""Arrays on the wire: dtype + shape + raw bytes in ~1 MiB chunks, never pickle.
+
+A stream is a sequence of :class:`ArrayChunk` messages; each array starts with a
+header (name, dtype, shape) followed by its bytes. The receiver validates the
+dtype against an allow-list, refuses absurd sizes before allocating, and checks
+that exactly ``prod(shape) * itemsize`` bytes arrived.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Iterator, Mapping
+
+import numpy as np
+
+from common.constants import CHUNK_BYTES, MAX_ARRAY_BYTES
+from common.errors import WireError
+from common.rpc import ppsvm_pb2 as pb
+
+# Fixed-width numeric kinds and unicode strings only: no object arrays, no pickle.
+_ALLOWED_KINDS = {"f", "i", "u", "b", "U"}
+
+
+def encode_arrays(arrays: Mapping[str, np.ndarray], chunk_bytes: int = CHUNK_BYTES) -> Iterator[pb.ArrayChunk]:
+    """Yield the stream messages that carry ``arrays``.
+
+    Parameters
+    ----------
+    arrays : mapping of name to ndarray
+        Each array is sent little-endian and C-contiguous, any shape.
+    chunk_bytes : int
+        Payload bytes per data message.
+    """
+    for name, array in arrays.items():
+        array = np.asarray(array)
+        dtype = array.dtype.newbyteorder("<") if array.dtype.byteorder == ">" else array.dtype
+        _check_dtype(dtype)
+        data = np.ascontiguousarray(array, dtype=dtype)
+        yield pb.ArrayChunk(header=pb.ArrayHeader(name=name, dtype=dtype.str, shape=list(data.shape)))
+        view = memoryview(data).cast("B")
+        for start in range(0, len(view), chunk_bytes):
+            yield pb.ArrayChunk(data=bytes(view[start : start + chunk_bytes]))
+
+
+def decode_arrays(
+    chunks: Iterable[pb.ArrayChunk], max_bytes: int = MAX_ARRAY_BYTES
+) -> dict[str, np.ndarray]:
+    """Reassemble the arrays of a stream, validating every header and byte count.
+
+    Raises
+    ------
+    WireError
+        Data before a header, an unknown dtype, a size over ``max_bytes``, a
+        duplicate name, or a byte count that does not match dtype and shape.
+    """
+    arrays: dict[str, np.ndarray] = {}
+    current: _Receiving | None = None
+    for chunk in chunks:
+        part = chunk.WhichOneof("part")
+        if part == "header":
+            if current is not None:
+                arrays[current.name] = current.finish()
+            current = _Receiving(chunk.header, max_bytes)
+            if current.name in arrays:
+                raise WireError(f"array {current.name!r} sent twice in one stream")
+        elif part == "data":
+            if current is None:
+                raise WireError("array data arrived before any header")
+            current.add(chunk.data)
+        else:
+            raise WireError("empty chunk: neither header nor data")
+    if current is not None:
+        arrays[current.name] = current.finish()
+    return arrays
+
+
+def expect_arrays(arrays: Mapping[str, np.ndarray], names: Iterable[str], source: str) -> None:
+    """Raise WireError naming ``source`` unless every name in ``names`` is present."""
+    missing = [name for name in names if name not in arrays]
+    if missing:
+        raise WireError(f"{source} did not send array(s) {', '.join(missing)}")
+
+
+def _check_dtype(dtype: np.dtype) -> None:
+    if dtype.kind not in _ALLOWED_KINDS or dtype.hasobject or dtype.fields is not None:
+        raise WireError(f"dtype {dtype.str!r} is not allowed on the wire")
+
+
+class _Receiving:
+    """One array being received: a preallocated buffer filled chunk by chunk."""
+
+    def __init__(self, header: pb.ArrayHeader, max_bytes: int) -> None:
+        self.name = header.name
+        try:
+            dtype = np.dtype(header.dtype)
+        except TypeError as exc:
+            raise WireError(f"array {self.name!r}: unknown dtype {header.dtype!r}") from exc
+        if dtype.str != header.dtype:
+            raise WireError(f"array {self.name!r}: dtype {header.dtype!r} is not in canonical form")
+        _check_dtype(dtype)
+        if dtype.byteorder == ">":
+            raise WireError(f"array {self.name!r}: big-endian dtype {header.dtype!r}")
+        self.dtype = dtype
+        self.shape = tuple(int(s) for s in header.shape)
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        self.expected = count * dtype.itemsize
+        if self.expected > max_bytes:
+            raise WireError(
+                f"array {self.name!r} of shape {self.shape} and dtype {dtype.str} needs "
+                f"{self.expected} bytes, over the limit of {max_bytes}"
+            )
+        self.buffer = bytearray(self.expected)
+        self.received = 0
+
+    def add(self, data: bytes) -> None:
+        end = self.received + len(data)
+        if end > self.expected:
+            raise WireError(
+                f"array {self.name!r}: more bytes than shape {self.shape} and dtype "
+                f"{self.dtype.str} allow ({end} > {self.expected})"
+            )
+        self.buffer[self.received : end] = data
+        self.received = end
+
+    def finish(self) -> np.ndarray:
+        if self.received != self.expected:
+            raise WireError(
+                f"array {self.name!r}: stream truncated, {self.received} of {self.expected} bytes "
+                f"for shape {self.shape} and dtype {self.dtype.str}"
+            )
+        return np.frombuffer(self.buffer, dtype=self.dtype).reshape(self.shape)

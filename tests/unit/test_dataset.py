@@ -1,0 +1,261 @@
+"""Reading raw benchmark files: the real UCI files and every error path."""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.dataset import DatasetOptions, add_dataset_arguments, dataset_options_from_args, load_dataset
+from common.errors import ConfigError, DataError
+
+REPO = Path(__file__).resolve().parents[2]
+DATA_DIRS = (REPO / "data", REPO.parent / "shared" / "datasets")
+
+
+@pytest.fixture
+def dataset_path() -> Callable[[str], Path]:
+    """Locate a benchmark file in <repo>/data/, else ../shared/datasets/; skip if absent."""
+
+    def locate(name: str) -> Path:
+        for directory in DATA_DIRS:
+            if (directory / name).is_file():
+                return directory / name
+        pytest.skip(f"benchmark file {name} not found in {' or '.join(map(str, DATA_DIRS))}")
+
+    return locate
+
+
+def write(tmp_path: Path, text: str, name: str = "data.csv") -> Path:
+    path = tmp_path / name
+    path.write_text(text)
+    return path
+
+
+# --- the real benchmark files -------------------------------------------------------------
+
+
+def test_wdbc(dataset_path: Callable[[str], Path]) -> None:
+    path = dataset_path("wdbc.data")
+    start = time.perf_counter()
+    data = load_dataset(path, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
+    assert time.perf_counter() - start < 0.5
+    assert data.X.shape == (569, 30)
+    assert data.X.dtype == np.float64 and np.isfinite(data.X).all()
+    assert int((data.y == 1).sum()) == 212 and set(data.y) == {-1.0, 1.0}
+    assert data.ids[0] == "842302" and len(set(data.ids)) == 569
+    assert data.feature_names[:2] == ("x2", "x3") and len(data.feature_names) == 30
+    assert data.source == str(path)
+    assert data.X[0, 0] == 17.99
+
+
+def test_cleveland_refuses_missing_values_by_default(dataset_path: Callable[[str], Path]) -> None:
+    path = dataset_path("processed.cleveland.data")
+    with pytest.raises(DataError, match=r"line 88, column 12: missing value '\?'") as caught:
+        load_dataset(path, DatasetOptions(negative="0"))
+    assert str(path) in str(caught.value) and "--missing drop" in str(caught.value)
+
+
+def test_cleveland_drop_missing(dataset_path: Callable[[str], Path], caplog: pytest.LogCaptureFixture) -> None:
+    with caplog.at_level(logging.WARNING):
+        data = load_dataset(dataset_path("processed.cleveland.data"), DatasetOptions(negative="0", missing="drop"))
+    assert data.X.shape == (297, 13)
+    assert int((data.y == 1).sum()) == 137
+    assert "dropped 6 of 303 rows" in caplog.text
+    # Default ids are data row numbers counted before dropping, so they stay stable.
+    assert "87" not in set(data.ids) and data.ids[-1] == "301"  # line 303 has a "?"
+
+
+def test_ionosphere(dataset_path: Callable[[str], Path]) -> None:
+    data = load_dataset(dataset_path("ionosphere.data"), DatasetOptions(label=-1, positive="g"))
+    assert data.X.shape == (351, 34)
+    assert int((data.y == 1).sum()) == 225
+
+
+def test_pima_numeric_zero_one_labels(dataset_path: Callable[[str], Path]) -> None:
+    data = load_dataset(dataset_path("pima-indians-diabetes.data"), DatasetOptions())
+    assert data.X.shape == (768, 8)
+    assert int((data.y == 1).sum()) == 268 and int((data.y == -1).sum()) == 500
+
+
+def test_bupa(dataset_path: Callable[[str], Path]) -> None:
+    path = dataset_path("bupa.data")
+    data = load_dataset(path, DatasetOptions(label=-1, positive="2"))
+    assert data.X.shape == (345, 6)
+    assert int((data.y == 1).sum()) == 200
+    with pytest.raises(DataError, match=r"'1' \(145\), '2' \(200\).*--positive"):
+        load_dataset(path, DatasetOptions())
+
+
+def test_adult_names_the_string_column(dataset_path: Callable[[str], Path]) -> None:
+    with pytest.raises(DataError, match=r"line 1, column 1: non-numeric feature value 'State-gov'; drop the column"):
+        load_dataset(dataset_path("adult.data"), DatasetOptions(positive=">50K"))
+
+
+# --- parsing ------------------------------------------------------------------------------
+
+
+def test_whitespace_blank_lines_and_header(tmp_path: Path) -> None:
+    path = write(tmp_path, "id, a , b, cls\n\nr1, 1.5, 2, yes\n  \nr2 ,3,4e-3 , no\n\n")
+    data = load_dataset(path, DatasetOptions(label="cls", positive="yes", id_column="id", header=True))
+    assert data.feature_names == ("a", "b")
+    assert data.ids.tolist() == ["r1", "r2"] and data.ids.dtype.kind == "U"
+    np.testing.assert_array_equal(data.X, [[1.5, 2.0], [3.0, 4e-3]])
+    np.testing.assert_array_equal(data.y, [1.0, -1.0])
+
+
+def test_drop_by_name_and_negative_label_index(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,c,y\n1,2,3,-1\n4,5,6,1\n")
+    data = load_dataset(path, DatasetOptions(label=-1, drop=("b",), header=True))
+    assert data.feature_names == ("a", "c")
+    np.testing.assert_array_equal(data.X, [[1, 3], [4, 6]])
+    np.testing.assert_array_equal(data.y, [-1, 1])
+    assert data.ids.tolist() == ["0", "1"]
+
+
+def test_negative_class_value(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,0\n2,3\n3,1\n")
+    data = load_dataset(path, DatasetOptions(negative="0"))
+    np.testing.assert_array_equal(data.y, [-1, 1, 1])
+
+
+def test_regression_targets(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,0.25\n2,-3e2\n")
+    data = load_dataset(path, DatasetOptions(task="regress"))
+    np.testing.assert_array_equal(data.y, [0.25, -300.0])
+
+
+def test_impute_uses_observed_column_means(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    path = write(tmp_path, "1,?,1\n3,4,0\n,8,1\n")
+    with caplog.at_level(logging.WARNING):
+        data = load_dataset(path, DatasetOptions(missing="impute"))
+    np.testing.assert_array_equal(data.X, [[1, 6], [3, 4], [2, 8]])
+    assert "imputed 2 missing values in 2 columns" in caplog.text
+
+
+# --- errors: each names the file, the line and the column ----------------------------------
+
+
+def test_missing_value_refused(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,b,y\n1,2,1\n3,,0\n", "m.csv")
+    with pytest.raises(DataError, match=r"m\.csv, line 3, column 1 \('b'\): missing value ''"):
+        load_dataset(path, DatasetOptions(header=True))
+
+
+def test_missing_label_is_an_error_unless_dropped(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,1\n2,?\n3,0\n")
+    for policy in ("refuse", "impute"):
+        with pytest.raises(DataError, match=r"line 2, column 1: missing label '\?'"):
+            load_dataset(path, DatasetOptions(missing=policy))
+    assert load_dataset(path, DatasetOptions(missing="drop")).ids.tolist() == ["0", "2"]
+
+
+def test_non_numeric_feature(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,2,1\n3,abc,0\n")
+    message = r"line 2, column 1: non-numeric feature value 'abc'; drop the column with --drop 1"
+    with pytest.raises(DataError, match=message):
+        load_dataset(path, DatasetOptions())
+
+
+@pytest.mark.parametrize("value", ["inf", "-Infinity", "nan"])
+def test_non_finite_feature(tmp_path: Path, value: str) -> None:
+    path = write(tmp_path, f"1,2,1\n{value},4,0\n")
+    with pytest.raises(DataError, match=rf"line 2, column 0: non-finite feature value '{value}'"):
+        load_dataset(path, DatasetOptions())
+
+
+def test_inconsistent_field_count(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,2,1\n\n3,4,5,0\n")
+    with pytest.raises(DataError, match=r"line 3: 4 fields, but line 1 has 3"):
+        load_dataset(path, DatasetOptions())
+
+
+def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
+    path = write(tmp_path, "a,1,1\nb,2,0\na,3,1\n")
+    with pytest.raises(DataError, match=r"line 3, column 0: duplicate record id 'a' \(also on line 1\)"):
+        load_dataset(path, DatasetOptions(id_column=0))
+
+
+@pytest.mark.parametrize("text", ["", "\n\n", "a,b,y\n"])
+def test_empty_file(tmp_path: Path, text: str) -> None:
+    with pytest.raises(DataError, match="no data rows"):
+        load_dataset(write(tmp_path, text), DatasetOptions(header=bool(text.strip())))
+
+
+def test_missing_file(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="cannot read"):
+        load_dataset(tmp_path / "absent.csv", DatasetOptions())
+
+
+def test_ambiguous_labels_listed(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,a\n2,b\n3,c\n4,a\n")
+    with pytest.raises(DataError, match=r"3 distinct values \('a' \(2\), 'b' \(1\), 'c' \(1\)\).*--positive"):
+        load_dataset(path, DatasetOptions())
+
+
+def test_positive_value_must_occur(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,B\n2,M\n")
+    with pytest.raises(DataError, match=r"no value 'X' \(the positive class\); values found: 'B' \(1\), 'M' \(1\)"):
+        load_dataset(path, DatasetOptions(positive="X"))
+
+
+def test_single_class(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,M\n2,M\n")
+    with pytest.raises(DataError, match="every record has label 'M'"):
+        load_dataset(path, DatasetOptions(positive="M"))
+    with pytest.raises(DataError, match=r"1 distinct values"):
+        load_dataset(write(tmp_path, "1,1\n2,1\n"), DatasetOptions())
+
+
+def test_bad_regression_target(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,0.5\n2,high\n")
+    with pytest.raises(DataError, match=r"line 2, column 1: regression target 'high' is not a number"):
+        load_dataset(path, DatasetOptions(task="regress"))
+
+
+@pytest.mark.parametrize(
+    ("options", "message"),
+    [
+        (DatasetOptions(label=5), r"label column 5 is out of range: the file has 3 columns"),
+        (DatasetOptions(label="y"), r"label column 'y' is a name, but the file has no header"),
+        (DatasetOptions(drop=(2,)), r"column 2 is both the label and a dropped column"),
+        (DatasetOptions(id_column=-1), r"column 2 is both the label and the id column"),
+        (DatasetOptions(drop=(0, 1)), r"no feature columns left"),
+    ],
+)
+def test_bad_column_references(tmp_path: Path, options: DatasetOptions, message: str) -> None:
+    with pytest.raises(ConfigError, match=message):
+        load_dataset(write(tmp_path, "1,2,1\n3,4,0\n"), options)
+
+
+def test_contradictory_options() -> None:
+    with pytest.raises(ConfigError, match="not both"):
+        DatasetOptions(positive="1", negative="0")
+    with pytest.raises(ConfigError, match="classification only"):
+        DatasetOptions(task="regress", positive="1")
+    with pytest.raises(ConfigError, match="delimiter"):
+        DatasetOptions(delimiter=", ")
+
+
+# --- command line -------------------------------------------------------------------------
+
+
+def test_arguments_build_options() -> None:
+    parser = argparse.ArgumentParser()
+    add_dataset_arguments(parser)
+    args = parser.parse_args(
+        ["--label", "1", "--positive", "M", "--drop", "0,id", "--drop", "-2", "--id-column", "0", "--missing", "drop"]
+    )
+    options = dataset_options_from_args(args, "classify")
+    assert options == DatasetOptions(
+        label=1, positive="M", drop=(0, "id", -2), id_column=0, missing="drop", task="classify"
+    )
+    defaults = dataset_options_from_args(parser.parse_args([]), "regress")
+    assert defaults == DatasetOptions(task="regress")
+    with pytest.raises(SystemExit):
+        parser.parse_args(["--positive", "1", "--negative", "0"])
