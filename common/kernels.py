@@ -111,3 +111,24 @@ def _check_widths(A: np.ndarray, B: np.ndarray) -> None:
         raise ValueError(f"A and B must be 2-D, got shapes {A.shape} and {B.shape}")
     if A.shape[1] != B.shape[1]:
         raise ValueError(f"A has {A.shape[1]} features, B has {B.shape[1]}")
+
+
+def scale_to_unit(X: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+    """Map features to [0, 1] with per-feature bounds, as the papers do.
+
+    Parameters
+    ----------
+    X : ndarray, shape (m, n)
+    low, high : ndarray, shape (n,)
+        Per-feature min and max of the training records; a constant feature maps to 0.
+
+    Returns
+    -------
+    ndarray, shape (m, n)
+        Values of records outside the training range fall outside [0, 1].
+    """
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    if X.ndim != 2 or low.shape != (X.shape[1],) or high.shape != (X.shape[1],):
+        raise ValueError(f"X has shape {X.shape}; scaling bounds have shapes {low.shape} and {high.shape}")
+    width = high - low
+    return (X - low) / np.where(width > 0, width, 1.0)

@@ -26,15 +26,15 @@ from typing import Any
 
 import numpy as np
 
+from common.config import TASKS, FederationEntity, federation_toml, toml_document
 from common.dataset import Dataset
+from common.kernels import KERNELS
 from common.errors import ConfigError, DataError
 
 __all__ = ["SplitOptions", "SplitResult", "split_dataset"]
 
 logger = logging.getLogger(__name__)
 
-TASKS = ("classify", "regress")
-KERNELS = ("linear", "gaussian")
 FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
 _PUBLIC_MODE = 0o666  # narrowed by the process umask, like any new file
@@ -295,46 +295,8 @@ def _secret_name(column_block: int) -> str:
     return f"column-block-{column_block}.secret"
 
 
-def _toml_string(text: str) -> str:
-    """Quote `text` as a TOML basic string (escapes quotes, backslashes, control characters)."""
-    escaped = []
-    for char in text:
-        if char in '"\\':
-            escaped.append("\\" + char)
-        elif ord(char) < 0x20 or ord(char) == 0x7F:
-            escaped.append(f"\\u{ord(char):04X}")
-        else:
-            escaped.append(char)
-    return '"' + "".join(escaped) + '"'
-
-
-def _toml_document(comment: str, tables: list[tuple[str, dict[str, str | int]]]) -> str:
-    """A TOML file from (header, table) pairs; header "[x]" is a table, "[[x]]" an array entry.
-
-    The text is parsed back with tomllib and compared with the input, so a
-    quoting mistake fails here rather than in a process reading the file later.
-    """
-    lines = [f"# {comment}"]
-    expected: dict[str, Any] = {}
-    for index, (header, table) in enumerate(tables):
-        if index:
-            lines.append("")
-        lines.append(header)
-        for key, value in table.items():
-            lines.append(f"{key} = {_toml_string(value) if isinstance(value, str) else value}")
-        name = header.strip("[]")
-        if header.startswith("[["):
-            expected.setdefault(name, []).append(table)
-        else:
-            expected[name] = table
-    text = "\n".join(lines) + "\n"
-    if tomllib.loads(text) != expected:
-        raise AssertionError(f"generated TOML does not parse back to its input:\n{text}")
-    return text
-
-
 def _entity_toml(name: str, address: str, column_block: int) -> str:
-    return _toml_document(
+    return toml_document(
         f"ppsvm entity {name}: private to this data owner; never give this file to the coordinator.",
         [
             (
@@ -352,16 +314,10 @@ def _entity_toml(name: str, address: str, column_block: int) -> str:
 
 
 def _federation_toml(options: SplitOptions) -> str:
-    tables: list[tuple[str, dict[str, str | int]]] = [("[task]", {"task": options.task, "kernel": options.kernel})]
-    for i in range(options.rows):
-        for j in range(options.cols):
-            tables.append(
-                (
-                    "[[entity]]",
-                    {"id": f"r{i}c{j}", "address": _address(options, i, j), "row_block": i, "column_block": j},
-                )
-            )
-    return _toml_document("ppsvm federation: the coordinator's view (no data, no secrets).", tables)
+    entities = [
+        FederationEntity(f"r{i}c{j}", _address(options, i, j), i, j) for i in range(options.rows) for j in range(options.cols)
+    ]
+    return federation_toml({"task": options.task, "kernel": options.kernel}, entities)
 
 
 def _sha256(source: str) -> str | None:

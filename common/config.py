@@ -1,0 +1,293 @@
+"""Configuration files (TOML, read with the standard library's tomllib).
+
+- An **entity config** is private to one data owner: its data file, where its
+  column-group secret comes from, where it listens, and the loudly named
+  non-private override of the mbar guard.
+- A **federation file** is the coordinator's view: entity ids, addresses and
+  grid positions, and task settings. It never holds data paths or secrets.
+
+Relative paths in an entity config are relative to the config file.
+"""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from dataclasses import dataclass
+from pathlib import Path
+from collections.abc import Sequence
+from typing import Any
+
+from common.errors import ConfigError
+from common.randomness import MIN_SECRET_BYTES
+
+TASKS = ("classify", "regress")
+
+# The entity-side setting that disables privacy rule 3 (mbar < n_j); for benchmarks only.
+NON_PRIVATE_OVERRIDE_KEY = "non_private_allow_mbar_at_least_features"
+
+
+@dataclass(frozen=True)
+class EntityConfig:
+    """One data owner's settings (private to it).
+
+    Attributes
+    ----------
+    id : str
+    listen : str
+        host:port to serve on; port 0 picks a free port.
+    data : Path
+        The entity's cell: CSV with columns id, [label], [split], features.
+    column_block : int
+    secret_file : Path | None
+    secret_env : str | None
+        Exactly one of secret_file / secret_env names the column-group secret.
+    non_private_override : bool
+        Allow mbar >= n_j (breaks privacy rule 3); every output then says the run was not private.
+    source : Path
+        The config file this came from (for error messages).
+    """
+
+    id: str
+    listen: str
+    data: Path
+    column_block: int
+    secret_file: Path | None
+    secret_env: str | None
+    non_private_override: bool
+    source: Path
+
+    def read_secret(self) -> bytes:
+        """The column-group secret: hex text from the file or environment variable, decoded."""
+        if self.secret_file is not None:
+            try:
+                text = self.secret_file.read_text(encoding="utf-8")
+            except OSError as exc:
+                raise ConfigError(f"{self.source}: cannot read secret_file {self.secret_file}: {exc.strerror}") from exc
+            origin = str(self.secret_file)
+        else:
+            assert self.secret_env is not None
+            text = os.environ.get(self.secret_env, "")
+            if not text:
+                raise ConfigError(f"{self.source}: environment variable {self.secret_env} (secret_env) is not set")
+            origin = f"${self.secret_env}"
+        try:
+            secret = bytes.fromhex(text.strip())
+        except ValueError as exc:
+            raise ConfigError(f"{self.source}: the secret in {origin} is not hex text") from exc
+        if len(secret) < MIN_SECRET_BYTES:
+            raise ConfigError(
+                f"{self.source}: the secret in {origin} has {len(secret)} bytes; at least {MIN_SECRET_BYTES} are needed"
+            )
+        return secret
+
+
+@dataclass(frozen=True)
+class FederationEntity:
+    """How the coordinator reaches one entity and where its cell sits in the grid."""
+
+    id: str
+    address: str
+    row_block: int
+    column_block: int
+
+
+@dataclass(frozen=True)
+class Federation:
+    """The coordinator's view: entities and task settings from the federation file.
+
+    Attributes
+    ----------
+    entities : tuple of FederationEntity
+    task : dict
+        The ``[task]`` table as written (keys: task, kernel, mbar, nu, mu, ...);
+        command-line flags override it.
+    source : Path
+    """
+
+    entities: tuple[FederationEntity, ...]
+    task: dict[str, Any]
+    source: Path
+
+    @property
+    def row_blocks(self) -> list[int]:
+        return sorted({e.row_block for e in self.entities})
+
+    @property
+    def column_blocks(self) -> list[int]:
+        return sorted({e.column_block for e in self.entities})
+
+    def cell(self, row_block: int, column_block: int) -> FederationEntity:
+        for entity in self.entities:
+            if entity.row_block == row_block and entity.column_block == column_block:
+                return entity
+        raise ConfigError(f"{self.source}: no entity holds row block {row_block}, column block {column_block}")
+
+
+def _read_toml(path: Path) -> dict[str, Any]:
+    try:
+        with path.open("rb") as handle:
+            return tomllib.load(handle)
+    except FileNotFoundError as exc:
+        raise ConfigError(f"config file {path} does not exist") from exc
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
+
+
+def _get(table: dict[str, Any], key: str, kind: type | tuple[type, ...], where: str, default: Any = ...) -> Any:
+    if key not in table:
+        if default is ...:
+            raise ConfigError(f"{where}: missing required key {key!r}")
+        return default
+    value = table[key]
+    # bool is an int subclass: do not accept true where a number is meant.
+    if not isinstance(value, kind) or (isinstance(value, bool) and bool not in _as_tuple(kind)):
+        raise ConfigError(f"{where}: {key!r} must be {_kind_name(kind)}, got {value!r}")
+    return value
+
+
+def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
+    return kind if isinstance(kind, tuple) else (kind,)
+
+
+def _kind_name(kind: type | tuple[type, ...]) -> str:
+    return " or ".join({"str": "a string", "int": "an integer", "bool": "true or false"}.get(k.__name__, k.__name__)
+                       for k in _as_tuple(kind))
+
+
+def load_entity_config(path: str | Path) -> EntityConfig:
+    """Read and validate an entity config file.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file and key at fault.
+    """
+    path = Path(path)
+    document = _read_toml(path)
+    table = document.get("entity")
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: missing [entity] table")
+    where = f"{path} [entity]"
+    base = path.parent
+    secret_file = _get(table, "secret_file", str, where, None)
+    secret_env = _get(table, "secret_env", str, where, None)
+    if (secret_file is None) == (secret_env is None):
+        raise ConfigError(f"{where}: set exactly one of 'secret_file' or 'secret_env' (the column-group secret)")
+    privacy = document.get("privacy", {})
+    if not isinstance(privacy, dict):
+        raise ConfigError(f"{path}: [privacy] must be a table")
+    column_block = _get(table, "column_block", int, where)
+    if column_block < 0:
+        raise ConfigError(f"{where}: 'column_block' must be >= 0, got {column_block}")
+    return EntityConfig(
+        id=_get(table, "id", str, where),
+        listen=_get(table, "listen", str, where, "127.0.0.1:0"),
+        data=base / _get(table, "data", str, where),
+        column_block=column_block,
+        secret_file=base / secret_file if secret_file is not None else None,
+        secret_env=secret_env,
+        non_private_override=_get(privacy, NON_PRIVATE_OVERRIDE_KEY, bool, f"{path} [privacy]", False),
+        source=path,
+    )
+
+
+def load_federation(path: str | Path) -> Federation:
+    """Read and validate a federation file: unique ids and addresses, a complete r x s grid.
+
+    Raises
+    ------
+    ConfigError
+        Naming the file and the entity or key at fault.
+    """
+    path = Path(path)
+    document = _read_toml(path)
+    entries = document.get("entity")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{path}: no [[entity]] entries")
+    entities = []
+    for index, entry in enumerate(entries):
+        where = f"{path} [[entity]] #{index + 1}"
+        entity = FederationEntity(
+            id=_get(entry, "id", str, where),
+            address=_get(entry, "address", str, where),
+            row_block=_get(entry, "row_block", int, where),
+            column_block=_get(entry, "column_block", int, where),
+        )
+        if entity.row_block < 0 or entity.column_block < 0:
+            raise ConfigError(f"{where}: row_block and column_block must be >= 0")
+        for forbidden in ("data", "secret", "secret_file", "secret_env"):
+            if forbidden in entry:
+                raise ConfigError(f"{where}: {forbidden!r} does not belong in the federation file (keep it in the entity's own config)")
+        entities.append(entity)
+    _check_unique(path, [e.id for e in entities], "entity id")
+    _check_unique(path, [e.address for e in entities], "address")
+    _check_unique(path, [(e.row_block, e.column_block) for e in entities], "grid cell (row_block, column_block)")
+    rows = sorted({e.row_block for e in entities})
+    cols = sorted({e.column_block for e in entities})
+    if rows != list(range(len(rows))) or cols != list(range(len(cols))):
+        raise ConfigError(f"{path}: row blocks {rows} and column blocks {cols} must each be numbered 0, 1, 2, ...")
+    if len(entities) != len(rows) * len(cols):
+        held = {(e.row_block, e.column_block) for e in entities}
+        missing = [(i, j) for i in rows for j in cols if (i, j) not in held]
+        raise ConfigError(f"{path}: the checkerboard is incomplete; no entity holds (row_block, column_block) {missing}")
+    task = document.get("task", {})
+    if not isinstance(task, dict):
+        raise ConfigError(f"{path}: [task] must be a table")
+    return Federation(tuple(entities), dict(task), path)
+
+
+def _check_unique(path: Path, values: list[Any], what: str) -> None:
+    seen: set[Any] = set()
+    for value in values:
+        if value in seen:
+            raise ConfigError(f"{path}: {what} {value!r} appears more than once")
+        seen.add(value)
+
+
+def toml_string(text: str) -> str:
+    """Quote `text` as a TOML basic string (escapes quotes, backslashes, control characters)."""
+    escaped = []
+    for char in text:
+        if char in '"\\':
+            escaped.append("\\" + char)
+        elif ord(char) < 0x20 or ord(char) == 0x7F:
+            escaped.append(f"\\u{ord(char):04X}")
+        else:
+            escaped.append(char)
+    return '"' + "".join(escaped) + '"'
+
+
+def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int]]]) -> str:
+    """A TOML file from (header, table) pairs; header "[x]" is a table, "[[x]]" an array entry.
+
+    The text is parsed back with tomllib and compared with the input, so a
+    quoting mistake fails here rather than in a process reading the file later.
+    """
+    lines = [f"# {comment}"]
+    expected: dict[str, Any] = {}
+    for index, (header, table) in enumerate(tables):
+        if index:
+            lines.append("")
+        lines.append(header)
+        for key, value in table.items():
+            lines.append(f"{key} = {toml_string(value) if isinstance(value, str) else value}")
+        name = header.strip("[]")
+        if header.startswith("[["):
+            expected.setdefault(name, []).append(table)
+        else:
+            expected[name] = table
+    text = "\n".join(lines) + "\n"
+    if tomllib.loads(text) != expected:
+        raise AssertionError(f"generated TOML does not parse back to its input:\n{text}")
+    return text
+
+
+def federation_toml(task: dict[str, str | int], entities: Sequence[FederationEntity]) -> str:
+    """The text of a federation file for ``entities`` with the given ``[task]`` table."""
+    tables: list[tuple[str, dict[str, str | int]]] = [("[task]", dict(task))]
+    tables += [
+        ("[[entity]]", {"id": e.id, "address": e.address, "row_block": e.row_block, "column_block": e.column_block})
+        for e in entities
+    ]
+    return toml_document("ppsvm federation: the coordinator's view (no data, no secrets).", tables)

@@ -1,0 +1,100 @@
+"""gRPC plumbing shared by entities and the coordinator: servers, channels, status codes."""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Callable, Iterator
+from concurrent import futures
+from typing import Any, TypeVar
+
+import grpc
+
+from common.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
+
+logger = logging.getLogger(__name__)
+
+# Domain error -> status code: a refused request, a bad request, or a state that must change first.
+_STATUS = (
+    (PrivacyError, grpc.StatusCode.PERMISSION_DENIED),
+    (DataError, grpc.StatusCode.INVALID_ARGUMENT),
+    (WireError, grpc.StatusCode.INVALID_ARGUMENT),
+    (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
+    (SolverError, grpc.StatusCode.FAILED_PRECONDITION),
+    (PpsvmError, grpc.StatusCode.FAILED_PRECONDITION),
+)
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def status_for(error: Exception) -> grpc.StatusCode:
+    """The status code a servicer answers with for a domain error."""
+    for kind, code in _STATUS:
+        if isinstance(error, kind):
+            return code
+    return grpc.StatusCode.INTERNAL
+
+
+def _abort(context: grpc.ServicerContext, name: str, error: Exception) -> None:
+    code = status_for(error)
+    if code is grpc.StatusCode.INTERNAL:
+        logger.exception("%s failed", name)
+        context.abort(code, f"{name}: internal error ({type(error).__name__}); see the server log")
+    logger.warning("%s refused: %s", name, error)
+    context.abort(code, str(error))
+
+
+def unary_handler(method: F) -> F:
+    """Wrap a unary servicer method: domain errors become status codes with their message."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Any:
+        try:
+            return method(self, request, context)
+        except Exception as error:  # noqa: BLE001 - mapped to a status code, never swallowed
+            _abort(context, method.__name__, error)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def stream_handler(method: F) -> F:
+    """Like :func:`unary_handler` for server-streaming methods (errors before or during the stream)."""
+
+    @functools.wraps(method)
+    def wrapper(self: Any, request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+        try:
+            yield from method(self, request, context)
+        except Exception as error:  # noqa: BLE001
+            _abort(context, method.__name__, error)
+
+    return wrapper  # type: ignore[return-value]
+
+
+def create_server(address: str, register: Callable[[grpc.Server], None], max_workers: int = 8) -> tuple[grpc.Server, int]:
+    """Start a server on ``address`` (port 0 picks a free one); returns (server, bound port).
+
+    Raises
+    ------
+    ConfigError
+        The address cannot be bound.
+    """
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
+    register(server)
+    try:
+        port = server.add_insecure_port(address)
+    except RuntimeError as exc:
+        raise ConfigError(f"cannot listen on {address}: {exc}") from exc
+    if port == 0:
+        raise ConfigError(f"cannot listen on {address} (in use or not a local address)")
+    server.start()
+    return server, port
+
+
+def open_channel(address: str) -> grpc.Channel:
+    """A channel to ``address`` with unbounded receive size (streams are chunked anyway)."""
+    return grpc.insecure_channel(address)
+
+
+def host_of(address: str) -> str:
+    """The host part of host:port (IPv6 in brackets kept as is)."""
+    return address.rsplit(":", 1)[0]

@@ -1,0 +1,54 @@
+"""Evaluation figures: error rate and AUC (classify), relative error and RMSE (regress)."""
+
+from __future__ import annotations
+
+import numpy as np
+from scipy.stats import rankdata
+
+
+def error_rate(labels: np.ndarray, decision: np.ndarray) -> float:
+    """Fraction of records with sign(decision) != label; a decision of 0 counts as +1.
+
+    Parameters
+    ----------
+    labels : ndarray, shape (m,), values in {-1, +1}
+    decision : ndarray, shape (m,)
+    """
+    predicted = np.where(decision >= 0, 1.0, -1.0)
+    return float(np.mean(predicted != labels))
+
+
+def auc(labels: np.ndarray, decision: np.ndarray) -> float:
+    """Area under the ROC curve (Mann-Whitney statistic, ties counted half); NaN with one class.
+
+    Parameters
+    ----------
+    labels : ndarray, shape (m,), values in {-1, +1}
+    decision : ndarray, shape (m,)
+    """
+    positive = labels > 0
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return float("nan")
+    ranks = rankdata(decision)
+    return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
+
+
+def relative_error(targets: np.ndarray, predictions: np.ndarray) -> float:
+    """||predictions - targets||_2 / ||targets||_2, Fung & Mangasarian eq. (4.17); shapes (m,)."""
+    norm = float(np.linalg.norm(targets))
+    if norm == 0.0:
+        return float("inf") if np.any(predictions != targets) else 0.0
+    return float(np.linalg.norm(predictions - targets) / norm)
+
+
+def rmse(targets: np.ndarray, predictions: np.ndarray) -> float:
+    """Root mean squared error; shapes (m,)."""
+    return float(np.sqrt(np.mean((predictions - targets) ** 2)))
+
+
+def evaluate(task: str, targets: np.ndarray, decision: np.ndarray) -> dict[str, float]:
+    """The figures reported for a task: error_rate and auc, or relative_error and rmse."""
+    if task == "classify":
+        return {"error_rate": error_rate(targets, decision), "auc": auc(targets, decision)}
+    return {"relative_error": relative_error(targets, decision), "rmse": rmse(targets, decision)}

@@ -1,0 +1,129 @@
+"""The trained model file: JSON, written atomically, never holding B or data.
+
+It records u, gamma, the kernel and its width, mbar, the partition (entity ids
+and grid positions), the per-column-block feature scaling, whether the run was
+private, and how it was trained.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import tempfile
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from common.errors import ConfigError
+
+FORMAT = "ppsvm-model"
+FORMAT_VERSION = 1
+
+
+@dataclass(frozen=True)
+class ColumnScaling:
+    """Per-feature [low, high] of one column block; features map to (x - low) / (high - low)."""
+
+    column_block: int
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def n_features(self) -> int:
+        return len(self.low)
+
+
+@dataclass(frozen=True)
+class ModelEntity:
+    id: str
+    row_block: int
+    column_block: int
+
+
+@dataclass(frozen=True)
+class Model:
+    """A random-kernel classifier or regressor: f(x) = K(x', B') u - gamma.
+
+    Attributes
+    ----------
+    u : tuple of float, length mbar
+    scaling : tuple of ColumnScaling, one per column block
+    private : bool
+        False when some entity's non-private override allowed mbar >= n_j.
+    training : dict
+        How it was trained (records, formulation, objective, seconds, tuning).
+    """
+
+    task: str
+    kernel: str
+    mu: float
+    nu: float
+    mbar: int
+    u: tuple[float, ...]
+    gamma: float
+    private: bool
+    scaling: tuple[ColumnScaling, ...]
+    entities: tuple[ModelEntity, ...]
+    training: dict[str, Any] = field(default_factory=dict)
+
+    def decision(self, K: np.ndarray) -> np.ndarray:
+        """K u - gamma for assembled kernel rows K of shape (m, mbar); returns shape (m,)."""
+        if K.ndim != 2 or K.shape[1] != self.mbar:
+            raise ValueError(f"kernel rows have shape {K.shape}; the model expects (m, {self.mbar})")
+        return K @ np.asarray(self.u) - self.gamma
+
+    def to_json(self) -> str:
+        document = {"format": FORMAT, "version": FORMAT_VERSION, **asdict(self)}
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "model") -> Model:
+        try:
+            document = json.loads(text)
+            if document.pop("format", None) != FORMAT:
+                raise ConfigError(f"{source} is not a ppsvm model file")
+            if document.pop("version", None) != FORMAT_VERSION:
+                raise ConfigError(f"{source}: unsupported model format version")
+            document["u"] = tuple(float(x) for x in document["u"])
+            document["scaling"] = tuple(
+                ColumnScaling(s["column_block"], tuple(s["low"]), tuple(s["high"])) for s in document["scaling"]
+            )
+            document["entities"] = tuple(ModelEntity(**e) for e in document["entities"])
+            model = cls(**document)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"{source} is not a valid ppsvm model file: {exc}") from exc
+        if len(model.u) != model.mbar:
+            raise ConfigError(f"{source}: u has {len(model.u)} entries but mbar is {model.mbar}")
+        return model
+
+    def save(self, path: str | Path) -> None:
+        """Write atomically: a temporary file in the same directory, fsync, then rename."""
+        write_atomic(Path(path), self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Model:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
+        return cls.from_json(text, str(path))
+
+
+def write_atomic(path: Path, text: str) -> None:
+    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise

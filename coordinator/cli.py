@@ -1,0 +1,271 @@
+"""The ``ppsvm`` command: every subcommand parses its arguments, builds a frozen options object, calls one function."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import logging
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from common import __version__
+from common.config import Federation, load_federation
+from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS
+from common.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
+from common.errors import PpsvmError
+from common.kernels import KERNELS
+from common.lp import FORMULATIONS
+from common.model import Model
+from common.partition import SplitOptions, split_dataset
+from entity import cli as entity_cli
+
+logger = logging.getLogger("ppsvm")
+
+
+def _auto_int(text: str) -> int | None:
+    if text == "auto":
+        return None
+    try:
+        return int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {text!r}") from None
+
+
+def _auto_float(text: str) -> float | None:
+    if text == "auto":
+        return None
+    try:
+        return float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+
+
+def _add_task_arguments(parser: argparse.ArgumentParser) -> None:
+    """Training settings; unset ones come from the federation file's [task] table, then defaults."""
+    parser.add_argument("--task", choices=("classify", "regress"), help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify")
+    parser.add_argument("--kernel", choices=KERNELS, help="linear (blocks summed) or gaussian (blocks multiplied elementwise); default gaussian")
+    parser.add_argument("--mbar", type=_auto_int, help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) - 1, at most 10%% of the training rows")
+    parser.add_argument("--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)")
+    parser.add_argument("--mu", type=_auto_float, help="Gaussian width (a number, or 'auto': tuned on the assembled kernel by the power identity, no new entity requests; default auto)")
+    parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default %(default)s)")
+    parser.add_argument("--lp-formulation", choices=FORMULATIONS, default="highs-dual",
+                        help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)")
+    parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, help="seconds allowed per entity call (default %(default)s)")
+
+
+def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distribute: bool = True) -> Any:
+    from coordinator.train import TrainOptions
+
+    def pick(name: str, default: Any) -> Any:
+        given = getattr(args, name)
+        if given is not None or f"{name}_given" in vars(args):
+            return given
+        value = task_table.get(name, default)
+        return None if value == "auto" else value
+
+    # An explicit 'auto' on the command line overrides a value in the federation file.
+    explicit_auto = {name for name in ("mbar", "nu", "mu") if f"--{name}" in _ARGV and getattr(args, name) is None}
+    values = {name: (None if name in explicit_auto else pick(name, None)) for name in ("mbar", "nu", "mu")}
+    return TrainOptions(
+        task=args.task or task_table.get("task", "classify"), kernel=args.kernel or task_table.get("kernel", "gaussian"),
+        folds=args.folds, seed=args.seed, formulation=args.lp_formulation, deadline=args.deadline, distribute=distribute,
+        **values,
+    )
+
+
+_ARGV: list[str] = []
+
+
+def _federation(args: argparse.Namespace) -> Federation:
+    return load_federation(args.federation)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    from coordinator.train import train_and_save
+
+    federation = _federation(args)
+    model = train_and_save(federation, _train_options(args, federation.task, distribute=not args.no_distribute), Path(args.model_out))
+    summary = {"model": str(args.model_out), "task": model.task, "kernel": model.kernel, "mbar": model.mbar,
+               "nu": model.nu, "mu": model.mu, "n_train": model.training["n_train"], "private": model.private,
+               "seconds": round(model.training["seconds"], 3)}
+    print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    from coordinator.evaluate import evaluate_model
+
+    result = evaluate_model(_federation(args), Model.load(args.model), args.deadline)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print("\n".join(f"{key:>15}: {value}" for key, value in result.items()))
+    return 0
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    from coordinator.evaluate import entity_alone, mean_figures
+
+    federation = _federation(args)
+    options = _train_options(args, federation.task)
+    results = entity_alone(federation, options.task, options.kernel, nu=options.nu, mu=options.mu, seed=options.seed, deadline=options.deadline)
+    rows = [{"entity": r.entity_id, "n_train": r.n_train, "n_test": r.n_test, **r.figures} for r in results]
+    if args.json:
+        print(json.dumps({"entities": rows, "mean": mean_figures(results)}))
+    else:
+        for row in rows:
+            print("  ".join(f"{k} = {v:.4f}" if isinstance(v, float) else f"{k} = {v}" for k, v in row.items()))
+        print("mean: " + ", ".join(f"{k} = {v:.4f}" for k, v in mean_figures(results).items()))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    from coordinator.serve import serve_coordinator
+
+    return serve_coordinator(_federation(args), Model.load(args.model), args.listen, args.deadline)
+
+
+def cmd_split(args: argparse.Namespace) -> int:
+    dataset_options = dataset_options_from_args(args, args.task)
+    dataset = load_dataset(args.data, dataset_options)
+    result = split_dataset(
+        dataset,
+        SplitOptions(rows=args.rows, cols=args.cols, out_dir=Path(args.out), test_fraction=args.test_fraction, seed=args.seed,
+                     task=args.task, kernel=args.kernel, host=args.host, base_port=args.base_port, overwrite=args.overwrite),
+        provenance=dataclasses.asdict(dataset_options),
+    )
+    print(f"wrote {len(result.entity_config_paths)} cells ({result.n_train} training, {result.n_test} held-out records) "
+          f"and {result.federation_path}")
+    return 0
+
+
+def cmd_reference(args: argparse.Namespace) -> int:
+    from coordinator.reference import LABEL, pooled_reference
+
+    federation = load_federation(Path(args.split_dir) / "federation.toml")
+    task = args.task or federation.task.get("task", "classify")
+    kernel = args.kernel or federation.task.get("kernel", "gaussian")
+    result = pooled_reference(Path(args.split_dir), task, kernel, nu=args.nu, mu=args.mu, seed=args.seed)
+    print(json.dumps(result) if args.json else LABEL + "\n" + "\n".join(f"{k:>15}: {v}" for k, v in result.items()))
+    return 0
+
+
+def cmd_demo(args: argparse.Namespace) -> int:
+    from coordinator.demo import DEFAULT_DATA, DEFAULT_DATASET_OPTIONS, DemoOptions, run_demo
+
+    if args.data is None:
+        data, dataset_options = DEFAULT_DATA, DEFAULT_DATASET_OPTIONS
+        dataset_options = dataclasses.replace(dataset_options, task=args.task or "classify")
+    else:
+        data, dataset_options = Path(args.data), dataset_options_from_args(args, args.task or "classify")
+    options = DemoOptions(
+        data=data, dataset=dataset_options, rows=args.rows, cols=args.cols, test_fraction=args.test_fraction,
+        seed=args.seed, train=_train_options(args, {}), out=Path(args.out) if args.out else None, json=args.json,
+    )
+    run_demo(options)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="ppsvm",
+        description="Privacy-preserving SVM classification and regression over checkerboard-partitioned data via "
+                    "random kernels (Mangasarian & Wild; Fung & Mangasarian). Entities publish only K(A_ij, B_j').",
+    )
+    parser.add_argument("--version", action="version", version=f"ppsvm {__version__}")
+    parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
+    parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    entity_cli.register(commands)
+
+    coordinator = commands.add_parser("coordinator", help="train, evaluate and serve models over a federation")
+    actions = coordinator.add_subparsers(dest="action", required=True, metavar="ACTION")
+    train = actions.add_parser("train", help="assemble K(A, B') from the entities, solve the LP, write and distribute the model")
+    train.add_argument("--federation", required=True, help="the federation file (entity ids, addresses, grid positions)")
+    train.add_argument("--model-out", required=True, help="where to write the model (JSON, written atomically)")
+    train.add_argument("--no-distribute", action="store_true", help="do not send the model to the entities")
+    train.add_argument("--json", action="store_true", help="print a JSON summary")
+    _add_task_arguments(train)
+    train.set_defaults(run=cmd_train)
+
+    evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")
+    evaluate.add_argument("--federation", required=True)
+    evaluate.add_argument("--model", required=True)
+    evaluate.add_argument("--json", action="store_true", help="print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private")
+    evaluate.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S)
+    evaluate.set_defaults(run=cmd_evaluate)
+
+    baselines = actions.add_parser("baselines", help="each entity trains on its own cell alone and reports only its held-out error")
+    baselines.add_argument("--federation", required=True)
+    baselines.add_argument("--json", action="store_true")
+    _add_task_arguments(baselines)
+    baselines.set_defaults(run=cmd_baselines)
+
+    serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
+    serve.add_argument("--federation", required=True)
+    serve.add_argument("--model", required=True)
+    serve.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (default %(default)s: a free port)")
+    serve.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S)
+    serve.set_defaults(run=cmd_serve)
+
+    split = commands.add_parser("split", help="partition a dataset into a checkerboard of entity cells, configs and secrets")
+    split.add_argument("data", help="dataset file (e.g. ../shared/datasets/wdbc.data)")
+    split.add_argument("--rows", type=int, required=True, help="row blocks r")
+    split.add_argument("--cols", type=int, required=True, help="column blocks s")
+    split.add_argument("--out", required=True, help="output directory")
+    split.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default %(default)s)")
+    split.add_argument("--seed", type=int, default=0, help="shuffle seed (default %(default)s)")
+    split.add_argument("--task", choices=("classify", "regress"), default="classify")
+    split.add_argument("--kernel", choices=KERNELS, default="gaussian", help="written to the federation file")
+    split.add_argument("--host", default="127.0.0.1", help="entity host in the federation file")
+    split.add_argument("--base-port", type=int, default=50051, help="entity (i, j) listens on base + i * cols + j")
+    split.add_argument("--overwrite", action="store_true", help="allow a non-empty output directory")
+    add_dataset_arguments(split)
+    split.set_defaults(run=cmd_split)
+
+    reference = commands.add_parser("reference", help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on a split directory (benchmarks only)")
+    reference.add_argument("split_dir", help="output directory of 'ppsvm split'")
+    reference.add_argument("--task", choices=("classify", "regress"))
+    reference.add_argument("--kernel", choices=KERNELS)
+    reference.add_argument("--nu", type=_auto_float, help="number or auto (default auto)")
+    reference.add_argument("--mu", type=_auto_float, help="number or auto (default auto)")
+    reference.add_argument("--seed", type=int, default=0)
+    reference.add_argument("--json", action="store_true")
+    reference.set_defaults(run=cmd_reference)
+
+    demo = commands.add_parser("demo", help="split a dataset, run its entities as processes, train, evaluate and compare")
+    demo.add_argument("--data", help="dataset file (default: the shipped WDBC, label M/B)")
+    demo.add_argument("--rows", type=int, default=2, help="row blocks (default %(default)s)")
+    demo.add_argument("--cols", type=int, default=2, help="column blocks (default %(default)s)")
+    demo.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default %(default)s)")
+    demo.add_argument("--out", help="keep the split, model and configs in this directory (default: a temporary one)")
+    demo.add_argument("--json", action="store_true", help="last line: the PPSVM evaluation as JSON")
+    _add_task_arguments(demo)
+    add_dataset_arguments(demo)
+    demo.set_defaults(run=cmd_demo)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    _ARGV[:] = argv
+    args = build_parser().parse_args(argv)
+    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+    logging.basicConfig(level=level, format="ppsvm: %(message)s", stream=sys.stderr)
+    try:
+        return args.run(args)
+    except PpsvmError as error:
+        print(f"ppsvm: error: {error}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("ppsvm: interrupted", file=sys.stderr)
+        return 130
+
+
+if __name__ == "__main__":
+    sys.exit(main())

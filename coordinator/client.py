@@ -1,0 +1,86 @@
+"""The coordinator's connection to one entity: typed calls, deadlines, errors that name the entity."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+
+from common.config import FederationEntity
+from common.constants import DEFAULT_DEADLINE_S
+from common.errors import EntityError, WireError
+from common.grpc_util import open_channel
+from common.rpc import ppsvm_pb2 as pb
+from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from common.wire import decode_arrays, expect_arrays
+
+T = TypeVar("T")
+
+
+class EntityClient:
+    """Calls to one entity. Every failure becomes an EntityError naming the entity and its address."""
+
+    def __init__(self, entity: FederationEntity, deadline: float = DEFAULT_DEADLINE_S) -> None:
+        self.entity = entity
+        self.deadline = deadline
+        self.channel = open_channel(entity.address)
+        self.stub = pb_grpc.EntityStub(self.channel)
+
+    @property
+    def name(self) -> str:
+        return f"entity {self.entity.id} at {self.entity.address}"
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _call(self, what: str, call: Callable[[], T]) -> T:
+        try:
+            return call()
+        except grpc.RpcError as error:
+            code = error.code() if hasattr(error, "code") else None
+            details = error.details() if hasattr(error, "details") else str(error)
+            if code is grpc.StatusCode.UNAVAILABLE:
+                raise EntityError(f"{self.name} is unreachable ({what}): {details}") from None
+            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+                raise EntityError(f"{self.name} did not answer {what} within {self.deadline:g} s") from None
+            name = code.name if code is not None else "error"
+            raise EntityError(f"{self.name} refused {what} ({name}): {details}") from None
+        except WireError as error:
+            raise EntityError(f"{self.name} sent a malformed array ({what}): {error}") from None
+
+    def _arrays(self, what: str, method: Callable[..., Any], request: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        def run() -> dict[str, np.ndarray]:
+            arrays = decode_arrays(method(request, timeout=self.deadline))
+            expect_arrays(arrays, names, self.name)
+            return arrays
+
+        return self._call(what, run)
+
+    def metadata(self) -> pb.BlockMetadata:
+        return self._call("Metadata", lambda: self.stub.Metadata(pb.Empty(), timeout=self.deadline))
+
+    def records(self) -> dict[str, np.ndarray]:
+        """train_ids, test_ids and, where held, train_labels and test_labels."""
+        return self._arrays("Records", self.stub.Records, pb.Empty(), ("train_ids", "test_ids"))
+
+    def feature_range(self) -> tuple[np.ndarray, np.ndarray]:
+        arrays = self._arrays("FeatureRange", self.stub.FeatureRange, pb.Empty(), ("low", "high"))
+        return arrays["low"], arrays["high"]
+
+    def kernel_block(self, request: pb.KernelRequest) -> np.ndarray:
+        """K(A_ij, B_j') for the requested records, shape (rows, mbar)."""
+        block = self._arrays("KernelBlock", self.stub.KernelBlock, request, ("kernel",))["kernel"]
+        if block.ndim != 2 or block.shape[1] != request.mbar or block.dtype != np.float64:
+            raise EntityError(f"{self.name} sent a kernel block of shape {block.shape} and dtype {block.dtype}; expected (rows, {request.mbar}) float64")
+        return block
+
+    def accept_model(self, model_json: str) -> str:
+        reply = self._call(
+            "AcceptModel", lambda: self.stub.AcceptModel(pb.ModelMessage(model_json=model_json.encode()), timeout=self.deadline)
+        )
+        return reply.message
+
+    def local_baseline(self, request: pb.BaselineRequest) -> pb.BaselineReply:
+        return self._call("LocalBaseline", lambda: self.stub.LocalBaseline(request, timeout=self.deadline))

@@ -1,0 +1,80 @@
+"""Evaluation on the entities' held-out records, and the entity-alone comparison."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from common.config import Federation
+from common.constants import DEFAULT_DEADLINE_S
+from common.errors import ConfigError, DataError
+from common.metrics import evaluate as figures_for
+from common.model import Model
+from common.rpc import ppsvm_pb2 as pb
+from coordinator.federation import KERNEL_KINDS, Session
+
+logger = logging.getLogger(__name__)
+
+
+def check_model_matches(model: Model, federation: Federation) -> None:
+    """The model was trained on this federation's grid (same entity ids in the same cells)."""
+    trained = {(e.id, e.row_block, e.column_block) for e in model.entities}
+    current = {(e.id, e.row_block, e.column_block) for e in federation.entities}
+    if trained != current:
+        differ = sorted(trained ^ current)[:4]
+        raise ConfigError(f"the model was trained on a different federation than {federation.source}: {differ}")
+
+
+def evaluate_model(federation: Federation, model: Model, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+    """Decision values of the held-out records, assembled from the entities, and their figures.
+
+    Returns
+    -------
+    dict
+        error_rate and auc (classify) or relative_error and rmse (regress), n_test, private.
+    """
+    check_model_matches(model, federation)
+    with Session(federation, deadline) as session:
+        session.load_metadata()
+        blocks = session.align_records()
+        n_test = sum(len(b.test_ids) for b in blocks)
+        if n_test == 0:
+            raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")
+        K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, "test")
+    targets = np.concatenate([b.test_labels for b in blocks])
+    return {**figures_for(model.task, targets, model.decision(K)), "n_test": n_test, "private": model.private}
+
+
+@dataclass(frozen=True)
+class BaselineFigures:
+    """One entity's entity-alone result (computed inside the entity)."""
+
+    entity_id: str
+    n_train: int
+    n_test: int
+    figures: dict[str, float]
+
+
+def entity_alone(
+    federation: Federation, task: str, kernel: str, *, nu: float | None, mu: float | None, seed: int,
+    deadline: float = DEFAULT_DEADLINE_S,
+) -> list[BaselineFigures]:
+    """Ask every entity to train on its own cell and report its held-out error (only figures leave it)."""
+    request = pb.BaselineRequest(task=task, kernel=KERNEL_KINDS[kernel], nu=nu or 0.0, mu=mu or 0.0, seed=seed)
+    with Session(federation, deadline) as session:
+        replies = session.each(lambda c: c.local_baseline(request))
+    keys = ("error_rate", "auc") if task == "classify" else ("relative_error", "rmse")
+    return [
+        BaselineFigures(r.entity_id, r.n_train, r.n_test, {key: getattr(r, key) for key in keys})
+        for r in (replies[e.id] for e in federation.entities)
+    ]
+
+
+def mean_figures(results: list[BaselineFigures]) -> dict[str, float]:
+    """Held-out-count-weighted mean of the entities' figures."""
+    weights = np.array([r.n_test for r in results], dtype=float)
+    keys = results[0].figures.keys()
+    return {key: float(np.average([r.figures[key] for r in results], weights=weights)) for key in keys}

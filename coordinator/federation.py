@@ -1,0 +1,213 @@
+"""The coordinator's session with a federation: alignment, scaling, concurrent kernel assembly."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import TypeVar
+
+import numpy as np
+
+from common.config import Federation, FederationEntity
+from common.constants import DEFAULT_DEADLINE_S
+from common.errors import DataError, EntityError
+from common.kernels import KernelName, assemble
+from common.model import ColumnScaling
+from common.rpc import ppsvm_pb2 as pb
+from coordinator.client import EntityClient
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+KERNEL_KINDS = {"linear": pb.LINEAR, "gaussian": pb.GAUSSIAN}
+RECORD_SETS = {"train": pb.TRAIN, "test": pb.TEST}
+
+
+@dataclass(frozen=True)
+class RowBlockRecords:
+    """The records of one row block, in the order of its first column block's entity.
+
+    ``train_labels`` / ``test_labels`` come from the entities that hold labels
+    (checked to agree). ``order[entity_id]`` maps that entity's rows to this order.
+    """
+
+    row_block: int
+    train_ids: np.ndarray
+    train_labels: np.ndarray
+    test_ids: np.ndarray
+    test_labels: np.ndarray
+    train_order: dict[str, np.ndarray]
+    test_order: dict[str, np.ndarray]
+
+
+def kernel_request(kernel: KernelName, mbar: int, mu: float, scaling: ColumnScaling, **records: object) -> pb.KernelRequest:
+    """A kernel request for one column block; ``records`` is record_set=... or ids=..."""
+    return pb.KernelRequest(
+        kernel=KERNEL_KINDS[kernel], mbar=mbar, mu=mu, scaling=pb.Scaling(low=scaling.low, high=scaling.high), **records,
+    )
+
+
+class Session:
+    """Open channels to every entity of a federation; use as a context manager."""
+
+    def __init__(self, federation: Federation, deadline: float = DEFAULT_DEADLINE_S) -> None:
+        self.federation = federation
+        self.clients = {e.id: EntityClient(e, deadline) for e in federation.entities}
+        self._pool = ThreadPoolExecutor(max_workers=min(32, len(self.clients)), thread_name_prefix="entity-call")
+        self.metadata: dict[str, pb.BlockMetadata] = {}
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for client in self.clients.values():
+            client.close()
+
+    def each(self, call: Callable[[EntityClient], T], entities: Sequence[FederationEntity] | None = None) -> dict[str, T]:
+        """Run ``call`` on every (or the given) entity concurrently; results by entity id.
+
+        The first failure (in federation order) is raised after all calls finish.
+        """
+        chosen = entities if entities is not None else self.federation.entities
+        futures = {e.id: self._pool.submit(call, self.clients[e.id]) for e in chosen}
+        results: dict[str, T] = {}
+        errors = []
+        for entity_id, future in futures.items():
+            try:
+                results[entity_id] = future.result()
+            except Exception as error:  # noqa: BLE001 - collected and re-raised with every entity named
+                errors.append(error)
+        if len(errors) == 1:
+            raise errors[0]
+        if errors:
+            raise EntityError(f"{len(errors)} entities failed:\n  " + "\n  ".join(str(e) for e in errors))
+        return results
+
+    def load_metadata(self) -> dict[str, pb.BlockMetadata]:
+        """Block metadata of every entity; checks ids and column-block widths agree with the federation."""
+        self.metadata = self.each(lambda c: c.metadata())
+        for entity in self.federation.entities:
+            meta = self.metadata[entity.id]
+            if meta.entity_id != entity.id:
+                raise EntityError(f"the entity at {entity.address} says it is {meta.entity_id!r}, the federation file says {entity.id!r}")
+            if meta.column_block != entity.column_block:
+                raise EntityError(f"entity {entity.id} says it holds column block {meta.column_block}, the federation file says {entity.column_block}")
+        for j in self.federation.column_blocks:
+            widths = {e.id: self.metadata[e.id].n_features for e in self.column_block(j)}
+            if len(set(widths.values())) != 1:
+                raise DataError(f"column block {j}: entities hold different feature counts {widths}")
+        return self.metadata
+
+    def row_block(self, i: int) -> list[FederationEntity]:
+        return sorted((e for e in self.federation.entities if e.row_block == i), key=lambda e: e.column_block)
+
+    def column_block(self, j: int) -> list[FederationEntity]:
+        return sorted((e for e in self.federation.entities if e.column_block == j), key=lambda e: e.row_block)
+
+    def n_features(self, j: int) -> int:
+        return self.metadata[self.column_block(j)[0].id].n_features
+
+    @property
+    def any_override(self) -> list[str]:
+        """Entities whose config allows mbar >= n_j."""
+        return [entity_id for entity_id, meta in self.metadata.items() if meta.non_private_override]
+
+    def align_records(self) -> list[RowBlockRecords]:
+        """Match records by id across the column blocks of each row block; check labels agree."""
+        records = self.each(lambda c: c.records())
+        return [self._align_row_block(i, records) for i in self.federation.row_blocks]
+
+    def _align_row_block(self, i: int, records: dict[str, dict[str, np.ndarray]]) -> RowBlockRecords:
+        members = self.row_block(i)
+        first = members[0]
+        result: dict[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
+        for part in ("train", "test"):
+            reference = records[first.id][f"{part}_ids"]
+            position = {record: k for k, record in enumerate(reference.tolist())}
+            if len(position) != len(reference):
+                raise DataError(f"entity {first.id} sent duplicate {part} record ids")
+            orders: dict[str, np.ndarray] = {}
+            labels: np.ndarray | None = None
+            labelled_by = ""
+            for entity in members:
+                ids = records[entity.id][f"{part}_ids"].tolist()
+                missing = sorted(set(reference.tolist()) - set(ids))
+                extra = sorted(set(ids) - set(position))
+                if missing or extra or len(ids) != len(reference):
+                    raise DataError(
+                        f"row block {i}: entities {first.id} and {entity.id} hold different {part} records "
+                        f"(only in {first.id}: {missing[:5]}; only in {entity.id}: {extra[:5]})"
+                    )
+                order = np.fromiter((position[r] for r in ids), dtype=np.int64, count=len(ids))
+                orders[entity.id] = order
+                held = records[entity.id].get(f"{part}_labels")
+                if held is None:
+                    continue
+                aligned = np.empty(len(ids))
+                aligned[order] = held
+                if labels is None:
+                    labels, labelled_by = aligned, entity.id
+                elif not np.array_equal(labels, aligned):
+                    bad = reference[np.flatnonzero(labels != aligned)[:5]].tolist()
+                    raise DataError(f"row block {i}: entities {labelled_by} and {entity.id} disagree on the labels of {part} records {bad}")
+            if labels is None:
+                raise DataError(f"row block {i}: no entity holds labels for its records")
+            result[part] = (reference, labels, orders)
+        return RowBlockRecords(i, result["train"][0], result["train"][1], result["test"][0], result["test"][1],
+                               result["train"][2], result["test"][2])
+
+    def column_scaling(self) -> tuple[ColumnScaling, ...]:
+        """Per column block, the per-feature min and max over all its entities' training records."""
+        ranges = self.each(lambda c: c.feature_range())
+        scaling = []
+        for j in self.federation.column_blocks:
+            lows = np.vstack([ranges[e.id][0] for e in self.column_block(j)])
+            highs = np.vstack([ranges[e.id][1] for e in self.column_block(j)])
+            scaling.append(ColumnScaling(j, tuple(lows.min(axis=0).tolist()), tuple(highs.max(axis=0).tolist())))
+        return tuple(scaling)
+
+    def kernel(
+        self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], blocks: Sequence[RowBlockRecords], part: str,
+    ) -> np.ndarray:
+        """Assemble K(A, B') for the training or held-out records of all row blocks, stacked in row-block order.
+
+        Returns
+        -------
+        ndarray, shape (sum of row-block sizes, mbar)
+        """
+        start = time.perf_counter()
+
+        fetched = self.each(
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, scaling[c.entity.column_block], record_set=RECORD_SETS[part]))
+        )
+        rows = []
+        for block in blocks:
+            order = block.train_order if part == "train" else block.test_order
+            aligned = []
+            for entity in self.row_block(block.row_block):
+                raw = fetched[entity.id]
+                if raw.shape[0] != len(order[entity.id]):
+                    raise EntityError(f"entity {entity.id} sent {raw.shape[0]} kernel rows for {len(order[entity.id])} {part} records")
+                reordered = np.empty_like(raw)
+                reordered[order[entity.id]] = raw
+                aligned.append(reordered)
+            rows.append(assemble(kernel, aligned))
+        K = np.vstack(rows)
+        logger.info("assembled %s kernel %s from %d entities in %.2f s", part, K.shape, len(fetched), time.perf_counter() - start)
+        return K
+
+    def kernel_rows_for_ids(
+        self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], row_block: int, ids: list[str],
+    ) -> np.ndarray:
+        """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar)."""
+
+        members = self.row_block(row_block)
+        fetched = self.each(
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, scaling[c.entity.column_block], ids=pb.RecordIds(ids=ids))),
+            members,
+        )
+        return assemble(kernel, [fetched[e.id] for e in members])

@@ -1,0 +1,94 @@
+"""Start entity processes through the CLI and stop every one of them, whatever happens."""
+
+from __future__ import annotations
+
+import os
+import queue
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+from types import TracebackType
+
+from common.errors import EntityError
+
+READY_PREFIX = "listening on "
+START_TIMEOUT_S = 60.0
+
+
+class EntityProcesses:
+    """A context manager that runs ``ppsvm entity`` for each config and yields their addresses."""
+
+    def __init__(self, configs: list[Path], host: str = "127.0.0.1") -> None:
+        self.configs = configs
+        self.host = host
+        self.processes: list[subprocess.Popen[str]] = []
+        self.addresses: list[str] = []
+
+    def __enter__(self) -> EntityProcesses:
+        try:
+            for config in self.configs:
+                self.processes.append(subprocess.Popen(
+                    [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", f"{self.host}:0"],
+                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(),
+                ))
+            self.addresses = [self._wait_ready(p, c) for p, c in zip(self.processes, self.configs)]
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+        self.stop()
+
+    def _wait_ready(self, process: subprocess.Popen[str], config: Path) -> str:
+        lines: queue.Queue[str | None] = queue.Queue()
+
+        def pump() -> None:
+            assert process.stdout is not None
+            for line in process.stdout:
+                lines.put(line)
+            lines.put(None)
+
+        threading.Thread(target=pump, daemon=True).start()
+        deadline = time.monotonic() + START_TIMEOUT_S
+        while True:
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                raise EntityError(f"entity {config.name} did not start within {START_TIMEOUT_S:g} s") from None
+            if line is None:
+                process.wait()
+                stderr = process.stderr.read() if process.stderr else ""
+                raise EntityError(f"entity {config.name} exited with code {process.returncode}:\n{stderr.strip()}")
+            if line.startswith(READY_PREFIX):
+                # Drain stderr so a chatty entity never blocks on a full pipe.
+                threading.Thread(target=_drain, args=(process,), daemon=True).start()
+                return line[len(READY_PREFIX):].strip()
+
+    def stop(self) -> None:
+        """SIGTERM every process, then SIGKILL any still running after a grace period."""
+        for process in self.processes:
+            if process.poll() is None:
+                process.terminate()
+        for process in self.processes:
+            try:
+                process.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+
+
+def _drain(process: subprocess.Popen[str]) -> None:
+    if process.stderr is not None:
+        for _ in process.stderr:
+            pass
+
+
+def _child_env() -> dict[str, str]:
+    """The children import this very source tree, installed or not."""
+    env = dict(os.environ)
+    root = str(Path(__file__).resolve().parents[1])
+    env["PYTHONPATH"] = root + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
+    return env

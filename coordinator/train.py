@@ -1,0 +1,170 @@
+"""``ppsvm coordinator train``: assemble K(A, B') from the entities, tune, solve the LP, write the model."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from common.config import Federation
+from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID
+from common.errors import ConfigError, EntityError, PrivacyError
+from common.kernels import KERNELS, KernelName, rescale_gaussian
+from common.lp import FORMULATIONS, Formulation, Task, solve_lp
+from common.model import Model, ModelEntity
+from common.privacy import NOT_PRIVATE_BANNER
+from common.tuning import tune
+from coordinator.federation import Session
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Settings of one training run; None means "auto" (chosen or tuned by the coordinator).
+
+    Attributes
+    ----------
+    mbar : int or None
+        Random points per column block. Auto: the papers' rule min(n_j) - 1, capped at 10% of the training rows.
+    nu, mu : float or None
+        Auto: k-fold cross-validation on the assembled kernel (mu through the power identity).
+    """
+
+    task: Task = "classify"
+    kernel: KernelName = "gaussian"
+    mbar: int | None = None
+    nu: float | None = None
+    mu: float | None = None
+    folds: int = DEFAULT_FOLDS
+    seed: int = 0
+    formulation: Formulation = "highs-dual"
+    deadline: float = DEFAULT_DEADLINE_S
+    distribute: bool = True
+
+    def __post_init__(self) -> None:
+        if self.task not in ("classify", "regress"):
+            raise ConfigError(f"task must be 'classify' or 'regress', got {self.task!r}")
+        if self.kernel not in KERNELS:
+            raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
+        if self.formulation not in FORMULATIONS:
+            raise ConfigError(f"LP formulation must be one of {', '.join(FORMULATIONS)}, got {self.formulation!r}")
+        if self.mbar is not None and self.mbar < 1:
+            raise ConfigError(f"mbar must be >= 1, got {self.mbar}")
+        for name in ("nu", "mu"):
+            value = getattr(self, name)
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a number > 0 or 'auto', got {value}")
+        if self.folds < 2:
+            raise ConfigError(f"folds must be >= 2, got {self.folds}")
+
+
+def default_mbar(widths: list[int], n_train: int) -> int:
+    """The papers' rule: min(n_j) - 1 (privacy rule 3), and at most 10% of the training rows."""
+    return max(1, min(min(widths) - 1, math.ceil(0.1 * n_train)))
+
+
+def train(federation: Federation, options: TrainOptions) -> Model:
+    """Train a random-kernel model over the federation's entities.
+
+    Returns
+    -------
+    Model
+        Not yet written or distributed (see :func:`train_and_save`).
+
+    Raises
+    ------
+    EntityError, DataError, PrivacyError, SolverError
+        Naming the entity, record or setting at fault.
+    """
+    started = time.perf_counter()
+    with Session(federation, options.deadline) as session:
+        session.load_metadata()
+        blocks = session.align_records()
+        widths = [session.n_features(j) for j in federation.column_blocks]
+        n_train = sum(len(b.train_ids) for b in blocks)
+        mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
+        private = _check_privacy(session, mbar, widths)
+        scaling = session.column_scaling()
+        n_total = sum(widths)
+        # Auto-tuned Gaussian blocks are fetched once at mu = 1/n: the scaled squared distance
+        # is at most about n, so exp never underflows and every other width is a power of it.
+        mu_fetch = options.mu if options.mu is not None else 1.0 / n_total
+        K = session.kernel(options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train")
+        target = np.concatenate([b.train_labels for b in blocks])
+        nu, mu, tuning = options.nu, options.mu, None
+        if nu is None or (mu is None and options.kernel == "gaussian"):
+            grid_points = (len(NU_GRID) if nu is None else 1) * (len(MU_GRID_TIMES_N) if mu is None and options.kernel == "gaussian" else 1)
+            logger.info("tuning %d grid points by %d-fold cross-validation", grid_points, options.folds)
+            result = tune(
+                options.task, options.kernel, K, target, mu_ref=mu_fetch,
+                nu_values=NU_GRID if nu is None else (nu,),
+                mu_values=[t / n_total for t in MU_GRID_TIMES_N] if mu is None else (mu,),
+                folds=options.folds, seed=options.seed, formulation=options.formulation,
+                progress=_log_progress,
+            )
+            nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
+            tuning = {"folds": options.folds, "seed": options.seed, "score": result.score,
+                      "grid": [list(point) for point in result.scores]}
+            logger.info("tuned nu = %g%s (cross-validated %s %.4f)", nu, f", mu = {mu:g}" if mu else "",
+                        "error rate" if options.task == "classify" else "relative error", result.score)
+        assert nu is not None
+        if options.kernel == "gaussian":
+            assert mu is not None
+            K = rescale_gaussian(K, mu_fetch, mu)
+        solution = solve_lp(options.task, K, target, nu, options.formulation)
+        logger.info("LP solved: %d x %d kernel, objective %.6g, %s in %.2f s",
+                    K.shape[0], K.shape[1], solution.objective, solution.formulation, solution.seconds)
+    return Model(
+        task=options.task, kernel=options.kernel, mu=float(mu) if options.kernel == "gaussian" else 0.0,
+        nu=float(nu), mbar=mbar, u=tuple(solution.u.tolist()), gamma=solution.gamma, private=private,
+        scaling=scaling,
+        entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
+        training={
+            "n_train": int(n_train), "n_features": widths, "formulation": solution.formulation,
+            "objective": solution.objective, "lp_seconds": solution.seconds,
+            "seconds": time.perf_counter() - started, "tuning": tuning,
+        },
+    )
+
+
+def _log_progress(done: int, total: int) -> None:
+    if done == total or done % max(1, total // 5) == 0:
+        logger.info("tuning: %d/%d grid points", done, total)
+
+
+def _check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
+    """Refuse early (before any kernel is computed) when an entity would refuse mbar; False if not private."""
+    private = True
+    for j, width in zip(session.federation.column_blocks, widths):
+        if mbar < width:
+            continue
+        private = False
+        refusing = [e.id for e in session.column_block(j) if not session.metadata[e.id].non_private_override]
+        if refusing:
+            raise PrivacyError(
+                f"mbar = {mbar} is not below the {width} features of column block {j}: entities "
+                f"{', '.join(refusing)} will refuse it (privacy rule 3). Use mbar <= {min(widths) - 1}."
+            )
+    if not private:
+        logger.warning(NOT_PRIVATE_BANNER)
+    return private
+
+
+def train_and_save(federation: Federation, options: TrainOptions, model_out: Path) -> Model:
+    """Train, write the model atomically, then send it to every entity."""
+    model = train(federation, options)
+    model.save(model_out)
+    logger.info("model written to %s", model_out)
+    if options.distribute:
+        with Session(federation, options.deadline) as session:
+            try:
+                session.each(lambda c: c.accept_model(model.to_json()))
+            except EntityError as error:
+                raise EntityError(f"the model was written to {model_out} but not delivered to every entity: {error}") from None
+        logger.info("model delivered to %d entities", len(federation.entities))
+    return model

@@ -1,0 +1,254 @@
+"""An entity's private cell A_ij and everything it may compute from it.
+
+This module is the only place that touches the private rows. What it returns
+to the servicer is limited to what DESIGN.md rule 1 allows to leave: kernel
+blocks against the entity's own B_j, record ids, labels, per-feature min/max,
+shapes and the entity-alone error.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import logging
+import math
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from common.config import EntityConfig
+from common.errors import ConfigError, DataError
+from common.kernels import KernelName, kernel, scale_to_unit
+from common.lp import Task
+from common.local_svm import fit_local
+from common.metrics import evaluate
+from common.model import Model, write_atomic
+from common.privacy import NOT_PRIVATE_BANNER, check_mbar
+from common.randomness import derive_B
+
+logger = logging.getLogger(__name__)
+
+RESERVED_COLUMNS = ("id", "label", "split")
+# The entity-alone model uses its whole cell as the kernel basis up to this many rows.
+_BASELINE_FULL_KERNEL_ROWS = 2000
+
+
+@dataclass(frozen=True)
+class Cell:
+    """The rows of one cell, split into training and held-out records.
+
+    Attributes
+    ----------
+    train_ids, test_ids : ndarray of str, shapes (m_train,), (m_test,)
+    X_train, X_test : ndarray, shapes (m_train, n_j), (m_test, n_j)
+    y_train, y_test : ndarray or None
+        Labels (+-1) or targets, where the cell holds them.
+    feature_names : tuple of str, length n_j
+    source : Path
+    """
+
+    train_ids: np.ndarray
+    X_train: np.ndarray
+    y_train: np.ndarray | None
+    test_ids: np.ndarray
+    X_test: np.ndarray
+    y_test: np.ndarray | None
+    feature_names: tuple[str, ...]
+    source: Path
+
+    @property
+    def n_features(self) -> int:
+        return self.X_train.shape[1]
+
+    def rows_for_ids(self, ids: list[str]) -> np.ndarray:
+        """Feature rows of the given record ids (training or held-out), shape (len(ids), n_j)."""
+        index = {record: k for k, record in enumerate(self.train_ids.tolist())}
+        offset = len(self.train_ids)
+        index.update({record: offset + k for k, record in enumerate(self.test_ids.tolist())})
+        unknown = [record for record in ids if record not in index]
+        if unknown:
+            shown = ", ".join(repr(r) for r in unknown[:5])
+            raise DataError(f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {len(ids)})")
+        rows = np.fromiter((index[record] for record in ids), dtype=np.int64, count=len(ids))
+        return np.vstack([self.X_train, self.X_test])[rows]
+
+
+def load_cell(path: Path) -> Cell:
+    """Read and validate a cell CSV: header ``id,[label],[split],features...``.
+
+    Raises
+    ------
+    DataError
+        Naming the file, line and column at fault.
+    """
+    try:
+        handle = path.open(newline="", encoding="utf-8")
+    except OSError as exc:
+        raise DataError(f"cannot read data file {path}: {exc.strerror}") from exc
+    with handle:
+        reader = csv.reader(handle)
+        header = next(reader, None)
+        if not header:
+            raise DataError(f"{path}: empty file (expected a header line starting with 'id')")
+        header = [name.strip() for name in header]
+        if header[0] != "id":
+            raise DataError(f"{path}, line 1: the first column must be 'id', got {header[0]!r}")
+        has_label = "label" in header
+        has_split = "split" in header
+        features = [k for k, name in enumerate(header) if name not in RESERVED_COLUMNS]
+        if not features:
+            raise DataError(f"{path}, line 1: no feature columns (only {', '.join(header)})")
+        label_at = header.index("label") if has_label else -1
+        split_at = header.index("split") if has_split else -1
+        ids: list[str] = []
+        labels: list[float] = []
+        is_test: list[bool] = []
+        values: list[list[float]] = []
+        first_line: dict[str, int] = {}
+        for line, row in enumerate(reader, start=2):
+            if not row or all(not field.strip() for field in row):
+                continue
+            if len(row) != len(header):
+                raise DataError(f"{path}, line {line}: {len(row)} fields, the header has {len(header)}")
+            record = row[0].strip()
+            if not record:
+                raise DataError(f"{path}, line {line}, column 'id': empty record id")
+            if record in first_line:
+                raise DataError(f"{path}, line {line}: duplicate record id {record!r} (first on line {first_line[record]})")
+            first_line[record] = line
+            ids.append(record)
+            if has_label:
+                labels.append(_number(row[label_at], path, line, "label"))
+            if has_split:
+                role = row[split_at].strip()
+                if role not in ("train", "test"):
+                    raise DataError(f"{path}, line {line}, column 'split': expected 'train' or 'test', got {role!r}")
+                is_test.append(role == "test")
+            else:
+                is_test.append(False)
+            values.append([_number(row[k], path, line, header[k]) for k in features])
+    if not ids:
+        raise DataError(f"{path}: no records (the cell is empty)")
+    X = np.asarray(values, dtype=np.float64)
+    test = np.asarray(is_test)
+    if test.all():
+        raise DataError(f"{path}: every record is marked 'test'; the cell has no training records")
+    id_array = np.asarray(ids, dtype=str)
+    y = np.asarray(labels, dtype=np.float64) if has_label else None
+    return Cell(
+        train_ids=id_array[~test], X_train=X[~test], y_train=None if y is None else y[~test],
+        test_ids=id_array[test], X_test=X[test], y_test=None if y is None else y[test],
+        feature_names=tuple(header[k] for k in features), source=path,
+    )
+
+
+def _number(text: str, path: Path, line: int, column: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise DataError(f"{path}, line {line}, column {column!r}: {text.strip()!r} is not a number") from None
+    if not math.isfinite(value):
+        raise DataError(f"{path}, line {line}, column {column!r}: {text.strip()!r} is not a finite number")
+    return value
+
+
+class EntityCore:
+    """An entity's answers to the coordinator, as pure functions of its cell and secret."""
+
+    def __init__(self, config: EntityConfig) -> None:
+        self.config = config
+        self.cell = load_cell(config.data)
+        self._secret = config.read_secret()
+        if config.non_private_override:
+            logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    def records(self) -> dict[str, np.ndarray]:
+        """Record ids and, where held, labels of the training and held-out records."""
+        arrays = {"train_ids": self.cell.train_ids, "test_ids": self.cell.test_ids}
+        if self.cell.y_train is not None and self.cell.y_test is not None:
+            arrays["train_labels"] = self.cell.y_train
+            arrays["test_labels"] = self.cell.y_test
+        return arrays
+
+    def feature_range(self) -> dict[str, np.ndarray]:
+        """Per-feature min and max over the training records (allowed by rule 1)."""
+        return {"low": self.cell.X_train.min(axis=0), "high": self.cell.X_train.max(axis=0)}
+
+    def kernel_block(
+        self, kernel_name: KernelName, mbar: int, mu: float, low: np.ndarray, high: np.ndarray,
+        record_set: str | None = None, ids: list[str] | None = None,
+    ) -> np.ndarray:
+        """K(A, B_j') for the training or held-out records, or for records named by id.
+
+        Returns
+        -------
+        ndarray, shape (rows, mbar)
+
+        Raises
+        ------
+        PrivacyError
+            mbar >= n_j without the entity's own override (rule 3).
+        DataError
+            Scaling of the wrong length or non-finite, unknown ids.
+        """
+        n = self.cell.n_features
+        check_mbar(mbar, n, self.config.non_private_override, self.id)
+        low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+        if low.shape != (n,) or high.shape != (n,):
+            raise DataError(f"entity {self.id} holds {n} features; the scaling has {low.size} lows and {high.size} highs")
+        if not (np.isfinite(low).all() and np.isfinite(high).all()) or (high < low).any():
+            raise DataError(f"entity {self.id}: scaling bounds must be finite with high >= low")
+        if record_set == "train":
+            X = self.cell.X_train
+        elif record_set == "test":
+            X = self.cell.X_test
+        elif ids is not None:
+            X = self.cell.rows_for_ids(ids)
+        else:
+            raise DataError("a kernel request must name a record set or record ids")
+        B = derive_B(self._secret, mbar, n)
+        return kernel(kernel_name, scale_to_unit(X, low, high), B, mu)
+
+    def accept_model(self, model_json: bytes, directory: Path) -> Path:
+        """Validate and store the coordinator's model next to the entity's config."""
+        try:
+            text = model_json.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            raise ConfigError("the model is not UTF-8 text") from exc
+        model = Model.from_json(text, "received model")
+        path = directory / f"{self.id}.model.json"
+        write_atomic(path, text)
+        logger.info("entity %s stored the %s model (%s kernel, mbar %d) at %s", self.id, model.task, model.kernel, model.mbar, path)
+        return path
+
+    def local_baseline(self, task: Task, kernel_name: KernelName, nu: float | None, mu: float | None, seed: int) -> dict[str, float]:
+        """Train on this cell alone, evaluate on its held-out records; only the figures leave.
+
+        Returns
+        -------
+        dict
+            n_train, n_test, nu, mu, and error_rate/auc (classify) or relative_error/rmse (regress).
+        """
+        cell = self.cell
+        if cell.y_train is None or cell.y_test is None:
+            raise DataError(f"entity {self.id} holds no labels, so it cannot train alone")
+        if len(cell.test_ids) == 0:
+            raise DataError(f"entity {self.id} holds no held-out records to evaluate on")
+        fraction = min(1.0, _BASELINE_FULL_KERNEL_ROWS / len(cell.train_ids))
+        model = fit_local(task, kernel_name, cell.X_train, cell.y_train, basis_fraction=fraction, nu=nu, mu=mu, seed=seed)
+        figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
+        return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), "nu": model.nu, "mu": model.mu, **figures}
+
+
+def describe(core: EntityCore) -> str:
+    """One line about the cell for the entity's log (shapes only, never values)."""
+    cell = core.cell
+    return json.dumps({
+        "entity": core.id, "column_block": core.config.column_block, "features": cell.n_features,
+        "train": len(cell.train_ids), "test": len(cell.test_ids), "labels": cell.y_train is not None,
+    })

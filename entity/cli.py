@@ -1,0 +1,24 @@
+"""``ppsvm entity``: run one data owner's server."""
+
+from __future__ import annotations
+
+import argparse
+
+from common.config import load_entity_config
+from entity.server import serve_entity
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    parser = subparsers.add_parser(
+        "entity",
+        help="serve one data owner's private cell",
+        description=(
+            "Serve one cell A_ij over gRPC. The entity publishes only kernel blocks K(A_ij, B_j') against its "
+            "own secret random matrix B_j, record ids, labels, per-feature min/max and shapes. It refuses "
+            "mbar >= n_j unless its config sets [privacy] non_private_allow_mbar_at_least_features = true. "
+            "Prints 'listening on HOST:PORT' once it accepts calls; stops cleanly on SIGINT/SIGTERM."
+        ),
+    )
+    parser.add_argument("--config", required=True, help="the entity's TOML config (private to it)")
+    parser.add_argument("--listen", help="HOST:PORT to serve on, overriding the config (port 0 picks a free port)")
+    parser.set_defaults(run=lambda args: serve_entity(load_entity_config(args.config), args.listen))

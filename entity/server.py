@@ -1,0 +1,64 @@
+"""Run an entity: load its cell, serve it over gRPC until SIGINT or SIGTERM."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+import signal
+import sys
+import threading
+from types import FrameType
+
+import grpc
+
+from common.config import EntityConfig
+from common.grpc_util import create_server, host_of
+from common.privacy import NOT_PRIVATE_BANNER
+from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from entity.cell import EntityCore
+from entity.servicer import EntityServicer
+
+logger = logging.getLogger(__name__)
+
+SHUTDOWN_GRACE_S = 2.0
+
+
+def start_entity(config: EntityConfig) -> tuple[grpc.Server, int]:
+    """Load the cell, derive nothing yet (B_j is derived per request), start serving.
+
+    Returns
+    -------
+    (server, port)
+        The running server and the port it bound.
+    """
+    core = EntityCore(config)
+    servicer = EntityServicer(core, model_dir=config.source.parent)
+    server, port = create_server(config.listen, lambda s: pb_grpc.add_EntityServicer_to_server(servicer, s))
+    cell = core.cell
+    logger.info(
+        "entity %s: column block %d, %d features, %d training and %d held-out records%s",
+        config.id, config.column_block, cell.n_features, len(cell.train_ids), len(cell.test_ids),
+        ", labels held" if cell.y_train is not None else "",
+    )
+    return server, port
+
+
+def serve_entity(config: EntityConfig, listen: str | None = None) -> int:
+    """Serve until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` once calls are accepted."""
+    if listen is not None:
+        config = dataclasses.replace(config, listen=listen)
+    server, port = start_entity(config)
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    if config.non_private_override:
+        print(NOT_PRIVATE_BANNER, file=sys.stderr, flush=True)
+    print(f"listening on {host_of(config.listen)}:{port}", flush=True)
+    stop.wait()
+    logger.info("entity %s: shutting down", config.id)
+    server.stop(SHUTDOWN_GRACE_S).wait()
+    return 0

@@ -1,0 +1,81 @@
+"""The entity's gRPC servicer: parse, delegate to EntityCore, map errors to status codes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from common import __version__
+from common.errors import DataError
+from common.grpc_util import stream_handler, unary_handler
+from common.rpc import ppsvm_pb2 as pb
+from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from common.wire import encode_arrays
+from entity.cell import EntityCore
+
+logger = logging.getLogger(__name__)
+
+KERNEL_NAMES = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
+RECORD_SETS = {pb.TRAIN: "train", pb.TEST: "test"}
+
+
+class EntityServicer(pb_grpc.EntityServicer):
+    """Serves one cell. Every answer is computed by :class:`EntityCore`."""
+
+    def __init__(self, core: EntityCore, model_dir: Path) -> None:
+        self.core = core
+        self.model_dir = model_dir
+
+    @unary_handler
+    def Metadata(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.BlockMetadata:
+        cell = self.core.cell
+        return pb.BlockMetadata(
+            entity_id=self.core.id, column_block=self.core.config.column_block, n_features=cell.n_features,
+            n_train=len(cell.train_ids), n_test=len(cell.test_ids), has_labels=cell.y_train is not None,
+            non_private_override=self.core.config.non_private_override, ppsvm_version=__version__,
+        )
+
+    @stream_handler
+    def Records(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
+        yield from encode_arrays(self.core.records())
+
+    @stream_handler
+    def FeatureRange(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
+        yield from encode_arrays(self.core.feature_range())
+
+    @stream_handler
+    def KernelBlock(self, request: pb.KernelRequest, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
+        if request.kernel not in KERNEL_NAMES:
+            raise DataError("kernel must be LINEAR or GAUSSIAN")
+        which = request.WhichOneof("records")
+        record_set = RECORD_SETS.get(request.record_set) if which == "record_set" else None
+        if which == "record_set" and record_set is None:
+            raise DataError("record_set must be TRAIN or TEST")
+        ids = list(request.ids.ids) if which == "ids" else None
+        if which is None:
+            raise DataError("name a record set or record ids")
+        block = self.core.kernel_block(
+            KERNEL_NAMES[request.kernel], request.mbar, request.mu,
+            np.asarray(request.scaling.low), np.asarray(request.scaling.high), record_set=record_set, ids=ids,
+        )
+        logger.info("entity %s: kernel block %s for %s", self.core.id, block.shape, record_set or f"{len(ids or [])} ids")
+        yield from encode_arrays({"kernel": block})
+
+    @unary_handler
+    def AcceptModel(self, request: pb.ModelMessage, context: grpc.ServicerContext) -> pb.Ack:
+        path = self.core.accept_model(request.model_json, self.model_dir)
+        return pb.Ack(message=f"entity {self.core.id} stored the model at {path}")
+
+    @unary_handler
+    def LocalBaseline(self, request: pb.BaselineRequest, context: grpc.ServicerContext) -> pb.BaselineReply:
+        if request.kernel not in KERNEL_NAMES or request.task not in ("classify", "regress"):
+            raise DataError("task must be classify or regress and kernel LINEAR or GAUSSIAN")
+        figures = self.core.local_baseline(
+            request.task, KERNEL_NAMES[request.kernel], request.nu or None, request.mu or None, request.seed,
+        )
+        return pb.BaselineReply(entity_id=self.core.id, **figures)
+

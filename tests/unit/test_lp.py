@@ -1,0 +1,252 @@
+"""Every LP formulation reaches the optimum of the papers' primal LP, solved independently with linprog."""
+
+from __future__ import annotations
+
+import functools
+
+import numpy as np
+import pytest
+import scipy.sparse as sp
+from scipy.optimize import linprog
+
+from common.lp import FORMULATIONS, solve_lp
+
+REL_TOL = 1e-6
+
+
+# --- independent references ---------------------------------------------------------------------
+
+
+def linprog_primal(task: str, K: np.ndarray, target: np.ndarray, nu: float) -> float:
+    """The LP exactly as written in the papers; variables x = [u+, u-, gamma, y (or s)].
+
+    classify:  min nu e'y + e'(u+ + u-)   s.t.  D(K(u+ - u-) - e gamma) + y >= e,  y >= 0, u+- >= 0
+    regress:   min e's + nu e'(u+ + u-)   s.t.  -s <= K(u+ - u-) - e gamma - y <= s,  u+- >= 0
+    """
+    m, mbar = K.shape
+    e = np.ones((m, 1))
+    eye = sp.identity(m, format="csr")
+    if task == "classify":
+        DK = K * target[:, None]
+        # -(DK u+ - DK u- - d gamma + y) <= -e
+        A_ub = -sp.hstack([sp.csr_matrix(DK), sp.csr_matrix(-DK), sp.csr_matrix(-target[:, None]), eye])
+        b_ub = -np.ones(m)
+        c = np.r_[np.ones(2 * mbar), 0.0, np.full(m, nu)]
+    else:
+        #  K u+ - K u- - e gamma - s <= y ;  -K u+ + K u- + e gamma - s <= -y
+        upper = sp.hstack([sp.csr_matrix(K), sp.csr_matrix(-K), sp.csr_matrix(-e), -eye])
+        lower = sp.hstack([sp.csr_matrix(-K), sp.csr_matrix(K), sp.csr_matrix(e), -eye])
+        A_ub = sp.vstack([upper, lower]).tocsr()
+        b_ub = np.r_[target, -target]
+        c = np.r_[np.full(2 * mbar, nu), 0.0, np.ones(m)]
+    bounds = [(0, None)] * (2 * mbar) + [(None, None)] + [(0, None)] * m
+    result = linprog(
+        c,
+        A_ub=A_ub,
+        b_ub=b_ub,
+        bounds=bounds,
+        method="highs",
+        options={"primal_feasibility_tolerance": 1e-10, "dual_feasibility_tolerance": 1e-10},
+    )
+    assert result.status == 0, result.message
+    return float(result.fun)
+
+
+def objective(task: str, K: np.ndarray, target: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
+    """The objective recomputed from (u, gamma) with the optimal slacks, written out here independently."""
+    total = 0.0
+    residual = K.dot(u) - gamma
+    if task == "classify":
+        y = np.clip(1.0 - target * residual, 0.0, None)
+        return float(nu * y.sum() + np.abs(u).sum())
+    s = np.abs(residual - target)
+    total = s.sum() + nu * np.abs(u).sum()
+    return float(total)
+
+
+def assert_feasible(task: str, K: np.ndarray, target: np.ndarray, u: np.ndarray, gamma: float) -> None:
+    """The paper's constraints hold for (u+, u-, gamma, slack) built from the returned (u, gamma)."""
+    u_plus, u_minus = np.maximum(u, 0.0), np.maximum(-u, 0.0)
+    assert (u_plus >= 0).all() and (u_minus >= 0).all()
+    assert np.array_equal(u_plus - u_minus, u)
+    Ku = K @ (u_plus - u_minus)
+    if task == "classify":
+        y = np.maximum(0.0, 1.0 - target * (Ku - gamma))
+        assert (target * (Ku - gamma) + y >= 1.0 - 1e-9).all()
+        assert (y >= 0).all()
+    else:
+        s = np.abs(Ku - gamma - target)
+        assert (Ku - gamma - target <= s + 1e-12).all() and (-s <= Ku - gamma - target + 1e-12).all()
+
+
+# --- data -------------------------------------------------------------------------------------------
+
+
+@functools.lru_cache(maxsize=None)
+def problem(task: str, m: int, mbar: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """A Gaussian random kernel of random points; labels from a noisy linear rule (or noisy targets)."""
+    rng = np.random.default_rng(seed)
+    n = mbar + 5  # mbar < n, as the papers require
+    X = rng.random((m, n))
+    B = rng.random((mbar, n))
+    mu = 1.0 / n
+    sq = ((X[:, None, :] - B[None, :, :]) ** 2).sum(axis=2)
+    K = np.exp(-mu * sq)
+    w = rng.standard_normal(n)
+    score = (X - 0.5) @ w + 0.3 * rng.standard_normal(m)
+    if task == "classify":
+        target = np.where(score >= 0, 1.0, -1.0)
+        target[:2] = [1.0, -1.0]  # both classes, whatever the draw
+    else:
+        target = score
+    K.setflags(write=False)
+    target.setflags(write=False)
+    return K, target
+
+
+@functools.lru_cache(maxsize=None)
+def reference(task: str, m: int, mbar: int, seed: int, nu: float) -> float:
+    K, target = problem(task, m, mbar, seed)
+    return linprog_primal(task, K, target, nu)
+
+
+CASES = [
+    # (m, mbar, nu, seed)
+    (30, 3, 0.1, 0),
+    (30, 5, 100.0, 1),
+    (200, 7, 1.0, 2),
+    (200, 19, 100.0, 3),
+    (200, 11, 0.1, 4),
+    (1500, 19, 1.0, 5),
+    (1500, 13, 100.0, 6),
+    (1500, 3, 0.1, 7),
+]
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize("task", ["classify", "regress"])
+@pytest.mark.parametrize("m, mbar, nu, seed", CASES)
+def test_optimum_matches_independent_primal(task: str, formulation: str, m: int, mbar: int, nu: float, seed: int) -> None:
+    K, target = problem(task, m, mbar, seed)
+    expected = reference(task, m, mbar, seed, nu)
+    solution = solve_lp(task, K, target, nu, formulation)
+
+    assert solution.u.shape == (mbar,)
+    assert np.isfinite(solution.u).all() and np.isfinite(solution.gamma)
+    assert solution.formulation == formulation
+    recomputed = objective(task, K, target, nu, solution.u, solution.gamma)
+    assert recomputed == pytest.approx(expected, rel=REL_TOL)
+    assert solution.objective == pytest.approx(expected, rel=REL_TOL)
+    assert_feasible(task, K, target, solution.u, solution.gamma)
+
+
+def test_formulations_are_not_trivial() -> None:
+    """The reference optimum is well below the trivial point u = 0 (the test would catch u = 0 returns)."""
+    K, target = problem("classify", 200, 7, 2)
+    best_trivial = min(objective("classify", K, target, 1.0, np.zeros(7), g) for g in np.linspace(-2, 2, 401))
+    assert reference("classify", 200, 7, 2, 1.0) < 0.9 * best_trivial
+    K, y = problem("regress", 200, 7, 2)
+    trivial = objective("regress", K, y, 1.0, np.zeros(7), float(np.median(y)))
+    assert reference("regress", 200, 7, 2, 1.0) < 0.9 * trivial
+
+
+# --- degenerate inputs that still have an optimum ----------------------------------------------------
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize("task", ["classify", "regress"])
+def test_zero_kernel(task: str, formulation: str) -> None:
+    _, target = problem(task, 40, 4, 11)
+    K = np.zeros((40, 4))
+    expected = linprog_primal(task, K, target, 1.0)
+    solution = solve_lp(task, K, target, 1.0, formulation)
+    assert objective(task, K, target, 1.0, solution.u, solution.gamma) == pytest.approx(expected, rel=REL_TOL)
+    if task == "regress":
+        # With K = 0 the optimum is sum |y - median|.
+        assert expected == pytest.approx(np.abs(target - np.median(target)).sum(), rel=1e-9)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+@pytest.mark.parametrize("task", ["classify", "regress"])
+def test_duplicated_rows(task: str, formulation: str) -> None:
+    K0, t0 = problem(task, 30, 5, 12)
+    K, target = np.vstack([K0, K0]), np.r_[t0, t0]
+    expected = linprog_primal(task, K, target, 1.0)
+    solution = solve_lp(task, K, target, 1.0, formulation)
+    assert objective(task, K, target, 1.0, solution.u, solution.gamma) == pytest.approx(expected, rel=REL_TOL)
+
+
+@pytest.mark.parametrize("formulation", FORMULATIONS)
+def test_duplicated_columns(formulation: str) -> None:
+    """Two identical random points: u is not unique, the optimum is."""
+    K0, target = problem("classify", 60, 4, 13)
+    K = np.hstack([K0, K0[:, :1]])
+    expected = linprog_primal("classify", K, target, 1.0)
+    solution = solve_lp("classify", K, target, 1.0, formulation)
+    assert objective("classify", K, target, 1.0, solution.u, solution.gamma) == pytest.approx(expected, rel=REL_TOL)
+
+
+# --- errors -----------------------------------------------------------------------------------------
+
+
+def _K(m: int = 6, mbar: int = 3) -> np.ndarray:
+    return np.random.default_rng(0).random((m, mbar))
+
+
+LABELS = np.array([1.0, -1.0, 1.0, -1.0, 1.0, 1.0])
+
+
+@pytest.mark.parametrize("label", [1.0, -1.0])
+def test_single_class_refused(label: float) -> None:
+    with pytest.raises(ValueError, match="need both classes"):
+        solve_lp("classify", _K(), np.full(6, label), 1.0)
+
+
+@pytest.mark.parametrize("labels", [[0, 1, 0, 1, 1, 0], [1, -1, 2, -1, 1, 1], [1, -1, 0.5, -1, 1, 1]])
+def test_labels_not_plus_minus_one_refused(labels) -> None:
+    with pytest.raises(ValueError, match=r"labels must be -1 or \+1"):
+        solve_lp("classify", _K(), np.array(labels, dtype=float), 1.0)
+
+
+@pytest.mark.parametrize("task", ["classify", "regress"])
+@pytest.mark.parametrize("bad", [np.nan, np.inf])
+def test_non_finite_kernel_refused(task: str, bad: float) -> None:
+    K = _K()
+    K[2, 1] = bad
+    with pytest.raises(ValueError, match="non-finite"):
+        solve_lp(task, K, LABELS, 1.0)
+
+
+def test_non_finite_targets_refused() -> None:
+    with pytest.raises(ValueError, match="targets have non-finite"):
+        solve_lp("regress", _K(), np.array([1.0, 2.0, np.nan, 0.0, 1.0, 1.0]), 1.0)
+
+
+@pytest.mark.parametrize("task", ["classify", "regress"])
+@pytest.mark.parametrize("nu", [0.0, -1.0, np.nan, np.inf])
+def test_bad_nu_refused(task: str, nu: float) -> None:
+    with pytest.raises(ValueError, match="nu must be"):
+        solve_lp(task, _K(), LABELS, nu)
+
+
+@pytest.mark.parametrize("task", ["classify", "regress"])
+@pytest.mark.parametrize("target", [LABELS[:5], np.r_[LABELS, 1.0], LABELS[:, None]])
+def test_shape_mismatch_refused(task: str, target: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="kernel has 6 rows"):
+        solve_lp(task, _K(), target, 1.0)
+
+
+@pytest.mark.parametrize("K", [np.zeros((0, 3)), np.zeros((6, 0)), np.zeros(6), np.zeros((6, 3, 1))])
+def test_empty_or_not_2d_kernel_refused(K: np.ndarray) -> None:
+    with pytest.raises(ValueError, match="non-empty 2-D"):
+        solve_lp("regress", K, np.zeros(K.shape[0] if K.ndim else 0), 1.0)
+
+
+def test_unknown_formulation_refused() -> None:
+    with pytest.raises(ValueError, match="unknown LP formulation 'simplex'"):
+        solve_lp("classify", _K(), LABELS, 1.0, "simplex")  # type: ignore[arg-type]
+
+
+def test_unknown_task_refused() -> None:
+    with pytest.raises(ValueError, match="unknown task 'cluster'"):
+        solve_lp("cluster", _K(), LABELS, 1.0)  # type: ignore[arg-type]
