@@ -77,6 +77,8 @@ def assemble(name: KernelName, blocks: Sequence[np.ndarray]) -> np.ndarray:
     ndarray, shape (m_i, mbar)
         sum_j K_ij (linear) or prod_j K_ij elementwise (Gaussian).
     """
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
     if not blocks:
         raise ValueError("no kernel blocks to assemble")
     shapes = {block.shape for block in blocks}
@@ -86,10 +88,8 @@ def assemble(name: KernelName, blocks: Sequence[np.ndarray]) -> np.ndarray:
     for block in blocks[1:]:
         if name == "linear":
             result += block
-        elif name == "gaussian":
-            result *= block
         else:
-            raise ValueError(f"unknown kernel {name!r}")
+            result *= block
     return result
 
 

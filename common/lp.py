@@ -27,9 +27,8 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass
-from typing import Literal
+from typing import Any, Literal
 
-import cvxpy as cp
 import highspy
 import numpy as np
 
@@ -197,7 +196,9 @@ def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
 # --- cvxpy formulations --------------------------------------------------------------------------
 
 
-def _cvxpy_solve(problem: cp.Problem, name: str) -> None:
+def _cvxpy_solve(problem: Any, name: str) -> None:
+    import cvxpy as cp
+
     try:
         problem.solve(solver=cp.HIGHS)
     except cp.error.SolverError as exc:
@@ -210,6 +211,8 @@ def _cvxpy_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
     """max e'a s.t. |K'Da| <= 1, d'a = 0, 0 <= a <= nu   (classify)
     max y'a s.t. |K'a| <= nu,  e'a = 0, -1 <= a <= 1   (regress)
     The multipliers of |.| <= . give u, that of the equality gives -gamma."""
+    import cvxpy as cp
+
     m = K.shape[0]
     a = cp.Variable(m)
     if task == "classify":
@@ -228,6 +231,8 @@ def _cvxpy_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
 
 def _cvxpy_primal(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:
     """The LPs exactly as written in the papers, with slack and absolute-value variables."""
+    import cvxpy as cp
+
     m, mbar = K.shape
     u, gamma, s = cp.Variable(mbar), cp.Variable(), cp.Variable(mbar)
     slack = cp.Variable(m)

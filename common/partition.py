@@ -104,7 +104,14 @@ class SplitResult:
     n_test: int
 
 
-def split_dataset(dataset: Dataset, options: SplitOptions, provenance: Mapping[str, Any] | None = None) -> SplitResult:
+def split_dataset(
+    dataset: Dataset,
+    options: SplitOptions,
+    provenance: Mapping[str, Any] | None = None,
+    *,
+    held_out: np.ndarray | None = None,
+    row_blocks: np.ndarray | None = None,
+) -> SplitResult:
     """Split `dataset` into checkerboard cells and write the federation's files.
 
     Records are shuffled with ``numpy.random.default_rng(options.seed)``; the
@@ -122,6 +129,12 @@ def split_dataset(dataset: Dataset, options: SplitOptions, provenance: Mapping[s
     provenance : mapping, optional
         JSON-serialisable description of how the dataset was read (e.g. its
         DatasetOptions as a dict); stored under "dataset" in ``split.json``.
+    held_out : ndarray of bool, shape (m,), optional
+        Which records to hold out, instead of a random `test_fraction` (e.g. a
+        cross-validation fold).
+    row_blocks : ndarray of int, shape (m,), optional
+        The row block of each record, instead of dealing them out evenly (e.g.
+        a partition by region, as in Fung & Mangasarian's sinc experiment).
 
     Returns
     -------
@@ -141,13 +154,26 @@ def split_dataset(dataset: Dataset, options: SplitOptions, provenance: Mapping[s
 
     rng = np.random.default_rng(options.seed)
     order = rng.permutation(m)
-    n_test = round(options.test_fraction * m)
-    is_test = _held_out(dataset.y[order], n_test, stratify=options.task == "classify")
+    if held_out is None:
+        n_test = round(options.test_fraction * m)
+        is_test = _held_out(dataset.y[order], n_test, stratify=options.task == "classify")
+    else:
+        is_test = _per_record(held_out, m, "held_out").astype(bool)[order]
     train, test = order[~is_test], order[is_test]
     if options.rows > len(train):
         raise ConfigError(f"{options.rows} row blocks but only {len(train)} training records; use fewer row blocks")
-    train_blocks = np.array_split(train, options.rows)
-    test_blocks = np.array_split(test, options.rows)
+    if row_blocks is None:
+        train_blocks = np.array_split(train, options.rows)
+        test_blocks = np.array_split(test, options.rows)
+    else:
+        block_of = _per_record(row_blocks, m, "row_blocks").astype(np.int64)
+        if block_of.min() < 0 or block_of.max() >= options.rows:
+            raise ConfigError(f"row_blocks must lie in 0..{options.rows - 1}")
+        train_blocks = [train[block_of[train] == i] for i in range(options.rows)]
+        test_blocks = [test[block_of[test] == i] for i in range(options.rows)]
+        empty = [i for i, block in enumerate(train_blocks) if len(block) == 0]
+        if empty:
+            raise ConfigError(f"row block(s) {empty} receive no training records")
     if options.task == "classify":
         _check_both_classes(dataset.y, train_blocks)
     column_blocks = np.array_split(np.arange(n), options.cols)
@@ -184,6 +210,8 @@ def split_dataset(dataset: Dataset, options: SplitOptions, provenance: Mapping[s
             "cols": options.cols,
             "test_fraction": options.test_fraction,
             "seed": options.seed,
+            "held_out": "given" if held_out is not None else "random",
+            "row_blocks": "given" if row_blocks is not None else "even",
             "task": options.task,
             "kernel": options.kernel,
         },
@@ -237,6 +265,13 @@ def _validate(dataset: Dataset, options: SplitOptions) -> None:
         raise ConfigError(f"output directory {out_dir} exists and is not a directory")
     if out_dir.is_dir() and any(out_dir.iterdir()) and not options.overwrite:
         raise ConfigError(f"output directory {out_dir} is not empty; choose another or pass --overwrite")
+
+
+def _per_record(values: np.ndarray, m: int, name: str) -> np.ndarray:
+    values = np.asarray(values)
+    if values.shape != (m,):
+        raise ConfigError(f"{name} must have one entry per record ({m}), got shape {values.shape}")
+    return values
 
 
 def _held_out(labels: np.ndarray, n_test: int, stratify: bool) -> np.ndarray:

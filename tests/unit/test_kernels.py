@@ -147,11 +147,6 @@ def test_unknown_kernel_name_refused() -> None:
         assemble("polynomial", [np.ones((2, 3)), np.ones((2, 3))])  # type: ignore[arg-type]
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG common/kernels.py assemble(): the kernel name is only checked inside the loop over "
-    "blocks[1:], so with a single block (s = 1) an unknown name is accepted silently",
-)
 def test_unknown_kernel_name_refused_for_single_block() -> None:
     with pytest.raises(ValueError, match="unknown kernel"):
         assemble("polynomial", [np.ones((2, 3))])  # type: ignore[arg-type]

@@ -80,14 +80,6 @@ def test_zero_size_1d_roundtrip(array: np.ndarray) -> None:
     assert decoded["empty"].dtype == array.dtype
 
 
-@pytest.mark.xfail(
-    strict=True,
-    raises=TypeError,
-    reason="BUG common/wire.py encode_arrays: memoryview(data).cast('B') raises TypeError ('cannot cast "
-    "view with zeros in shape or strides') for zero-size arrays of 2 or more dimensions, e.g. a kernel "
-    "block of shape (0, mbar) for an entity with no test records; data.reshape(-1) or data.tobytes() "
-    "avoids it",
-)
 @pytest.mark.parametrize(
     "array",
     [np.zeros((0, 5)), np.zeros((3, 0)), np.zeros((0, 0, 2), dtype=np.int64), np.zeros((0, 4), dtype="<U12")],
@@ -99,11 +91,6 @@ def test_zero_size_multidim_roundtrip(array: np.ndarray) -> None:
     assert decoded["empty"].dtype == array.dtype
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG (minor) common/wire.py encode_arrays: np.ascontiguousarray returns ndim >= 1, so a 0-d "
-    "array is sent with shape [1] and arrives with shape (1,) instead of ()",
-)
 def test_scalar_roundtrip() -> None:
     decoded, _ = roundtrip({"s": np.array(2.5)})
     assert decoded["s"].shape == () and decoded["s"].item() == 2.5
@@ -262,43 +249,21 @@ def test_expect_arrays_names_missing_and_source() -> None:
     assert "train_ids" not in message
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG common/wire.py _Receiving: a zero-itemsize dtype such as '<U0' passes the canonical/"
-    "allow-list checks and np.frombuffer then raises a plain ValueError ('itemsize cannot be zero'), "
-    "not WireError",
-)
 def test_zero_itemsize_dtype_refused_with_wire_error() -> None:
     with pytest.raises(WireError):
         decode_arrays([header("ids", "<U0", [3])])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG common/wire.py _Receiving.finish: a zero-size shape with an extent numpy cannot "
-    "represent (e.g. [2**64-1, 0]) passes the byte-count check (0 bytes) and reshape raises a plain "
-    "ValueError ('Maximum allowed dimension exceeded'), not WireError",
-)
 def test_unrepresentable_zero_size_shape_refused_with_wire_error() -> None:
     with pytest.raises(WireError):
         decode_arrays([header("a", "<f8", [2**64 - 1, 0])])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG common/wire.py _Receiving.finish: more than 64 dimensions (numpy's limit) raise a plain "
-    "ValueError from reshape, not WireError",
-)
 def test_too_many_dimensions_refused_with_wire_error() -> None:
     with pytest.raises(WireError):
         decode_arrays([header("a", "<f8", [1] * 65), data(b"\x00" * 8)])
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG common/wire.py: '<U' payloads are not validated; code points >= 0x110000 are accepted "
-    "and reading the decoded array then raises SystemError ('invalid maximum character')",
-)
 def test_invalid_unicode_code_points_refused() -> None:
     chunks = [header("ids", "<U1", [1]), data(b"\xff\xff\xff\xff")]
     try:
@@ -308,13 +273,6 @@ def test_invalid_unicode_code_points_refused() -> None:
     decoded["ids"].tolist()  # a receiver must be able to read what decode_arrays accepted
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason="BUG common/wire.py _Receiving.__init__: only TypeError from np.dtype(header.dtype) is mapped "
-    "to WireError, but numpy parses comma strings with ast.literal_eval and raises SyntaxError (',', "
-    "'f8,,', 'i4,(2') or ValueError ('0\\x1b'); a peer's header string reaches ast.literal_eval unchecked "
-    "(validate against a strict pattern such as [<|][fiubU][0-9]+ before np.dtype)",
-)
 @pytest.mark.parametrize("dtype", [",", "f8,,", "i4,(2", "0\x1b"])
 def test_unparseable_dtype_string_refused_with_wire_error(dtype: str) -> None:
     with pytest.raises(WireError):
@@ -327,25 +285,10 @@ FUZZ_MAX_BYTES = 256
 DTYPES = ["<f8", "<i8", "<U12", "<U1", "|b1", "|u1", "<f4", "<i2", "|O", ">f8", "|V4", "<c8", "f8", "|S3", "<M8[D]"]
 
 
-def _known_bug(dtype: str) -> bool:
-    """Inputs of the xfail'd bugs above, excluded so the fuzz tests everything else.
-
-    Remove this filter once those bugs are fixed: zero-itemsize dtypes ('<U0') and strings on which
-    np.dtype raises something other than TypeError (',' -> SyntaxError, '0\x1b' -> ValueError).
-    """
-    try:
-        parsed = np.dtype(dtype)
-    except TypeError:
-        return False
-    except Exception:
-        return True
-    return parsed.itemsize == 0 and parsed.str == dtype
-
-
 headers = st.builds(
     header,
     name=st.sampled_from(["a", "b", "c", ""]),
-    dtype=st.one_of(st.sampled_from(DTYPES), st.text(max_size=8)).filter(lambda d: not _known_bug(d)),
+    dtype=st.one_of(st.sampled_from(DTYPES), st.text(max_size=8)),
     shape=st.lists(st.integers(0, 6), max_size=3) | st.lists(st.integers(0, 2**40), max_size=2),
 )
 datas = st.builds(data, st.binary(max_size=80))

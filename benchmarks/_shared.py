@@ -1,0 +1,166 @@
+"""Helpers shared by the benchmark scripts: synthetic data, timing, machine info, output."""
+
+from __future__ import annotations
+
+import datetime
+import json
+import os
+import platform
+import resource
+import statistics
+import sys
+import time
+from collections.abc import Callable
+from importlib.metadata import PackageNotFoundError, version
+from pathlib import Path
+from typing import Any, TypeVar
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parents[1]
+RESULTS = ROOT / "benchmarks" / "results"
+
+# The DESIGN.md section 4 setting: 20 features, mbar = 19 (< n_j = 20, privacy rule 3), nu = 1.
+N_FEATURES = 20
+MBAR = 19
+NU = 1.0
+# The width the coordinator fetches Gaussian blocks at when tuning: 1/n for features in [0, 1].
+MU = 1.0 / N_FEATURES
+# Objectives must agree with highs-dual to this relative tolerance.
+AGREEMENT_RTOL = 1e-6
+# Rows above which a formulation is not run by default (measured too slow in DESIGN.md section 4).
+SKIP_ABOVE = {"cvxpy-primal": 40_000, "cvxpy-dual": 160_000}
+
+T = TypeVar("T")
+
+
+def synthetic(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    """Features uniform on [0, 1]^20 and +-1 labels from a noisy nonlinear rule.
+
+    A periodic term, an interaction and a linear term over 8 of the 20
+    features, plus Gaussian noise; classes balanced by thresholding at the
+    median. Neither one feature nor a linear rule separates the classes;
+    test errors of PPSVM and scikit-learn's SVC are in results/train_scaling.json.
+
+    Returns
+    -------
+    X : ndarray, shape (m, 20)
+    y : ndarray, shape (m,), values +-1
+    """
+    rng = np.random.default_rng(seed)
+    X = rng.random((m, N_FEATURES))
+    score = (
+        np.sin(2 * np.pi * X[:, 0])
+        + 4.0 * (X[:, 1] - 0.5) * (X[:, 2] - 0.5)
+        + 0.5 * X[:, 3:8].sum(axis=1)
+        + rng.normal(0.0, 0.2, m)
+    )
+    y = np.where(score > np.median(score), 1.0, -1.0)
+    return X, y
+
+
+def timed(call: Callable[[], T], repeats: int, single_above: float) -> tuple[list[float], T]:
+    """Run ``call`` up to ``repeats`` times; stop after one run if it took more than ``single_above`` s.
+
+    Returns the wall-clock seconds of each run and the last result.
+    """
+    seconds: list[float] = []
+    result: T
+    for _ in range(repeats):
+        start = time.perf_counter()
+        result = call()
+        seconds.append(time.perf_counter() - start)
+        if seconds[-1] > single_above:
+            break
+    return seconds, result
+
+
+def median(values: list[float]) -> float:
+    return float(statistics.median(values))
+
+
+def relative_gap(value: float, reference: float) -> float:
+    return abs(value - reference) / max(abs(reference), 1e-300)
+
+
+def peak_rss_mib(who: int = resource.RUSAGE_SELF) -> float:
+    """Peak resident set size in MiB (ru_maxrss is KiB on Linux)."""
+    return resource.getrusage(who).ru_maxrss / 1024.0
+
+
+def _package(name: str) -> str:
+    try:
+        return version(name)
+    except PackageNotFoundError:
+        return "not installed"
+
+
+def _cpu_model() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown"
+
+
+def load_average() -> list[float]:
+    try:
+        return [round(x, 2) for x in os.getloadavg()]
+    except OSError:
+        return []
+
+
+def machine_info() -> dict[str, Any]:
+    return {
+        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "hostname": platform.node(),
+        "platform": platform.platform(),
+        "cpu_model": _cpu_model(),
+        "cpu_count": os.cpu_count(),
+        "python": sys.version.split()[0],
+        "numpy": np.__version__,
+        "highspy": _package("highspy"),
+        "scipy": _package("scipy"),
+        "cvxpy": _package("cvxpy"),
+        "scikit-learn": _package("scikit-learn"),
+        "grpcio": _package("grpcio"),
+        "load_average_at_start": load_average(),
+    }
+
+
+def print_machine(info: dict[str, Any]) -> None:
+    print(f"machine: {info['cpu_model']}, {info['cpu_count']} CPUs, {info['platform']}")
+    print(f"python {info['python']}, numpy {info['numpy']}, highspy {info['highspy']}, cvxpy {info['cvxpy']}, "
+          f"scikit-learn {info['scikit-learn']}; {info['date']}")
+    print(f"load average at start {info['load_average_at_start']} "
+          "(other jobs may share this machine: figures are wall-clock, not CPU time)")
+
+
+def write_json(name: str, payload: dict[str, Any]) -> Path:
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    path = RESULTS / f"{name}.json"
+    temporary = path.with_suffix(".json.tmp")
+    temporary.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
+    os.replace(temporary, path)
+    return path
+
+
+def table(headers: list[str], rows: list[list[str]]) -> str:
+    """Plain text table: first column left-aligned, the rest right-aligned."""
+    widths = [max(len(str(r[k])) for r in [headers, *rows]) for k in range(len(headers))]
+    lines = []
+    for r in [headers, None, *rows]:
+        if r is None:
+            lines.append("  ".join("-" * w for w in widths))
+            continue
+        cells = [str(c).ljust(w) if k == 0 else str(c).rjust(w) for k, (c, w) in enumerate(zip(r, widths))]
+        lines.append("  ".join(cells))
+    return "\n".join(lines)
+
+
+def seconds_text(values: list[float]) -> str:
+    """Median, with a marker when fewer than 3 runs were made."""
+    text = f"{median(values):.2f} s"
+    return text if len(values) >= 3 else f"{text} ({len(values)} run{'s' if len(values) > 1 else ''})"

@@ -1,0 +1,124 @@
+"""DESIGN.md section 4 regenerated: every LP formulation of common.lp on one Gaussian random kernel.
+
+One kernel K(A, B') per size: A uniform on [0, 1]^20 (m rows), B uniform (mbar = 19 rows),
+mu = 1/20, labels from a noisy nonlinear rule, nu = 1. Each formulation is timed (median of
+3 runs; a single run when one run exceeds --single-above seconds) and its objective is
+checked against highs-dual. Formulations measured too slow are skipped above a size
+(cvxpy-primal above 40,000 rows, cvxpy-dual above 160,000) unless --no-skip.
+
+    python benchmarks/lp_formulations.py [--quick] [--sizes 10000 40000 160000]
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+import numpy as np  # noqa: E402
+
+from benchmarks._shared import (  # noqa: E402
+    AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, load_average, machine_info, median, peak_rss_mib,
+    print_machine, relative_gap, seconds_text, synthetic, table, timed, write_json,
+)
+from common.kernels import gaussian_kernel  # noqa: E402
+from common.lp import FORMULATIONS, solve_lp  # noqa: E402
+
+NAME = "lp_formulations"
+REFERENCE = "highs-dual"
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="m = 10,000 and 40,000 only")
+    parser.add_argument("--sizes", type=int, nargs="+", help="rows m (default 10000 40000 160000)")
+    parser.add_argument("--repeats", type=int, default=3)
+    parser.add_argument("--single-above", type=float, default=60.0,
+                        help="do not repeat a solve whose first run took longer than this (s)")
+    parser.add_argument("--no-skip", action="store_true", help="run every formulation at every size")
+    parser.add_argument("--seed", type=int, default=0)
+    args = parser.parse_args(argv)
+    sizes = args.sizes or ([10_000, 40_000] if args.quick else [10_000, 40_000, 160_000])
+
+    info = machine_info()
+    print_machine(info)
+    print(f"one Gaussian random kernel per size: {N_FEATURES} features, mbar = {MBAR}, mu = {MU:g}, nu = {NU:g}\n")
+    # Formulation first so highs-dual's objective is known before the others are compared with it.
+    order = [REFERENCE, *(f for f in FORMULATIONS if f != REFERENCE)]
+    results: dict[str, dict[str, object]] = {f: {} for f in order}
+    for m in sizes:
+        X, y = synthetic(m, args.seed)
+        B = np.random.default_rng(args.seed + 1).random((MBAR, N_FEATURES))
+        K = gaussian_kernel(X, B, MU)
+        reference_objective = None
+        for formulation in order:
+            limit = SKIP_ABOVE.get(formulation)
+            if limit is not None and m > limit and not args.no_skip:
+                results[formulation][str(m)] = {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
+                print(f"m = {m:>7}  {formulation:<13} skipped (above {limit} rows)", flush=True)
+                continue
+            seconds, solution = timed(lambda: solve_lp("classify", K, y, NU, formulation), args.repeats, args.single_above)
+            if reference_objective is None:
+                reference_objective = solution.objective
+            gap = relative_gap(solution.objective, reference_objective)
+            results[formulation][str(m)] = {
+                "seconds": seconds, "median_s": median(seconds), "objective": solution.objective,
+                "relative_gap_to_highs_dual": gap, "agrees": gap <= AGREEMENT_RTOL,
+                "iterations": solution.iterations,
+            }
+            print(f"m = {m:>7}  {formulation:<13} {seconds_text(seconds):>16}  objective {solution.objective:.10g}  "
+                  f"gap {gap:.1e}  runs {', '.join(f'{s:.2f}' for s in seconds)}", flush=True)
+
+    headers = ["formulation", *(f"m = {m:,}" for m in sizes)]
+    rows = []
+    for formulation in order:
+        row = [formulation]
+        for m in sizes:
+            entry = results[formulation][str(m)]
+            row.append("skipped" if "skipped" in entry else seconds_text(entry["seconds"]))  # type: ignore[arg-type]
+        rows.append(row)
+    ratio_rows = []
+    for formulation in order[1:]:
+        row = [f"{formulation} / {REFERENCE}"]
+        for m in sizes:
+            entry, ref = results[formulation][str(m)], results[REFERENCE][str(m)]
+            row.append("-" if "skipped" in entry else f"{entry['median_s'] / ref['median_s']:.1f}x")  # type: ignore[operator]
+        ratio_rows.append(row)
+    agreement_rows = []
+    for formulation in order[1:]:
+        row = [f"{formulation} vs {REFERENCE}"]
+        for m in sizes:
+            entry = results[formulation][str(m)]
+            row.append("-" if "skipped" in entry
+                       else f"{entry['relative_gap_to_highs_dual']:.1e} {'ok' if entry['agrees'] else 'FAIL'}")
+        agreement_rows.append(row)
+    print("\nLP solve time (median of runs; objective recomputed from (u, gamma) on all rows)")
+    print(table(headers, rows))
+    print("\nslowdown relative to highs-dual")
+    print(table(headers, ratio_rows))
+    print(f"\nobjective agreement with highs-dual (relative, tolerance {AGREEMENT_RTOL:g})")
+    print(table(headers, agreement_rows))
+    all_agree = all(e.get("agrees", True) for r in results.values() for e in r.values())  # type: ignore[union-attr]
+    print(f"\nall objectives agree: {'PASS' if all_agree else 'FAIL'}; peak RSS {peak_rss_mib():.0f} MiB; "
+          f"load average at end {load_average()}")
+
+    info["load_average_at_end"] = load_average()
+    path = write_json(NAME, {
+        "machine": info,
+        "setting": {"n_features": N_FEATURES, "mbar": MBAR, "mu": MU, "nu": NU, "task": "classify",
+                    "repeats": args.repeats, "single_above_s": args.single_above, "seed": args.seed,
+                    "skip_above": {} if args.no_skip else SKIP_ABOVE, "sizes": sizes},
+        "results": results,
+        "all_objectives_agree": all_agree,
+        "peak_rss_mib": peak_rss_mib(),
+        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+    })
+    print(f"wrote {path.relative_to(Path(__file__).resolve().parents[1])}")
+    return 0 if all_agree else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

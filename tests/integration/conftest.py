@@ -1,0 +1,73 @@
+"""Fixtures that run the real CLI: `ppsvm split`, `ppsvm entity` processes, `ppsvm coordinator ...`."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+from common.config import federation_toml, load_federation
+from coordinator.processes import EntityProcesses
+
+REPO = Path(__file__).resolve().parents[2]
+WDBC = REPO / "common" / "data" / "wdbc.data"
+WDBC_OPTIONS = ["--label", "1", "--positive", "M", "--drop", "0", "--id-column", "0"]
+
+
+def ppsvm(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    """Run the ppsvm CLI in a child process, as a user would."""
+    result = subprocess.run([sys.executable, "-m", "coordinator.cli", *args], capture_output=True, text=True,
+                            timeout=timeout, cwd=REPO)
+    if check and result.returncode != 0:
+        raise AssertionError(f"ppsvm {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
+    return result
+
+
+@dataclasses.dataclass
+class RunningFederation:
+    split_dir: Path
+    federation_path: Path
+    processes: EntityProcesses
+
+    def train(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
+        return ppsvm("coordinator", "train", "--federation", str(self.federation_path),
+                     "--model-out", str(self.split_dir / "model.json"), *args, check=check)
+
+    def evaluate(self) -> dict:
+        out = ppsvm("coordinator", "evaluate", "--federation", str(self.federation_path),
+                    "--model", str(self.split_dir / "model.json"), "--json")
+        return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def split(tmp: Path, data: Path, rows: int, cols: int, *options: str) -> Path:
+    ppsvm("split", str(data), "--rows", str(rows), "--cols", str(cols), "--out", str(tmp), *options)
+    return tmp
+
+
+@pytest.fixture
+def federation(tmp_path: Path) -> Iterator[callable]:
+    """Factory: split a dataset, start one `ppsvm entity` process per cell, yield a RunningFederation."""
+    started: list[EntityProcesses] = []
+
+    def start(rows: int, cols: int, data: Path = WDBC, options: list[str] = WDBC_OPTIONS, extra_config: str = "") -> RunningFederation:
+        split_dir = split(tmp_path / f"split-{rows}x{cols}", data, rows, cols, *options)
+        planned = load_federation(split_dir / "federation.toml")
+        configs = [split_dir / f"{e.id}.toml" for e in planned.entities]
+        if extra_config:
+            for config in configs:
+                config.write_text(config.read_text() + extra_config)
+        processes = EntityProcesses(configs).__enter__()
+        started.append(processes)
+        live = split_dir / "federation.live.toml"
+        entities = [dataclasses.replace(e, address=a) for e, a in zip(planned.entities, processes.addresses)]
+        live.write_text(federation_toml(planned.task, entities))
+        return RunningFederation(split_dir, live, processes)
+
+    yield start
+    for processes in started:
+        processes.stop()

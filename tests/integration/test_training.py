@@ -1,0 +1,122 @@
+"""Entity processes started through the CLI, trained and evaluated by the coordinator CLI.
+
+The distributed model must equal the one computed centrally from the pooled
+data with the same B = [B_1 ... B_s] (derived here from the split's secrets).
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.config import load_entity_config, load_federation
+from common.lp import solve_lp
+from common.model import Model
+from common.randomness import derive_B
+from coordinator.reference import pool_cells
+
+from .conftest import ppsvm
+
+
+def central_model(split_dir: Path, kernel: str, mbar: int, nu: float, mu: float, task: str = "classify") -> tuple[np.ndarray, float]:
+    """Pool every cell, scale with the pooled min/max, K against the concatenated B_j, solve the LP."""
+    X, y, _, _ = pool_cells(split_dir)
+    federation = load_federation(split_dir / "federation.toml")
+    B_blocks = []
+    for j in federation.column_blocks:
+        config = load_entity_config(split_dir / f"{federation.cell(0, j).id}.toml")
+        B_blocks.append(derive_B(config.read_secret(), mbar, _width(split_dir, j)))
+    B = np.hstack(B_blocks)
+    low, high = X.min(axis=0), X.max(axis=0)
+    scaled = (X - low) / np.where(high > low, high - low, 1.0)
+    if kernel == "linear":
+        K = scaled @ B.T
+    else:
+        K = np.exp(-mu * ((scaled[:, None, :] - B[None, :, :]) ** 2).sum(axis=2))
+    solution = solve_lp(task, K, y, nu)
+    return solution.u, solution.gamma
+
+
+def _width(split_dir: Path, j: int) -> int:
+    manifest = json.loads((split_dir / "split.json").read_text())
+    block = manifest["column_blocks"][j]
+    return block["stop"] - block["start"]
+
+
+GRIDS = [  # (rows, cols): N = 1, 2, 4, 8 entity processes; horizontal, vertical and checkerboard
+    pytest.param(1, 1, id="N1"),
+    pytest.param(2, 1, id="N2-horizontal"),
+    pytest.param(1, 2, id="N2-vertical"),
+    pytest.param(2, 2, id="N4-checkerboard"),
+    pytest.param(4, 1, id="N4-horizontal"),
+    pytest.param(2, 4, id="N8-checkerboard", marks=pytest.mark.slow),
+    pytest.param(1, 8, id="N8-vertical", marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.parametrize(("rows", "cols"), GRIDS)
+def test_distributed_gaussian_model_equals_central(federation, rows: int, cols: int) -> None:
+    run = federation(rows, cols)
+    mbar = 2 if cols == 8 else 5
+    mu = 1.0 / 30
+    run.train("--kernel", "gaussian", "--mbar", str(mbar), "--nu", "10", "--mu", str(mu))
+    model = Model.load(run.split_dir / "model.json")
+    u, gamma = central_model(run.split_dir, "gaussian", mbar, 10.0, mu)
+    np.testing.assert_allclose(model.u, u, atol=1e-8, rtol=0)
+    assert abs(model.gamma - gamma) < 1e-8
+    result = run.evaluate()
+    assert result["private"] is True
+    assert result["error_rate"] < 0.15
+    # Every entity received the model.
+    for entity in load_federation(run.federation_path).entities:
+        assert (run.split_dir / f"{entity.id}.model.json").exists()
+
+
+def test_distributed_linear_model_equals_central(federation) -> None:
+    run = federation(2, 2)
+    run.train("--kernel", "linear", "--mbar", "6", "--nu", "100")
+    model = Model.load(run.split_dir / "model.json")
+    u, gamma = central_model(run.split_dir, "linear", 6, 100.0, 0.0)
+    np.testing.assert_allclose(model.u, u, atol=1e-8, rtol=0)
+    assert abs(model.gamma - gamma) < 1e-8
+
+
+def test_regression_over_two_entities(federation, tmp_path: Path) -> None:
+    rng = np.random.default_rng(3)
+    X = rng.uniform(-3, 3, size=(300, 4))
+    y = np.sinc(X[:, 0]) * np.sinc(X[:, 1]) + 0.1 * X[:, 2]
+    data = tmp_path / "regress.csv"
+    np.savetxt(data, np.column_stack([X, y]), delimiter=",")
+    run = federation(2, 1, data=data, options=["--task", "regress", "--label", "-1"])
+    run.train("--task", "regress", "--kernel", "gaussian", "--mbar", "3", "--nu", "0.1", "--mu", "1")
+    model = Model.load(run.split_dir / "model.json")
+    u, gamma = central_model(run.split_dir, "gaussian", 3, 0.1, 1.0, task="regress")
+    np.testing.assert_allclose(model.u, u, atol=1e-8, rtol=0)
+    result = run.evaluate()
+    assert set(result) >= {"relative_error", "rmse", "private"}
+    assert result["relative_error"] < 1.0
+
+
+def test_auto_tuning_and_baselines(federation) -> None:
+    run = federation(2, 2)
+    summary = json.loads(run.train("--json").stdout.strip().splitlines()[-1])
+    assert summary["mbar"] == 14  # min(n_j) - 1 = 15 - 1
+    assert summary["private"] is True
+    assert run.evaluate()["error_rate"] < 0.08
+    out = ppsvm("coordinator", "baselines", "--federation", str(run.federation_path), "--json")
+    baselines = json.loads(out.stdout)
+    assert len(baselines["entities"]) == 4
+    assert 0 <= baselines["mean"]["error_rate"] < 0.5
+
+
+def test_unreachable_entity_is_named(federation) -> None:
+    run = federation(2, 1)
+    run.processes.processes[1].terminate()
+    run.processes.processes[1].wait()
+    result = run.train("--mbar", "5", "--nu", "1", "--mu", "0.03", check=False)
+    assert result.returncode == 1
+    assert "r1c0" in result.stderr and "unreachable" in result.stderr
+    assert not (run.split_dir / "model.json").exists()

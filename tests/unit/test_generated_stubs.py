@@ -1,0 +1,99 @@
+"""The checked-in gRPC stubs match proto/, and no RPC accepts a matrix (DESIGN.md rule 2)."""
+
+from __future__ import annotations
+
+import importlib.util
+from pathlib import Path
+
+import pytest
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+from common.rpc import generate as gen
+from common.rpc import ppsvm_pb2 as pb
+
+CHECKED_IN = Path(gen.__file__).resolve().parent
+
+
+@pytest.mark.skipif(
+    importlib.util.find_spec("grpc_tools") is None,
+    reason="grpc_tools (grpcio-tools, the pinned stub generator) is not installed; cannot regenerate stubs",
+)
+def test_regenerated_stubs_are_byte_identical(tmp_path: Path) -> None:
+    gen.generate(tmp_path)
+    assert gen.GENERATED, "nothing listed as generated"
+    for name in gen.GENERATED:
+        fresh = tmp_path / "common" / "rpc" / name
+        assert fresh.is_file(), f"protoc did not produce {name}"
+        checked_in = CHECKED_IN / name
+        assert checked_in.is_file(), f"{name} is not checked in under common/rpc/"
+        assert fresh.read_bytes() == checked_in.read_bytes(), (
+            f"common/rpc/{name} differs from what proto/ppsvm.proto generates: run `python -m common.rpc.generate`"
+        )
+
+
+# --- rule 2: no request message can carry a matrix ---------------------------------------------------
+
+ARRAY_MESSAGES = {"ppsvm.v1.ArrayChunk", "ppsvm.v1.ArrayHeader"}
+# The only bytes field any request may hold: the coordinator's model file sent to entities.
+ALLOWED_BYTES = {("AcceptModel", "ppsvm.v1.ModelMessage.model_json")}
+# Repeated floating-point fields could carry a flattened matrix too; only the per-feature scaling may.
+ALLOWED_REPEATED_FLOATS = {"ppsvm.v1.Scaling.low", "ppsvm.v1.Scaling.high"}
+
+
+def matrix_carriers(method: str, message: Descriptor, seen: frozenset[str] = frozenset()) -> list[str]:
+    """Fields of ``message`` (recursively) that could carry a matrix, as full names."""
+    if message.full_name in seen:
+        return []
+    seen = seen | {message.full_name}
+    found = []
+    if message.full_name in ARRAY_MESSAGES:
+        found.append(message.full_name)
+    for field in message.fields:
+        if field.type == FieldDescriptor.TYPE_BYTES and (method, field.full_name) not in ALLOWED_BYTES:
+            found.append(field.full_name)
+        repeated = getattr(field, "is_repeated", None)
+        repeated = repeated if repeated is not None else field.label == FieldDescriptor.LABEL_REPEATED
+        if (
+            repeated
+            and field.type in (FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT)
+            and field.full_name not in ALLOWED_REPEATED_FLOATS
+        ):
+            found.append(field.full_name)
+        if field.message_type is not None:
+            found.extend(matrix_carriers(method, field.message_type, seen))
+    return found
+
+
+def all_methods():
+    services = pb.DESCRIPTOR.services_by_name
+    assert set(services) == {"Entity", "Coordinator"}
+    for service in services.values():
+        for method in service.methods:
+            yield service.name, method
+
+
+def test_no_request_message_can_carry_a_matrix() -> None:
+    violations = {
+        f"{service}.{method.name}": carriers
+        for service, method in all_methods()
+        if (carriers := matrix_carriers(method.name, method.input_type))
+    }
+    assert violations == {}
+
+
+def test_no_rpc_streams_from_the_client() -> None:
+    streaming = [f"{s}.{m.name}" for s, m in all_methods() if getattr(m, "client_streaming", False)]
+    assert streaming == []
+
+
+def test_checker_would_catch_a_matrix() -> None:
+    """The walker is not vacuous: it flags the kernel stream and the model bytes outside AcceptModel."""
+    methods = {m.name: m for _, m in all_methods()}
+    assert "ppsvm.v1.ArrayChunk" in matrix_carriers("KernelBlock", methods["KernelBlock"].output_type)
+    assert "ppsvm.v1.ArrayChunk.data" in matrix_carriers("KernelBlock", methods["KernelBlock"].output_type)
+    assert "ppsvm.v1.ArrayHeader" in matrix_carriers("x", pb.ArrayChunk.DESCRIPTOR)
+    assert matrix_carriers("Predict", pb.ModelMessage.DESCRIPTOR) == ["ppsvm.v1.ModelMessage.model_json"]
+    assert matrix_carriers("AcceptModel", pb.ModelMessage.DESCRIPTOR) == []
+    # Recursion through message-typed fields reaches Scaling inside KernelRequest.
+    assert matrix_carriers("KernelBlock", pb.KernelRequest.DESCRIPTOR) == []
+    assert pb.KernelRequest.DESCRIPTOR.fields_by_name["scaling"].message_type.full_name == "ppsvm.v1.Scaling"
