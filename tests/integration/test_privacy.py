@@ -1,0 +1,143 @@
+"""Privacy rules on the wire (DESIGN.md section 2): a spy records every message entities send.
+
+No row of A_ij (raw or scaled) and no entry of B_j may appear in what leaves an
+entity; the mbar guard refuses mbar >= n_j unless the entity's own config
+overrides it, and then every output says the run was not private.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import numpy as np
+import pytest
+
+from common.config import federation_toml, load_entity_config, load_federation
+from common.grpc_util import create_server
+from common.kernels import gaussian_kernel
+from common.model import Model
+from common.randomness import derive_B
+from common.rpc import ppsvm_pb2 as pb
+from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from coordinator.evaluate import entity_alone, evaluate_model
+from coordinator.train import TrainOptions, train_and_save
+from entity.cell import EntityCore
+from entity.servicer import EntityServicer
+
+from .conftest import WDBC, WDBC_OPTIONS, split
+
+MBAR = 6
+
+
+class Spy:
+    """Stands in for a servicer: forwards every call and keeps the serialized replies."""
+
+    def __init__(self, servicer: EntityServicer) -> None:
+        self._servicer = servicer
+        self.sent: list[bytes] = []
+
+    def __getattr__(self, name: str) -> Any:
+        method = getattr(self._servicer, name)
+
+        def unary(request: Any, context: grpc.ServicerContext) -> Any:
+            reply = method(request, context)
+            self.sent.append(reply.SerializeToString())
+            return reply
+
+        def stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            for reply in method(request, context):
+                self.sent.append(reply.SerializeToString())
+                yield reply
+
+        return stream if name in ("Records", "FeatureRange", "KernelBlock") else unary
+
+
+@pytest.fixture
+def spied(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, Spy], dict[str, EntityCore]]]:
+    split_dir = split(tmp_path / "split", WDBC, 2, 2, *WDBC_OPTIONS)
+    planned = load_federation(split_dir / "federation.toml")
+    servers, spies, cores, entities = [], {}, {}, []
+    for entity in planned.entities:
+        config = load_entity_config(split_dir / f"{entity.id}.toml")
+        core = EntityCore(config)
+        spy = Spy(EntityServicer(core, split_dir))
+        server, port = create_server("127.0.0.1:0", lambda s, spy=spy: pb_grpc.add_EntityServicer_to_server(spy, s))
+        servers.append(server)
+        spies[entity.id], cores[entity.id] = spy, core
+        entities.append(dataclasses.replace(entity, address=f"127.0.0.1:{port}"))
+    live = split_dir / "federation.live.toml"
+    live.write_text(federation_toml(planned.task, entities))
+    yield split_dir, live, spies, cores
+    for server in servers:
+        server.stop(0)
+
+
+def _float_bytes(values: np.ndarray) -> set[bytes]:
+    return {np.float64(v).tobytes() for v in np.ravel(values)}
+
+
+def test_no_data_row_and_no_B_entry_leaves_an_entity(spied) -> None:
+    split_dir, live, spies, cores = spied
+    federation = load_federation(live)
+    model = train_and_save(federation, TrainOptions(kernel="gaussian", mbar=MBAR, nu=10.0, mu=0.05), split_dir / "model.json")
+    evaluate_model(federation, model)
+    entity_alone(federation, "classify", "gaussian", nu=1.0, mu=0.05, seed=0)
+
+    for entity_id, core in cores.items():
+        wire = b"".join(spies[entity_id].sent)
+        cell = core.cell
+        # The spy sees what is sent: the kernel block it published is in the log.
+        scaling = model.scaling[core.config.column_block]
+        B = derive_B(core.config.read_secret(), MBAR, cell.n_features)
+        X = np.vstack([cell.X_train, cell.X_test])
+        scaled = (X - np.array(scaling.low)) / np.where(np.array(scaling.high) > np.array(scaling.low),
+                                                         np.array(scaling.high) - np.array(scaling.low), 1.0)
+        published = gaussian_kernel(scaled[:1], B, model.mu)
+        assert published.tobytes() in wire, "positive control: the spy must see the kernel rows"
+        for row in (*X, *scaled):
+            assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
+        for value in _float_bytes(B):
+            assert value not in wire, f"entity {entity_id} sent an entry of its B_j"
+        # Single values of A may appear only as the allowed per-feature min and max, or where they
+        # coincide with settings the coordinator sent (the baseline reply echoes nu and mu) or labels.
+        allowed = _float_bytes(cell.X_train.min(axis=0)) | _float_bytes(cell.X_train.max(axis=0))
+        allowed |= _float_bytes(np.array([0.0, 1.0, -1.0, 10.0, 0.05]))
+        leaked = [v for v in _float_bytes(X) - allowed if v in wire]
+        assert not leaked, f"entity {entity_id} sent feature values other than its min/max: {leaked[:3]}"
+
+
+def test_entity_refuses_mbar_not_below_its_width(spied) -> None:
+    _, live, _, cores = spied
+    entity = load_federation(live).entities[0]
+    width = cores[entity.id].cell.n_features
+    with grpc.insecure_channel(entity.address) as channel:
+        stub = pb_grpc.EntityStub(channel)
+        request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=width, mu=1.0, record_set=pb.TRAIN,
+                                   scaling=pb.Scaling(low=[0.0] * width, high=[1.0] * width))
+        with pytest.raises(grpc.RpcError) as refused:
+            list(stub.KernelBlock(request))
+        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "privacy rule 3" in refused.value.details() and f"n_j = {width}" in refused.value.details()
+        # The server keeps serving after a refusal.
+        assert stub.Metadata(pb.Empty()).entity_id == entity.id
+
+
+def test_coordinator_refuses_before_any_kernel_is_computed(federation) -> None:
+    run = federation(1, 2)
+    result = run.train("--mbar", "15", "--nu", "1", "--mu", "0.03", check=False)
+    assert result.returncode == 1
+    assert "privacy rule 3" in result.stderr and "r0c0" in result.stderr
+    assert not (run.split_dir / "model.json").exists()
+
+
+def test_override_runs_and_every_output_says_not_private(federation) -> None:
+    run = federation(1, 2, extra_config="\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n")
+    trained = run.train("--mbar", "20", "--nu", "1", "--mu", "0.03")
+    assert "NOT PRIVATE" in trained.stderr
+    assert Model.load(run.split_dir / "model.json").private is False
+    assert run.evaluate()["private"] is False
