@@ -25,18 +25,22 @@ from entity import cli as entity_cli
 logger = logging.getLogger("ppsvm")
 
 
-def _auto_int(text: str) -> int | None:
-    if text == "auto":
-        return None
+# 'auto' on the command line is kept as the string, so it can override a number in the federation file.
+AUTO = "auto"
+
+
+def _auto_int(text: str) -> int | str:
+    if text == AUTO:
+        return AUTO
     try:
         return int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {text!r}") from None
 
 
-def _auto_float(text: str) -> float | None:
-    if text == "auto":
-        return None
+def _auto_float(text: str) -> float | str:
+    if text == AUTO:
+        return AUTO
     try:
         return float(text)
     except ValueError:
@@ -58,26 +62,19 @@ def _add_task_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distribute: bool = True) -> Any:
+    """Command-line flags, then the federation file's [task] table, then defaults ('auto' means tuned)."""
     from coordinator.train import TrainOptions
 
-    def pick(name: str, default: Any) -> Any:
-        given = getattr(args, name)
-        if given is not None or f"{name}_given" in vars(args):
-            return given
-        value = task_table.get(name, default)
-        return None if value == "auto" else value
+    def setting(name: str) -> Any:
+        value = getattr(args, name)
+        value = task_table.get(name, AUTO) if value is None else value
+        return None if value == AUTO else value
 
-    # An explicit 'auto' on the command line overrides a value in the federation file.
-    explicit_auto = {name for name in ("mbar", "nu", "mu") if f"--{name}" in _ARGV and getattr(args, name) is None}
-    values = {name: (None if name in explicit_auto else pick(name, None)) for name in ("mbar", "nu", "mu")}
     return TrainOptions(
         task=args.task or task_table.get("task", "classify"), kernel=args.kernel or task_table.get("kernel", "gaussian"),
+        mbar=setting("mbar"), nu=setting("nu"), mu=setting("mu"),
         folds=args.folds, seed=args.seed, formulation=args.lp_formulation, deadline=args.deadline, distribute=distribute,
-        **values,
     )
-
-
-_ARGV: list[str] = []
 
 
 def _federation(args: argparse.Namespace) -> Federation:
@@ -149,7 +146,8 @@ def cmd_reference(args: argparse.Namespace) -> int:
     federation = load_federation(Path(args.split_dir) / "federation.toml")
     task = args.task or federation.task.get("task", "classify")
     kernel = args.kernel or federation.task.get("kernel", "gaussian")
-    result = pooled_reference(Path(args.split_dir), task, kernel, nu=args.nu, mu=args.mu, seed=args.seed)
+    nu, mu = (None if value in (None, AUTO) else value for value in (args.nu, args.mu))
+    result = pooled_reference(Path(args.split_dir), task, kernel, nu=nu, mu=mu, seed=args.seed)
     print(json.dumps(result) if args.json else LABEL + "\n" + "\n".join(f"{k:>15}: {v}" for k, v in result.items()))
     return 0
 
@@ -252,8 +250,6 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    argv = list(sys.argv[1:] if argv is None else argv)
-    _ARGV[:] = argv
     args = build_parser().parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="ppsvm: %(message)s", stream=sys.stderr)
