@@ -13,23 +13,23 @@ ENV PYTHONDONTWRITEBYTECODE=1 \
     PIP_NO_CACHE_DIR=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1
 
-WORKDIR /src
-
 # Runtime dependencies first, read from pyproject.toml, so that a code change
 # does not reinstall numpy, scipy, cvxpy and grpcio (the slow layer).
-COPY pyproject.toml ./
-RUN python -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['dependencies']))" \
-        > /tmp/requirements.txt \
-    && pip install -r /tmp/requirements.txt \
-    && rm /tmp/requirements.txt
+COPY pyproject.toml /tmp/deps/
+RUN python -c "import tomllib; print('\\n'.join(tomllib.load(open('/tmp/deps/pyproject.toml', 'rb'))['project']['dependencies']))" \
+        > /tmp/deps/requirements.txt \
+    && pip install -r /tmp/deps/requirements.txt \
+    && rm -rf /tmp/deps
 
 # The project itself (no test extras). README.m[d] copies the readme when it exists.
-COPY pyproject.toml README.m[d] ./
-COPY common ./common
-COPY entity ./entity
-COPY coordinator ./coordinator
-RUN pip install --no-deps . \
-    && cd / && rm -rf /src \
+# /src is new here: the classic builder fails ("layer does not exist", moby#37965)
+# after a COPY that changes nothing, such as copying pyproject.toml over itself.
+COPY pyproject.toml README.m[d] /src/
+COPY common /src/common
+COPY entity /src/entity
+COPY coordinator /src/coordinator
+RUN pip install --no-deps /src \
+    && rm -rf /src \
     && ppsvm --version
 
 WORKDIR /ppsvm

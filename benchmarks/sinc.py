@@ -106,9 +106,13 @@ def fixed_secret(*parts: object) -> str:
     return hashlib.sha256("/".join(map(str, ("ppsvm-benchmark", NAME, *parts))).encode()).hexdigest() + "\n"
 
 
-def joint_run(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, mbar: int, mu: float | None,
+def joint_run(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, mbar: int, mus: list[float | None],
               work: Path) -> dict[str, Any]:
-    """Split by region, serve both entities over gRPC, train the joint model, evaluate it."""
+    """Split by region, serve both entities over gRPC, train the joint model, evaluate it.
+
+    ``mus``: Gaussian widths to try (None = the coordinator's own grid); nu is always tuned by the
+    coordinator, and the width with the lowest coordinator inner-CV score (training data only) is kept.
+    """
     private = mbar < dataset.X.shape[1]
     split = split_dataset(
         dataset,
@@ -137,8 +141,12 @@ def joint_run(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, mbar: 
         federation = load_federation(live_path)
 
         started = time.perf_counter()
-        model = train(federation, TrainOptions(task="regress", kernel="gaussian", mbar=mbar, nu=None, mu=mu,
-                                               seed=TUNE_SEED, distribute=False))
+        candidates = []
+        for mu in mus:
+            candidate = train(federation, TrainOptions(task="regress", kernel="gaussian", mbar=mbar, nu=None, mu=mu,
+                                                       seed=TUNE_SEED, distribute=False))
+            candidates.append((candidate.training["tuning"]["score"], len(candidates), candidate))
+        score, _, model = min(candidates, key=lambda c: c[:2])
         timings["train"] = time.perf_counter() - started
         started = time.perf_counter()
         test = evaluate_model(federation, model)
@@ -159,10 +167,14 @@ def joint_run(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, mbar: 
     reference = pooled_reference(work, "regress", "gaussian", nu=None, mu=None, seed=TUNE_SEED)
     tuning = model.training["tuning"] or {}
     n = dataset.X.shape[1]
+    chosen = mus[[c[2] for c in candidates].index(model)]
     return {
         "mbar": mbar, "private": model.private, "nu": model.nu, "mu": model.mu,
-        "mu_fixed": mu is not None, "inner_cv_relative_error": tuning.get("score"),
-        "mu_at_grid_edge": bool(mu is None and np.isclose(model.mu * n, (min(MU_GRID_TIMES_N), max(MU_GRID_TIMES_N))).any()),
+        "mu_candidates": ["coordinator grid" if m is None else m for m in mus],
+        "candidate_scores": [{"mu": c[2].mu, "nu": c[2].nu, "inner_cv": c[0]} for c in candidates],
+        "mu_fixed": chosen is not None, "inner_cv_relative_error": tuning.get("score"),
+        "mu_at_grid_edge": bool(np.isclose(model.mu * n, (min(MU_GRID_TIMES_N), max(MU_GRID_TIMES_N))).any())
+                           if chosen is None else bool(np.isclose(model.mu, (min(m for m in mus if m), max(m for m in mus if m))).any()),
         "nu_at_grid_edge": bool(np.isclose(model.nu, (min(NU_GRID), max(NU_GRID))).any()),
         "joint_test_relative_error": test["relative_error"], "joint_test_rmse": test["rmse"], "n_test": test["n_test"],
         "joint_train_relative_error": relative_error(targets, fitted),
@@ -181,15 +193,26 @@ def _offsets(blocks: list[Any]) -> list[tuple[Any, int, int]]:
     return out
 
 
-def alone_runs(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, basis_fraction: float) -> list[dict[str, Any]]:
-    """Each entity's model of its own training points, evaluated on all points (computed here, not by the entity)."""
+def alone_runs(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, basis_fraction: float,
+               mus_times_n: list[float | None]) -> list[dict[str, Any]]:
+    """Each entity's model of its own training points, evaluated on all points (computed here, not by the entity).
+
+    Widths are tried as for the joint model (None = fit_local's own grid), relative to 1/n in the
+    entity's own [0, 1] scaling; the lowest cross-validated score on its own points wins.
+    """
     train_all, test_all = ~held_out, held_out
     results = []
     for k in (0, 1):
         mine = train_all & (region == k)
         started = time.perf_counter()
-        model = fit_local("regress", "gaussian", dataset.X[mine], dataset.y[mine], basis_fraction=basis_fraction,
-                          nu=None, mu=None, seed=TUNE_SEED)
+        n = dataset.X.shape[1]
+        candidates = []
+        for times_n in mus_times_n:
+            candidate = fit_local("regress", "gaussian", dataset.X[mine], dataset.y[mine],
+                                  basis_fraction=basis_fraction, nu=None,
+                                  mu=None if times_n is None else times_n / n, seed=TUNE_SEED)
+            candidates.append((candidate.tuning.score, len(candidates), candidate))
+        model = min(candidates, key=lambda c: c[:2])[2]
         seconds = time.perf_counter() - started
         on = {
             "all_training_points": relative_error(dataset.y[train_all], model.decision(dataset.X[train_all])),
@@ -199,6 +222,7 @@ def alone_runs(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, basis
         }
         results.append({"entity": f"r{k}c0", "region": ENTITY_NAMES[k], "n_train": int(mine.sum()),
                         "basis_rows": len(model.basis), "nu": model.nu, "mu": model.mu, "relative_error": on,
+                        "candidate_scores": [{"mu": c[2].mu, "nu": c[2].nu, "cv": c[0]} for c in candidates],
                         "seconds": seconds})
     return results
 
@@ -259,7 +283,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 points per entity, mbar 1 and 30")
     parser.add_argument("--mbar", help="comma-separated mbar values (default 1,100)")
-    parser.add_argument("--mu", type=float, help="fix the Gaussian width (default: tuned by the coordinator)")
+    parser.add_argument("--extra-mu-times-n", default="64,256,1024",
+                        help="Gaussian widths (times 1/n, features scaled to [0, 1]) tried besides the coordinator's "
+                             "own grid (which ends at 16/n); the lowest inner-CV score on training data wins "
+                             "(default 64,256,1024; '' for the coordinator's grid only)")
     parser.add_argument("--alone-basis-fraction", type=float, default=1.0,
                         help="fraction of its own rows an entity-alone model uses as kernel basis (default 1.0, "
                              "as the entity's LocalBaseline does up to 2000 rows)")
@@ -269,20 +296,24 @@ def main(argv: list[str] | None = None) -> int:
     count = 300 if args.quick else POINTS_PER_ENTITY
     mbars = [int(m) for m in args.mbar.split(",")] if args.mbar else ([1, 30] if args.quick else [1, 100])
     dataset, held_out, region = build_dataset(count)
+    n = dataset.X.shape[1]
+    extra = [float(v) for v in args.extra_mu_times_n.split(",") if v.strip()]
+    mus_times_n: list[float | None] = [None, *extra]
+    mus: list[float | None] = [None if v is None else v / n for v in mus_times_n]
 
     started = time.perf_counter()
     joint = []
     work_root = Path(tempfile.mkdtemp(prefix="ppsvm-sinc-"))
     try:
         for mbar in mbars:
-            run = joint_run(dataset, held_out, region, mbar, args.mu, work_root / f"mbar{mbar}")
+            run = joint_run(dataset, held_out, region, mbar, mus, work_root / f"mbar{mbar}")
             joint.append(run)
             print(f"mbar={mbar}{'' if run['private'] else ' [NOT PRIVATE]'}: joint training-point rel. error "
                   f"{run['joint_train_relative_error']:.3f}, fresh {run['joint_test_relative_error']:.3f} "
                   f"(train {run['seconds']['train']:.0f} s)", file=sys.stderr, flush=True)
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
-    alone = alone_runs(dataset, held_out, region, args.alone_basis_fraction)
+    alone = alone_runs(dataset, held_out, region, args.alone_basis_fraction, mus_times_n)
     total = time.perf_counter() - started
 
     settings = {
@@ -291,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         "points": f"{count} uniform random points per entity (seed {TRAIN_SEED}) for training, {count} + {count} "
                   f"fresh ones (seed {TEST_SEED}) held out; outer-frame points by rejection sampling",
         "regions": {"r0c0": ENTITY_NAMES[0], "r1c0": ENTITY_NAMES[1]},
-        "mbar": mbars, "mu": args.mu, "alone_basis_fraction": args.alone_basis_fraction,
+        "mbar": mbars, "mu_candidates_times_n": ["coordinator grid", *extra], "alone_basis_fraction": args.alone_basis_fraction,
         "train_options": "TrainOptions(task='regress', kernel='gaussian', mbar=<each>, nu=None, "
-                         f"mu={args.mu}, folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation='highs-dual', distribute=False)",
+                         f"mu=None and then each extra width, folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation='highs-dual', distribute=False)",
         "nu_grid": list(NU_GRID), "mu_grid_times_n": list(MU_GRID_TIMES_N),
         "override": f"[privacy] {NON_PRIVATE_OVERRIDE_KEY} = true appended to both entity configs when mbar >= 2",
         "secrets": "column-block secret overwritten with sha256('ppsvm-benchmark/sinc/0') so B is reproducible (benchmark only)",

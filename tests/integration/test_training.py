@@ -120,3 +120,59 @@ def test_unreachable_entity_is_named(federation) -> None:
     assert result.returncode == 1
     assert "r1c0" in result.stderr and "unreachable" in result.stderr
     assert not (run.split_dir / "model.json").exists()
+
+
+def test_serve_predicts_by_record_id(federation) -> None:
+    import subprocess
+    import sys
+
+    import grpc
+
+    from common.rpc import ppsvm_pb2 as pb
+    from common.rpc import ppsvm_pb2_grpc as pb_grpc
+    from entity.cell import load_cell
+
+    run = federation(2, 2)
+    run.train("--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03")
+    model = Model.load(run.split_dir / "model.json")
+    server = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.cli", "coordinator", "serve", "--federation", str(run.federation_path),
+         "--model", str(run.split_dir / "model.json"), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        line = server.stdout.readline()
+        assert line.startswith("listening on "), line
+        address = line.split()[-1]
+        # Independent answer: each record's features from the cells, scaled with the model's bounds, against B.
+        federation_file = load_federation(run.split_dir / "federation.toml")
+        cells = {e.id: load_cell(run.split_dir / f"{e.id}.csv") for e in federation_file.entities}
+        ids = [*cells["r0c0"].test_ids[:3].tolist(), *cells["r1c0"].test_ids[:2].tolist(), cells["r1c1"].train_ids[0]]
+        expected = []
+        for record in ids:
+            row_block = 0 if record in set(cells["r0c0"].train_ids.tolist() + cells["r0c0"].test_ids.tolist()) else 1
+            distance = 0.0
+            for j in federation_file.column_blocks:
+                entity = federation_file.cell(row_block, j)
+                x = cells[entity.id].rows_for_ids([record])[0]
+                s = model.scaling[j]
+                low, high = np.array(s.low), np.array(s.high)
+                scaled = (x - low) / np.where(high > low, high - low, 1.0)
+                B = derive_B(load_entity_config(run.split_dir / f"{entity.id}.toml").read_secret(), model.mbar, len(x))
+                distance = distance + ((scaled[None, :] - B) ** 2).sum(axis=1)
+            expected.append(np.exp(-model.mu * distance) @ np.array(model.u) - model.gamma)
+        with grpc.insecure_channel(address) as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            reply = stub.Predict(pb.PredictRequest(ids=ids), timeout=30)
+            assert [p.id for p in reply.predictions] == ids
+            np.testing.assert_allclose([p.decision for p in reply.predictions], expected, atol=1e-10)
+            assert all(p.prediction == (1.0 if p.decision >= 0 else -1.0) for p in reply.predictions)
+            with pytest.raises(grpc.RpcError) as unknown:
+                stub.Predict(pb.PredictRequest(ids=["no-such-record"]), timeout=30)
+            assert unknown.value.code() is grpc.StatusCode.INVALID_ARGUMENT
+            assert "no-such-record" in unknown.value.details()
+            status = stub.Status(pb.Empty(), timeout=30)
+            assert status.requests_served == len(ids) and status.private and status.n_entities == 4
+    finally:
+        server.terminate()
+        server.wait(timeout=10)

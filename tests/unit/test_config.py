@@ -1,0 +1,312 @@
+"""Entity and federation config files: valid files round-trip, every error names the file and the key or entity."""
+
+from __future__ import annotations
+
+import tomllib
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from common.config import (
+    FederationEntity,
+    federation_toml,
+    load_entity_config,
+    load_federation,
+    toml_document,
+    toml_string,
+)
+from common.errors import ConfigError
+from common.randomness import MIN_SECRET_BYTES
+
+SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef"
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+def entity_toml(**overrides: str | None) -> str:
+    """An [entity] table; a value of None drops the key, a string is written verbatim (TOML source)."""
+    keys: dict[str, str | None] = {
+        "id": '"e00"', "listen": '"127.0.0.1:5000"', "data": '"cells/e00.csv"',
+        "column_block": "1", "secret_file": '"secrets/col1.hex"',
+    }
+    keys.update(overrides)
+    return "[entity]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items() if v is not None)
+
+
+# ---------------------------------------------------------------- entity config
+
+
+def test_entity_config_round_trip_paths_relative_to_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "conf" / "e00.toml", entity_toml())
+    config = load_entity_config(path)
+    assert config.id == "e00"
+    assert config.listen == "127.0.0.1:5000"
+    assert config.column_block == 1
+    assert config.data == tmp_path / "conf" / "cells" / "e00.csv"
+    assert config.secret_file == tmp_path / "conf" / "secrets" / "col1.hex"
+    assert config.secret_env is None
+    assert config.non_private_override is False
+    assert config.source == path
+
+
+def test_entity_config_defaults_and_override(tmp_path: Path) -> None:
+    text = entity_toml(listen=None, secret_file=None, secret_env='"PPSVM_SECRET"')
+    text += "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
+    config = load_entity_config(write(tmp_path / "e.toml", text))
+    assert config.listen == "127.0.0.1:0"
+    assert config.secret_file is None
+    assert config.secret_env == "PPSVM_SECRET"
+    assert config.non_private_override is True
+
+
+def test_entity_config_absolute_data_path_kept(tmp_path: Path) -> None:
+    absolute = tmp_path / "elsewhere" / "cell.csv"
+    config = load_entity_config(write(tmp_path / "c" / "e.toml", entity_toml(data=f'"{absolute.as_posix()}"')))
+    assert config.data == absolute
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("[other]\nx = 1\n", ["missing [entity] table"]),
+        ("entity = 3\n", ["missing [entity] table"]),
+        (entity_toml(id=None), ["[entity]", "missing required key 'id'"]),
+        (entity_toml(data=None), ["[entity]", "missing required key 'data'"]),
+        (entity_toml(column_block=None), ["[entity]", "missing required key 'column_block'"]),
+        (entity_toml(column_block='"1"'), ["'column_block' must be an integer, got '1'"]),
+        (entity_toml(column_block="true"), ["'column_block' must be an integer, got True"]),
+        (entity_toml(column_block="1.0"), ["'column_block' must be an integer, got 1.0"]),
+        (entity_toml(id="5"), ["'id' must be a string, got 5"]),
+        (entity_toml(listen="5000"), ["'listen' must be a string, got 5000"]),
+        (entity_toml(column_block="-1"), ["'column_block' must be >= 0, got -1"]),
+        (entity_toml(secret_file=None), ["exactly one of 'secret_file' or 'secret_env'"]),
+        (entity_toml(secret_env='"X"'), ["exactly one of 'secret_file' or 'secret_env'"]),
+        (entity_toml(secret_file="7"), ["'secret_file' must be a string, got 7"]),
+        ("privacy = 1\n" + entity_toml(), ["[privacy] must be a table"]),
+        (entity_toml() + "[privacy]\nnon_private_allow_mbar_at_least_features = 1\n",
+         ["[privacy]", "'non_private_allow_mbar_at_least_features' must be true or false, got 1"]),
+        (entity_toml() + "[privacy]\nnon_private_allow_mbar_at_least_features = \"yes\"\n",
+         ["'non_private_allow_mbar_at_least_features' must be true or false"]),
+        ("[entity\nid = 'x'\n", ["is not valid TOML"]),
+        ("[entity]\nid = \n", ["is not valid TOML"]),
+    ],
+)
+def test_entity_config_errors_name_file_and_key(tmp_path: Path, text: str, fragments: list[str]) -> None:
+    path = write(tmp_path / "bad-entity.toml", text)
+    with pytest.raises(ConfigError) as caught:
+        load_entity_config(path)
+    message = str(caught.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message
+
+
+def test_entity_config_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "nowhere" / "e.toml"
+    with pytest.raises(ConfigError, match="does not exist") as caught:
+        load_entity_config(path)
+    assert str(path) in str(caught.value)
+
+
+# ---------------------------------------------------------------- secrets
+
+
+def test_read_secret_from_hex_file_with_whitespace(tmp_path: Path) -> None:
+    write(tmp_path / "secrets" / "col1.hex", f"  {SECRET_HEX.upper()}\n")
+    config = load_entity_config(write(tmp_path / "e.toml", entity_toml()))
+    assert config.read_secret() == bytes(range(0, 0x100, 0x11)) + bytes.fromhex("0123456789abcdef")
+
+
+def test_read_secret_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PPSVM_TEST_SECRET", SECRET_HEX)
+    config = load_entity_config(write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET"')))
+    assert config.read_secret() == bytes.fromhex(SECRET_HEX)
+
+
+def test_read_secret_unset_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("PPSVM_TEST_SECRET_UNSET", raising=False)
+    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET_UNSET"'))
+    with pytest.raises(ConfigError) as caught:
+        load_entity_config(path).read_secret()
+    assert str(path) in str(caught.value)
+    assert "PPSVM_TEST_SECRET_UNSET (secret_env) is not set" in str(caught.value)
+
+
+def test_read_secret_missing_file(tmp_path: Path) -> None:
+    path = write(tmp_path / "e.toml", entity_toml())
+    with pytest.raises(ConfigError, match="cannot read secret_file") as caught:
+        load_entity_config(path).read_secret()
+    assert str(tmp_path / "secrets" / "col1.hex") in str(caught.value)
+
+
+def test_read_secret_not_hex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("PPSVM_TEST_SECRET", "zz" * 20)
+    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET"'))
+    with pytest.raises(ConfigError) as caught:
+        load_entity_config(path).read_secret()
+    assert str(path) in str(caught.value)
+    assert "the secret in $PPSVM_TEST_SECRET is not hex text" in str(caught.value)
+
+
+def test_read_secret_too_short(tmp_path: Path) -> None:
+    short = MIN_SECRET_BYTES - 1
+    write(tmp_path / "secrets" / "col1.hex", "ab" * short)
+    path = write(tmp_path / "e.toml", entity_toml())
+    with pytest.raises(ConfigError) as caught:
+        load_entity_config(path).read_secret()
+    assert f"has {short} bytes; at least {MIN_SECRET_BYTES} are needed" in str(caught.value)
+    assert str(tmp_path / "secrets" / "col1.hex") in str(caught.value)
+
+
+def test_read_secret_exactly_minimum_length_accepted(tmp_path: Path) -> None:
+    write(tmp_path / "secrets" / "col1.hex", "ab" * MIN_SECRET_BYTES)
+    assert load_entity_config(write(tmp_path / "e.toml", entity_toml())).read_secret() == b"\xab" * MIN_SECRET_BYTES
+
+
+# ---------------------------------------------------------------- federation
+
+
+def fed_entity(ident: str, address: str, row: int, col: int, extra: str = "") -> str:
+    return f'[[entity]]\nid = "{ident}"\naddress = "{address}"\nrow_block = {row}\ncolumn_block = {col}\n{extra}\n'
+
+
+def grid(rows: int, cols: int) -> list[tuple[str, str, int, int]]:
+    return [(f"e{i}{j}", f"h:{5000 + i * cols + j}", i, j) for i in range(rows) for j in range(cols)]
+
+
+def fed_text(entries: list[tuple[str, str, int, int]], task: str = "", extra: dict[int, str] | None = None) -> str:
+    extra = extra or {}
+    return task + "".join(fed_entity(*e, extra=extra.get(k, "")) for k, e in enumerate(entries))
+
+
+def test_federation_round_trip(tmp_path: Path) -> None:
+    entries = grid(2, 3)
+    text = fed_text(entries, task='[task]\ntask = "regress"\nkernel = "linear"\nmbar = 2\nnu = 0.5\n\n')
+    federation = load_federation(write(tmp_path / "federation.toml", text))
+    assert [(e.id, e.address, e.row_block, e.column_block) for e in federation.entities] == entries
+    assert federation.task == {"task": "regress", "kernel": "linear", "mbar": 2, "nu": 0.5}
+    assert federation.row_blocks == [0, 1]
+    assert federation.column_blocks == [0, 1, 2]
+    assert federation.cell(1, 2).id == "e12"
+    with pytest.raises(ConfigError, match=r"no entity holds row block 2, column block 0"):
+        federation.cell(2, 0)
+
+
+def test_federation_without_task_table(tmp_path: Path) -> None:
+    assert load_federation(write(tmp_path / "f.toml", fed_text(grid(1, 1)))).task == {}
+
+
+def _expect_federation_error(tmp_path: Path, text: str, *fragments: str) -> None:
+    path = write(tmp_path / "bad-federation.toml", text)
+    with pytest.raises(ConfigError) as caught:
+        load_federation(path)
+    message = str(caught.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_federation_duplicate_id(tmp_path: Path) -> None:
+    entries = grid(1, 2)
+    entries[1] = ("e00", entries[1][1], 0, 1)
+    _expect_federation_error(tmp_path, fed_text(entries), "entity id 'e00' appears more than once")
+
+
+def test_federation_duplicate_address(tmp_path: Path) -> None:
+    entries = grid(2, 1)
+    entries[1] = ("e10", "h:5000", 1, 0)
+    _expect_federation_error(tmp_path, fed_text(entries), "address 'h:5000' appears more than once")
+
+
+def test_federation_duplicate_grid_cell(tmp_path: Path) -> None:
+    entries = grid(1, 2)
+    entries[1] = ("e01", "h:5001", 0, 0)
+    _expect_federation_error(tmp_path, fed_text(entries), "grid cell (row_block, column_block) (0, 0) appears more than once")
+
+
+def test_federation_incomplete_checkerboard_names_missing_cell(tmp_path: Path) -> None:
+    entries = [e for e in grid(2, 2) if (e[2], e[3]) != (1, 1)]
+    _expect_federation_error(tmp_path, fed_text(entries), "checkerboard is incomplete", "[(1, 1)]")
+
+
+def test_federation_non_contiguous_blocks(tmp_path: Path) -> None:
+    entries = [("a", "h:1", 0, 0), ("b", "h:2", 2, 0)]
+    _expect_federation_error(tmp_path, fed_text(entries), "row blocks [0, 2]", "numbered 0, 1, 2")
+    entries = [("a", "h:1", 0, 1)]
+    _expect_federation_error(tmp_path, fed_text(entries), "column blocks [1]")
+
+
+@pytest.mark.parametrize("key", ["secret", "data", "secret_file", "secret_env"])
+def test_federation_refuses_private_keys(tmp_path: Path, key: str) -> None:
+    text = fed_text(grid(1, 2), extra={1: f'{key} = "x"'})
+    _expect_federation_error(tmp_path, text, "[[entity]] #2", f"{key!r} does not belong in the federation file")
+
+
+@pytest.mark.parametrize(
+    ("entry", "fragments"),
+    [
+        ('[[entity]]\naddress = "h:1"\nrow_block = 0\ncolumn_block = 0\n', ["#1", "missing required key 'id'"]),
+        ('[[entity]]\nid = "a"\nrow_block = 0\ncolumn_block = 0\n', ["#1", "missing required key 'address'"]),
+        ('[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = "0"\ncolumn_block = 0\n', ["'row_block' must be an integer"]),
+        ('[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = 0\ncolumn_block = true\n', ["'column_block' must be an integer, got True"]),
+        ('[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = -1\ncolumn_block = 0\n', ["#1", "must be >= 0"]),
+        ('[task]\nmbar = 3\n', ["no [[entity]] entries"]),
+        ('entity = []\n', ["no [[entity]] entries"]),
+        ("task = 3\n" + fed_entity("a", "h:1", 0, 0), ["[task] must be a table"]),
+        ('[[entity]\nid = "a"\n', ["is not valid TOML"]),
+    ],
+)
+def test_federation_entry_errors(tmp_path: Path, entry: str, fragments: list[str]) -> None:
+    _expect_federation_error(tmp_path, entry, *fragments)
+
+
+def test_federation_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "federation.toml"
+    with pytest.raises(ConfigError, match="does not exist") as caught:
+        load_federation(path)
+    assert str(path) in str(caught.value)
+
+
+# ---------------------------------------------------------------- writing TOML
+
+NASTY = ['plain', 'say "hi"', 'back\\slash', 'C:\\path\\"x"', 'tab\there', 'new\nline', 'cr\rlf', '\x00nul',
+         '\x1b[31mred', 'del\x7f', "single ' quote", '\u00e9t\u00e9 \u4e2d \U0001F600', '"""', '\\u0041', '']
+
+
+@pytest.mark.parametrize("text", NASTY)
+def test_toml_string_round_trips(text: str) -> None:
+    assert tomllib.loads(f"k = {toml_string(text)}\n") == {"k": text}
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text())
+def test_toml_string_round_trips_any_text(text: str) -> None:
+    assert tomllib.loads(f"k = {toml_string(text)}\n") == {"k": text}
+
+
+def test_toml_document_round_trip() -> None:
+    tables = [("[task]", {"task": "classify", "mbar": 4, "note": 'q"\\\n'}),
+              ("[[entity]]", {"id": "a\tb", "row_block": 0}), ("[[entity]]", {"id": "c\x01", "row_block": 1})]
+    text = toml_document("a comment", tables)
+    assert text.startswith("# a comment\n")
+    assert tomllib.loads(text) == {"task": tables[0][1], "entity": [tables[1][1], tables[2][1]]}
+
+
+def test_federation_toml_loads_back(tmp_path: Path) -> None:
+    entities = [
+        FederationEntity('hospital "A"', "host\\one:5000", 0, 0),
+        FederationEntity("bank\nB", "[::1]:5001", 0, 1),
+        FederationEntity("c\x7f", "h:5002", 1, 0),
+        FederationEntity("d \u00fc", "h:5003", 1, 1),
+    ]
+    task = {"task": "classify", "kernel": "gaussian", "mbar": 3}
+    path = write(tmp_path / "federation.toml", federation_toml(task, entities))
+    federation = load_federation(path)
+    assert federation.entities == tuple(entities)
+    assert federation.task == task
