@@ -22,6 +22,8 @@ from common.errors import ConfigError
 from common.randomness import MIN_SECRET_BYTES
 
 TASKS = ("classify", "regress")
+# Settings a federation file's [task] table may hold; command-line flags override them.
+TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu")
 
 # The entity-side setting that disables privacy rule 3 (mbar < n_j); for benchmarks only.
 NON_PRIVATE_OVERRIDE_KEY = "non_private_allow_mbar_at_least_features"
@@ -130,6 +132,8 @@ def _read_toml(path: Path) -> dict[str, Any]:
             return tomllib.load(handle)
     except FileNotFoundError as exc:
         raise ConfigError(f"config file {path} does not exist") from exc
+    except OSError as exc:
+        raise ConfigError(f"cannot read config file {path}: {exc.strerror}") from exc
     except tomllib.TOMLDecodeError as exc:
         raise ConfigError(f"{path} is not valid TOML: {exc}") from exc
 
@@ -208,6 +212,8 @@ def load_federation(path: str | Path) -> Federation:
     entities = []
     for index, entry in enumerate(entries):
         where = f"{path} [[entity]] #{index + 1}"
+        if not isinstance(entry, dict):
+            raise ConfigError(f"{where}: each entity must be a table ([[entity]] with id, address, row_block, column_block)")
         entity = FederationEntity(
             id=_get(entry, "id", str, where),
             address=_get(entry, "address", str, where),
@@ -234,6 +240,9 @@ def load_federation(path: str | Path) -> Federation:
     task = document.get("task", {})
     if not isinstance(task, dict):
         raise ConfigError(f"{path}: [task] must be a table")
+    unknown = sorted(set(task) - set(TASK_KEYS))
+    if unknown:
+        raise ConfigError(f"{path} [task]: unknown setting(s) {', '.join(unknown)}; allowed: {', '.join(TASK_KEYS)}")
     return Federation(tuple(entities), dict(task), path)
 
 

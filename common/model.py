@@ -82,7 +82,7 @@ class Model:
     def from_json(cls, text: str, source: str = "model") -> Model:
         try:
             document = json.loads(text)
-            if document.pop("format", None) != FORMAT:
+            if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
                 raise ConfigError(f"{source} is not a ppsvm model file")
             if document.pop("version", None) != FORMAT_VERSION:
                 raise ConfigError(f"{source}: unsupported model format version")
@@ -98,6 +98,8 @@ class Model:
             raise ConfigError(f"{source} is not a valid ppsvm model file: {exc}") from exc
         if len(model.u) != model.mbar:
             raise ConfigError(f"{source}: u has {len(model.u)} entries but mbar is {model.mbar}")
+        if not np.isfinite([*model.u, model.gamma, model.mu, model.nu]).all():
+            raise ConfigError(f"{source}: u, gamma, mu and nu must be finite numbers")
         return model
 
     def save(self, path: str | Path) -> None:

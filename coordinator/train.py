@@ -53,12 +53,14 @@ class TrainOptions:
             raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
         if self.formulation not in FORMULATIONS:
             raise ConfigError(f"LP formulation must be one of {', '.join(FORMULATIONS)}, got {self.formulation!r}")
-        if self.mbar is not None and self.mbar < 1:
-            raise ConfigError(f"mbar must be >= 1, got {self.mbar}")
+        if self.mbar is not None and (not isinstance(self.mbar, int) or isinstance(self.mbar, bool) or self.mbar < 1):
+            raise ConfigError(f"mbar must be a whole number >= 1 or 'auto', got {self.mbar!r}")
         for name in ("nu", "mu"):
             value = getattr(self, name)
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise ConfigError(f"{name} must be a number > 0 or 'auto', got {value}")
+            if value is None:
+                continue
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a number > 0 or 'auto', got {value!r}")
         if self.folds < 2:
             raise ConfigError(f"folds must be >= 2, got {self.folds}")
 

@@ -284,7 +284,7 @@ def test_toml_string_round_trips(text: str) -> None:
     assert tomllib.loads(f"k = {toml_string(text)}\n") == {"k": text}
 
 
-@settings(max_examples=200, deadline=None)
+@settings(max_examples=100, deadline=None)
 @given(st.text())
 def test_toml_string_round_trips_any_text(text: str) -> None:
     assert tomllib.loads(f"k = {toml_string(text)}\n") == {"k": text}
@@ -310,3 +310,12 @@ def test_federation_toml_loads_back(tmp_path: Path) -> None:
     federation = load_federation(path)
     assert federation.entities == tuple(entities)
     assert federation.task == task
+
+
+def test_federation_entity_entries_must_be_tables(tmp_path: Path) -> None:
+    _expect_federation_error(tmp_path, "entity = [1]\n", "#1")
+
+
+def test_config_path_is_directory(tmp_path: Path) -> None:
+    with pytest.raises(ConfigError):
+        load_federation(tmp_path)

@@ -1,0 +1,86 @@
+"""Process lifecycle: entities stop cleanly on signals; the demo leaves no process behind, even on Ctrl-C."""
+
+from __future__ import annotations
+
+import json
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from .conftest import REPO, WDBC, WDBC_OPTIONS, split
+
+
+def _running_with(marker: str) -> list[str]:
+    """Command lines of live ppsvm processes that mention ``marker`` (e.g. a temporary directory)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
+        except OSError:
+            continue
+        if marker in cmdline and "coordinator.cli" in cmdline:
+            found.append(cmdline)
+    return found
+
+
+def test_entity_stops_cleanly_on_sigterm_and_sigint(tmp_path: Path) -> None:
+    split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
+    for signum in (signal.SIGTERM, signal.SIGINT):
+        entity = subprocess.Popen(
+            [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
+            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        )
+        assert entity.stdout.readline().startswith("listening on 127.0.0.1:")
+        entity.send_signal(signum)
+        assert entity.wait(timeout=15) == 0
+
+
+def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    result = subprocess.run(
+        [sys.executable, "-m", "coordinator.cli", "demo", "--out", str(out), "--json", "--mbar", "5", "--nu", "10", "--mu", "0.03"],
+        capture_output=True, text=True, timeout=600, cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    lines = result.stdout.strip().splitlines()
+    evaluation = json.loads(lines[-1])
+    assert set(evaluation) == {"error_rate", "auc", "private"} and evaluation["private"] is True
+    assert any(line.startswith("PPSVM") for line in lines) and any("each entity alone" in line for line in lines)
+    assert not _running_with(str(out))
+
+
+def test_process_probe_sees_a_running_entity(tmp_path: Path) -> None:
+    """Positive control for the checks above: the probe finds a live entity by its config path."""
+    split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
+    entity = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
+        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
+    )
+    try:
+        entity.stdout.readline()
+        assert len(_running_with(str(split_dir))) == 1
+    finally:
+        entity.terminate()
+        entity.wait(timeout=15)
+
+
+def test_demo_interrupted_stops_every_entity(tmp_path: Path) -> None:
+    out = tmp_path / "demo"
+    demo = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.cli", "demo", "--out", str(out)],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+    )
+    # Interrupt once all four entities run (the demo logs it), i.e. in the middle of training.
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and len(_running_with(str(out))) < 5:
+        time.sleep(0.2)
+    assert len(_running_with(str(out))) >= 5, "the demo did not start its four entities"
+    demo.send_signal(signal.SIGINT)
+    assert demo.wait(timeout=60) == 130
+    assert "interrupted" in demo.stderr.read()
+    time.sleep(0.5)
+    assert not _running_with(str(out)), "entity processes survived the interrupted demo"

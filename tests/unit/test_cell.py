@@ -1,0 +1,299 @@
+"""An entity's cell: strict CSV parsing, and EntityCore's answers computed exactly and only within the rules."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.errors import ConfigError, DataError, PrivacyError
+from common.config import load_entity_config
+from common.model import ColumnScaling, Model, ModelEntity
+from common.randomness import derive_B
+from entity.cell import EntityCore, load_cell
+
+SECRET = bytes(range(32))
+
+CELL = """id,label,split,f1,f2,f3
+r1,1,train,1.0,10,-1
+r2,-1,test,2.5,20,0
+r3,-1,train,3.0,5,2
+r4,1,train,-4.0,30,1
+
+r5,1,test,100,-50,7
+"""
+
+
+def write(path: Path, text: str) -> Path:
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(text, encoding="utf-8")
+    return path
+
+
+# ---------------------------------------------------------------- load_cell
+
+
+def test_load_cell_splits_train_and_test(tmp_path: Path) -> None:
+    cell = load_cell(write(tmp_path / "c.csv", CELL))
+    assert cell.train_ids.tolist() == ["r1", "r3", "r4"]
+    assert cell.test_ids.tolist() == ["r2", "r5"]
+    np.testing.assert_array_equal(cell.X_train, [[1, 10, -1], [3, 5, 2], [-4, 30, 1]])
+    np.testing.assert_array_equal(cell.X_test, [[2.5, 20, 0], [100, -50, 7]])
+    np.testing.assert_array_equal(cell.y_train, [1, -1, 1])
+    np.testing.assert_array_equal(cell.y_test, [-1, 1])
+    assert cell.feature_names == ("f1", "f2", "f3")
+    assert cell.n_features == 3
+    assert cell.X_train.dtype == np.float64
+
+
+def test_load_cell_without_label_or_split(tmp_path: Path) -> None:
+    cell = load_cell(write(tmp_path / "c.csv", " id , b ,a\nx, 1e-3 , -2\ny,4,5\n"))
+    assert cell.train_ids.tolist() == ["x", "y"]
+    assert cell.test_ids.tolist() == []
+    assert cell.X_test.shape == (0, 2)
+    assert cell.y_train is None and cell.y_test is None
+    assert cell.feature_names == ("b", "a")
+    np.testing.assert_array_equal(cell.X_train, [[1e-3, -2], [4, 5]])
+
+
+def test_load_cell_reserved_columns_in_any_position(tmp_path: Path) -> None:
+    cell = load_cell(write(tmp_path / "c.csv", "id,f1,split,f2,label\na,1,test,2,0.5\nb,3,train,4,-7.25\n"))
+    assert cell.feature_names == ("f1", "f2")
+    np.testing.assert_array_equal(cell.X_train, [[3, 4]])
+    np.testing.assert_array_equal(cell.X_test, [[1, 2]])
+    np.testing.assert_array_equal(cell.y_train, [-7.25])
+    np.testing.assert_array_equal(cell.y_test, [0.5])
+
+
+@pytest.mark.parametrize(
+    ("text", "fragments"),
+    [
+        ("id,f1,f2\na,1,x\n", ["line 2", "column 'f2'", "'x' is not a number"]),
+        ("id,f1,f2\na,1,2\nb,1,\n", ["line 3", "column 'f2'", "'' is not a number"]),
+        ("id,label,f1\na,yes,1\n", ["line 2", "column 'label'", "'yes' is not a number"]),
+        ("id,f1\na,1\nb,inf\n", ["line 3", "column 'f1'", "'inf' is not a finite number"]),
+        ("id,f1\na,nan\n", ["line 2", "column 'f1'", "'nan' is not a finite number"]),
+        ("id,label,f1\na,-Infinity,1\n", ["line 2", "column 'label'", "not a finite number"]),
+        ("id,f1,f2\na,1,2\nb,1\n", ["line 3", "2 fields, the header has 3"]),
+        ("id,f1,f2\na,1,2,3\n", ["line 2", "4 fields, the header has 3"]),
+        ("id,f1\na,1\nb,2\n\na,3\n", ["line 5", "duplicate record id 'a'", "first on line 2"]),
+        ("id,f1\n ,1\n", ["line 2", "column 'id'", "empty record id"]),
+        ("id,split,f1\na,train,1\nb,Test,2\n", ["line 3", "column 'split'", "expected 'train' or 'test', got 'Test'"]),
+        ("", ["empty file"]),
+        ("\n", ["empty file"]),
+        ("id,f1\n", ["no records"]),
+        ("id,split,f1\na,test,1\nb,test,2\n", ["every record is marked 'test'"]),
+        ("id,label,split\na,1,train\n", ["line 1", "no feature columns"]),
+        ("key,f1\na,1\n", ["line 1", "the first column must be 'id', got 'key'"]),
+    ],
+)
+def test_load_cell_errors_name_file_line_column(tmp_path: Path, text: str, fragments: list[str]) -> None:
+    path = write(tmp_path / "bad.csv", text)
+    with pytest.raises(DataError) as caught:
+        load_cell(path)
+    message = str(caught.value)
+    assert str(path) in message
+    for fragment in fragments:
+        assert fragment in message, message
+
+
+def test_load_cell_missing_file(tmp_path: Path) -> None:
+    path = tmp_path / "absent.csv"
+    with pytest.raises(DataError, match="cannot read data file") as caught:
+        load_cell(path)
+    assert str(path) in str(caught.value)
+
+
+def test_rows_for_ids_in_request_order(tmp_path: Path) -> None:
+    cell = load_cell(write(tmp_path / "c.csv", CELL))
+    rows = cell.rows_for_ids(["r5", "r1", "r2", "r1"])
+    np.testing.assert_array_equal(rows, [[100, -50, 7], [1, 10, -1], [2.5, 20, 0], [1, 10, -1]])
+    assert cell.rows_for_ids([]).shape == (0, 3)
+
+
+def test_rows_for_ids_unknown(tmp_path: Path) -> None:
+    cell = load_cell(write(tmp_path / "c.csv", CELL))
+    with pytest.raises(DataError, match=r"unknown record id\(s\) 'zz', 'r9' \(2 of 3\)"):
+        cell.rows_for_ids(["zz", "r1", "r9"])
+    with pytest.raises(DataError, match=r"\.\.\. \(7 of 7\)"):
+        cell.rows_for_ids([f"u{k}" for k in range(7)])
+
+
+# ---------------------------------------------------------------- EntityCore
+
+
+def make_core(tmp_path: Path, cell_text: str = CELL, override: bool = False, column_block: int = 0) -> EntityCore:
+    write(tmp_path / "cell.csv", cell_text)
+    write(tmp_path / "secret.hex", SECRET.hex() + "\n")
+    text = (f'[entity]\nid = "ent-7"\ndata = "cell.csv"\ncolumn_block = {column_block}\nsecret_file = "secret.hex"\n')
+    if override:
+        text += "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
+    return EntityCore(load_entity_config(write(tmp_path / "entity.toml", text)))
+
+
+def expected_gaussian(X: np.ndarray, low: np.ndarray, high: np.ndarray, B: np.ndarray, mu: float) -> np.ndarray:
+    out = np.empty((len(X), len(B)))
+    for r, x in enumerate(X):
+        scaled = [(x[k] - low[k]) / (high[k] - low[k]) for k in range(len(x))]
+        for c, b in enumerate(B):
+            out[r, c] = np.exp(-mu * sum((scaled[k] - b[k]) ** 2 for k in range(len(x))))
+    return out
+
+
+LOW, HIGH = np.array([-4.0, 5.0, -1.0]), np.array([3.0, 30.0, 2.0])
+
+
+def test_kernel_block_refuses_mbar_at_least_features(tmp_path: Path) -> None:
+    core = make_core(tmp_path)
+    for mbar in (3, 4, 50):
+        with pytest.raises(PrivacyError) as caught:
+            core.kernel_block("gaussian", mbar, 0.5, LOW, HIGH, record_set="train")
+        assert "privacy rule 3" in str(caught.value)
+        assert "ent-7" in str(caught.value)
+    with pytest.raises(PrivacyError, match="mbar must be >= 1"):
+        core.kernel_block("gaussian", 0, 0.5, LOW, HIGH, record_set="train")
+
+
+def test_kernel_block_override_allows_large_mbar(tmp_path: Path) -> None:
+    core = make_core(tmp_path, override=True)
+    mbar = 5
+    K = core.kernel_block("gaussian", mbar, 0.7, LOW, HIGH, record_set="train")
+    expected = expected_gaussian(np.array([[1, 10, -1], [3, 5, 2], [-4, 30, 1]], float), LOW, HIGH, derive_B(SECRET, mbar, 3), 0.7)
+    np.testing.assert_allclose(K, expected, rtol=1e-12, atol=0)
+
+
+def test_kernel_block_gaussian_exact(tmp_path: Path) -> None:
+    core = make_core(tmp_path)
+    B = derive_B(SECRET, 2, 3)
+    # Scaling other than the cell's own range (the coordinator's global min/max).
+    low, high = np.array([-10.0, -60.0, -2.0]), np.array([110.0, 40.0, 9.0])
+    train = core.kernel_block("gaussian", 2, 1.3, low, high, record_set="train")
+    assert train.shape == (3, 2)
+    np.testing.assert_allclose(train, expected_gaussian(core.cell.X_train, low, high, B, 1.3), rtol=1e-12, atol=0)
+    test = core.kernel_block("gaussian", 2, 1.3, low, high, record_set="test")
+    np.testing.assert_allclose(test, expected_gaussian(np.array([[2.5, 20, 0], [100, -50, 7]]), low, high, B, 1.3), rtol=1e-12, atol=0)
+    by_id = core.kernel_block("gaussian", 2, 1.3, low, high, ids=["r4", "r2"])
+    np.testing.assert_allclose(by_id, expected_gaussian(np.array([[-4, 30, 1], [2.5, 20, 0]], float), low, high, B, 1.3), rtol=1e-12, atol=0)
+
+
+def test_kernel_block_linear_exact(tmp_path: Path) -> None:
+    core = make_core(tmp_path)
+    B = derive_B(SECRET, 2, 3)
+    K = core.kernel_block("linear", 2, 0.0, LOW, HIGH, record_set="test")
+    scaled = (np.array([[2.5, 20, 0], [100, -50, 7]]) - LOW) / (HIGH - LOW)
+    expected = [[sum(s[k] * b[k] for k in range(3)) for b in B] for s in scaled]
+    np.testing.assert_allclose(K, expected, rtol=1e-12)
+
+
+def test_kernel_block_depends_on_secret(tmp_path: Path) -> None:
+    core = make_core(tmp_path)
+    K = core.kernel_block("gaussian", 2, 1.0, LOW, HIGH, record_set="train")
+    wrong = expected_gaussian(core.cell.X_train, LOW, HIGH, derive_B(bytes(32), 2, 3), 1.0)
+    assert not np.allclose(K, wrong)
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "fragment"),
+    [
+        ([0.0, 0.0], [1.0, 1.0], "holds 3 features; the scaling has 2 lows and 2 highs"),
+        ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], "the scaling has 3 lows and 4 highs"),
+        ([0.0, 2.0, 0.0], [1.0, 1.0, 1.0], "high >= low"),
+        ([0.0, np.nan, 0.0], [1.0, 1.0, 1.0], "finite"),
+        ([0.0, 0.0, 0.0], [1.0, np.inf, 1.0], "finite"),
+    ],
+)
+def test_kernel_block_refuses_bad_scaling(tmp_path: Path, low: list[float], high: list[float], fragment: str) -> None:
+    core = make_core(tmp_path)
+    with pytest.raises(DataError) as caught:
+        core.kernel_block("gaussian", 2, 1.0, np.array(low), np.array(high), record_set="train")
+    assert fragment in str(caught.value)
+    assert "ent-7" in str(caught.value)
+
+
+def test_kernel_block_needs_record_set_or_ids(tmp_path: Path) -> None:
+    core = make_core(tmp_path)
+    with pytest.raises(DataError, match="must name a record set or record ids"):
+        core.kernel_block("gaussian", 2, 1.0, LOW, HIGH)
+    with pytest.raises(DataError, match="unknown record id"):
+        core.kernel_block("gaussian", 2, 1.0, LOW, HIGH, ids=["r1", "nope"])
+
+
+def test_feature_range_uses_train_rows_only(tmp_path: Path) -> None:
+    core = make_core(tmp_path)
+    ranges = core.feature_range()
+    np.testing.assert_array_equal(ranges["low"], [-4.0, 5.0, -1.0])
+    np.testing.assert_array_equal(ranges["high"], [3.0, 30.0, 2.0])  # r5 (test) has 100 and 7
+
+
+def test_records_with_labels(tmp_path: Path) -> None:
+    records = make_core(tmp_path).records()
+    assert set(records) == {"train_ids", "test_ids", "train_labels", "test_labels"}
+    assert records["train_ids"].tolist() == ["r1", "r3", "r4"]
+    assert records["test_ids"].tolist() == ["r2", "r5"]
+    assert records["train_labels"].tolist() == [1.0, -1.0, 1.0]
+    assert records["test_labels"].tolist() == [-1.0, 1.0]
+
+
+def test_records_without_labels(tmp_path: Path) -> None:
+    records = make_core(tmp_path, "id,split,f1,f2\na,train,1,2\nb,test,3,4\n", column_block=1).records()
+    assert set(records) == {"train_ids", "test_ids"}
+    assert records["train_ids"].tolist() == ["a"]
+    assert records["test_ids"].tolist() == ["b"]
+
+
+def test_core_reports_bad_secret(tmp_path: Path) -> None:
+    write(tmp_path / "cell.csv", CELL)
+    write(tmp_path / "secret.hex", "abcd")
+    config = load_entity_config(write(tmp_path / "e.toml", '[entity]\nid = "e"\ndata = "cell.csv"\ncolumn_block = 0\nsecret_file = "secret.hex"\n'))
+    with pytest.raises(ConfigError, match="has 2 bytes"):
+        EntityCore(config)
+
+
+def small_model() -> Model:
+    return Model(
+        task="classify", kernel="gaussian", mu=0.5, nu=2.0, mbar=2, u=(0.25, -1.5), gamma=0.125, private=True,
+        scaling=(ColumnScaling(0, (-4.0, 5.0, -1.0), (3.0, 30.0, 2.0)),),
+        entities=(ModelEntity("ent-7", 0, 0),), training={"n_train": 3},
+    )
+
+
+def test_accept_model_stores_valid_model(tmp_path: Path) -> None:
+    core = make_core(tmp_path)
+    out = tmp_path / "models"
+    text = small_model().to_json()
+    path = core.accept_model(text.encode("utf-8"), out)
+    assert path == out / "ent-7.model.json"
+    assert path.read_text(encoding="utf-8") == text
+    assert Model.load(path) == small_model()
+    assert sorted(p.name for p in out.iterdir()) == ["ent-7.model.json"]
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        b"not json at all",
+        b"\xff\xfe\x00garbage",
+        json.dumps({"format": "something-else"}).encode(),
+        small_model().to_json().replace('"mbar": 2', '"mbar": 3').encode(),
+        b'{"format": "ppsvm-model", "version": 1}',
+    ],
+)
+def test_accept_model_rejects_garbage_without_writing(tmp_path: Path, payload: bytes) -> None:
+    core = make_core(tmp_path)
+    out = tmp_path / "models"
+    out.mkdir()
+    with pytest.raises(ConfigError):
+        core.accept_model(payload, out)
+    assert list(out.iterdir()) == []
+
+
+@pytest.mark.parametrize("payload", [b"42", b"null"])
+def test_accept_model_rejects_json_scalar(tmp_path: Path, payload: bytes) -> None:
+    core = make_core(tmp_path)
+    out = tmp_path / "models"
+    out.mkdir()
+    with pytest.raises(ConfigError):
+        core.accept_model(payload, out)
+    assert list(out.iterdir()) == []
