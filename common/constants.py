@@ -6,10 +6,6 @@ CHUNK_BYTES = 1 << 20
 # The receiver refuses to allocate more than this for one array (absurd-size guard).
 MAX_ARRAY_BYTES = 8 << 30
 
-# dtypes allowed on the wire: float64 data, int64 counts, unicode record ids.
-WIRE_FLOAT = "<f8"
-WIRE_INT = "<i8"
-
 # Fraction of rows used as the reduced kernel's Abar in the pooled reference (Mangasarian & Wild).
 REFERENCE_ROW_FRACTION = 0.10
 
@@ -20,6 +16,3 @@ DEFAULT_FOLDS = 5
 
 # Seconds a coordinator waits for an entity call before giving up (per call).
 DEFAULT_DEADLINE_S = 120.0
-
-# Log-space guard for Gaussian blocks: request them at a width where exp(-mu d) cannot underflow.
-MAX_GAUSSIAN_EXPONENT = 600.0

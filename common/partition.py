@@ -29,6 +29,7 @@ import numpy as np
 from common.config import TASKS, FederationEntity, federation_toml, toml_document
 from common.dataset import Dataset
 from common.kernels import KERNELS
+from common.randomness import new_secret_hex
 from common.errors import ConfigError, DataError
 
 __all__ = ["SplitOptions", "SplitResult", "split_dataset"]
@@ -199,7 +200,7 @@ def split_dataset(
                 }
             )
     for j in range(options.cols):
-        files[_secret_name(j)] = (secrets.token_hex(32) + "\n", _PRIVATE_MODE)
+        files[_secret_name(j)] = (new_secret_hex() + "\n", _PRIVATE_MODE)
     files[FEDERATION_FILE] = (_federation_toml(options), _PUBLIC_MODE)
     manifest = {
         "source": dataset.source,

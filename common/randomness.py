@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-import os
 import secrets
 
 import numpy as np
@@ -46,11 +45,6 @@ def derive_B(secret: bytes, mbar: int, n_features: int) -> np.ndarray:
     seed = hmac.new(secret, _B_LABEL + b"/n=" + str(n_features).encode(), hashlib.sha256).digest()
     rng = np.random.Generator(np.random.PCG64(int.from_bytes(seed, "little")))
     return rng.random((mbar, n_features))
-
-
-def secure_generator() -> np.random.Generator:
-    """A generator seeded from the operating system's CSPRNG (never a fixed seed)."""
-    return np.random.Generator(np.random.PCG64(int.from_bytes(os.urandom(32), "little")))
 
 
 def new_secret_hex() -> str:

@@ -111,11 +111,6 @@ class Session:
     def n_features(self, j: int) -> int:
         return self.metadata[self.column_block(j)[0].id].n_features
 
-    @property
-    def any_override(self) -> list[str]:
-        """Entities whose config allows mbar >= n_j."""
-        return [entity_id for entity_id, meta in self.metadata.items() if meta.non_private_override]
-
     def align_records(self) -> list[RowBlockRecords]:
         """Match records by id across the column blocks of each row block; check labels agree."""
         records = self.each(lambda c: c.records())

@@ -9,7 +9,6 @@ shapes and the entity-alone error.
 from __future__ import annotations
 
 import csv
-import json
 import logging
 import math
 from dataclasses import dataclass
@@ -244,11 +243,3 @@ class EntityCore:
         figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
         return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), "nu": model.nu, "mu": model.mu, **figures}
 
-
-def describe(core: EntityCore) -> str:
-    """One line about the cell for the entity's log (shapes only, never values)."""
-    cell = core.cell
-    return json.dumps({
-        "entity": core.id, "column_block": core.config.column_block, "features": cell.n_features,
-        "train": len(cell.train_ids), "test": len(cell.test_ids), "labels": cell.y_train is not None,
-    })

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.randomness import derive_B, new_secret_hex, secure_generator
+from common.randomness import derive_B, new_secret_hex
 
 SECRET = b"column-block-secret-0123456789ab"
 OTHER = b"column-block-secret-0123456789ac"  # differs in the last byte only
@@ -65,13 +65,6 @@ def test_sixteen_byte_secret_accepted() -> None:
 def test_non_positive_sizes_refused(mbar: int, n: int) -> None:
     with pytest.raises(ValueError, match="must be >= 1"):
         derive_B(SECRET, mbar, n)
-
-
-def test_secure_generator_streams_differ() -> None:
-    first, second = secure_generator(), secure_generator()
-    assert isinstance(first, np.random.Generator)
-    a, b = first.random(32), second.random(32)
-    assert not np.isin(a, b).any()
 
 
 def test_new_secret_hex_is_fresh_and_long_enough() -> None:
