@@ -14,10 +14,10 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from common.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID
+from common.constants import DEFAULT_FOLDS
 from common.kernels import KernelName, kernel, scale_to_unit
 from common.lp import Task, solve_lp
-from common.tuning import TuningResult, tune
+from common.tuning import TuningResult, search_grid, tune
 
 
 @dataclass(frozen=True)
@@ -74,12 +74,9 @@ def fit_local(
     K = kernel(kernel_name, scaled, basis, mu_ref)
     tuning = None
     if nu is None or (mu is None and kernel_name == "gaussian"):
-        tuning = tune(
-            task, kernel_name, K, target, mu_ref=mu_ref,
-            nu_values=NU_GRID if nu is None else (nu,),
-            mu_values=[t / n for t in MU_GRID_TIMES_N] if mu is None else (mu,),
-            folds=folds, seed=seed,
-        )
+        nu_values, mu_values = search_grid(task, kernel_name, n, nu, mu)
+        tuning = tune(task, kernel_name, K, target, mu_ref=mu_ref, nu_values=nu_values, mu_values=mu_values,
+                      folds=folds, seed=seed)
         nu, mu_ref_final = tuning.nu, tuning.mu if kernel_name == "gaussian" else mu_ref
         K = kernel(kernel_name, scaled, basis, mu_ref_final)
         mu_ref = mu_ref_final

@@ -25,6 +25,7 @@ rows, so a wrong sign convention cannot pass silently.
 
 from __future__ import annotations
 
+import logging
 import time
 from dataclasses import dataclass
 from typing import Any, Literal
@@ -33,6 +34,8 @@ import highspy
 import numpy as np
 
 from common.errors import SolverError
+
+logger = logging.getLogger(__name__)
 
 Formulation = Literal["highs-dual", "cvxpy-dual", "cvxpy-primal"]
 FORMULATIONS: tuple[Formulation, ...] = ("highs-dual", "cvxpy-dual", "cvxpy-primal")
@@ -187,6 +190,15 @@ def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
     solver.passModel(lp)
     solver.run()
     status = solver.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        # Seen on nearly constant kernels (a tiny Gaussian width): the simplex gives up where
+        # the interior-point method with crossover still finds the optimum.
+        logger.info("HiGHS simplex stopped with status %r; retrying with the interior-point method",
+                    solver.modelStatusToString(status))
+        solver.clearSolver()
+        solver.setOptionValue("solver", "ipm")
+        solver.run()
+        status = solver.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         raise SolverError(f"HiGHS stopped with status {solver.modelStatusToString(status)!r} on the LP dual")
     duals = np.asarray(solver.getSolution().row_dual)

@@ -8,13 +8,18 @@ no new blocks from the entities.
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+import logging
 from dataclasses import dataclass
 
 import numpy as np
 
+from common.constants import MU_GRID_TIMES_N, NU_GRID_CLASSIFY, NU_GRID_REGRESS
+from common.errors import SolverError
 from common.kernels import KernelName, rescale_gaussian
 from common.lp import Formulation, Task, solve_lp
 from common.metrics import error_rate, relative_error
+
+logger = logging.getLogger(__name__)
 
 
 @dataclass(frozen=True)
@@ -28,6 +33,19 @@ class TuningResult:
     mu: float
     score: float
     scores: tuple[tuple[float, float, float], ...]
+
+
+def search_grid(
+    task: Task, kernel: KernelName, n_features: int, nu: float | None, mu: float | None,
+) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The (nu values, mu values) to search: the default grid for each setting left as None.
+
+    Gaussian widths are relative to 1/n for features scaled to [0, 1]; linear kernels get mu = 0.
+    """
+    nu_values = (NU_GRID_CLASSIFY if task == "classify" else NU_GRID_REGRESS) if nu is None else (nu,)
+    if kernel != "gaussian":
+        return nu_values, (0.0,)
+    return nu_values, tuple(t / n_features for t in MU_GRID_TIMES_N) if mu is None else (mu,)
 
 
 def fold_indices(task: Task, target: np.ndarray, folds: int, seed: int) -> list[np.ndarray]:
@@ -74,7 +92,13 @@ def cross_validation_score(
         train[held] = False
         if task == "classify" and len(np.unique(target[train])) < 2:
             continue  # a fold whose complement has one class cannot train a classifier
-        solution = solve_lp(task, K[train], target[train], nu, formulation)
+        try:
+            solution = solve_lp(task, K[train], target[train], nu, formulation)
+        except SolverError as error:
+            # A numerically hopeless grid point (e.g. a width that makes K nearly constant)
+            # must not end the search: it just cannot be chosen.
+            logger.warning("cross-validation at nu = %g: %s; scoring this grid point as unusable", nu, error)
+            return float("inf")
         decision = K[held] @ solution.u - solution.gamma
         score = error_rate(target[held], decision) if task == "classify" else relative_error(target[held], decision)
         errors.append(score)
@@ -122,4 +146,6 @@ def tune(
                 progress(done, total)
     best = min(range(len(scores)), key=lambda k: scores[k][2])
     nu, mu, score = scores[best]
+    if not np.isfinite(score):
+        raise SolverError("the LP could not be solved at any grid point of the cross-validation")
     return TuningResult(nu, mu if kernel == "gaussian" else 0.0, score, tuple(scores))

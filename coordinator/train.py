@@ -11,13 +11,13 @@ from pathlib import Path
 import numpy as np
 
 from common.config import Federation
-from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID
+from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS
 from common.errors import ConfigError, EntityError, PrivacyError
 from common.kernels import KERNELS, KernelName, rescale_gaussian
 from common.lp import FORMULATIONS, Formulation, Task, solve_lp
 from common.model import Model, ModelEntity
 from common.privacy import NOT_PRIVATE_BANNER
-from common.tuning import tune
+from common.tuning import search_grid, tune
 from coordinator.federation import Session
 
 logger = logging.getLogger(__name__)
@@ -100,12 +100,10 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         target = np.concatenate([b.train_labels for b in blocks])
         nu, mu, tuning = options.nu, options.mu, None
         if nu is None or (mu is None and options.kernel == "gaussian"):
-            grid_points = (len(NU_GRID) if nu is None else 1) * (len(MU_GRID_TIMES_N) if mu is None and options.kernel == "gaussian" else 1)
-            logger.info("tuning %d grid points by %d-fold cross-validation", grid_points, options.folds)
+            nu_values, mu_values = search_grid(options.task, options.kernel, n_total, nu, mu)
+            logger.info("tuning %d grid points by %d-fold cross-validation", len(nu_values) * len(mu_values), options.folds)
             result = tune(
-                options.task, options.kernel, K, target, mu_ref=mu_fetch,
-                nu_values=NU_GRID if nu is None else (nu,),
-                mu_values=[t / n_total for t in MU_GRID_TIMES_N] if mu is None else (mu,),
+                options.task, options.kernel, K, target, mu_ref=mu_fetch, nu_values=nu_values, mu_values=mu_values,
                 folds=options.folds, seed=options.seed, formulation=options.formulation,
                 progress=_log_progress,
             )

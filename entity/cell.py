@@ -29,8 +29,9 @@ from common.randomness import derive_B
 logger = logging.getLogger(__name__)
 
 RESERVED_COLUMNS = ("id", "label", "split")
-# The entity-alone model uses its whole cell as the kernel basis up to this many rows.
-_BASELINE_FULL_KERNEL_ROWS = 2000
+# The entity-alone model uses its whole cell as the kernel basis up to this many rows, and a
+# random subset of this size beyond: its tuning (dozens of LPs) must fit in one call's deadline.
+_BASELINE_BASIS_ROWS = 300
 
 
 @dataclass(frozen=True)
@@ -238,7 +239,7 @@ class EntityCore:
             raise DataError(f"entity {self.id} holds no labels, so it cannot train alone")
         if len(cell.test_ids) == 0:
             raise DataError(f"entity {self.id} holds no held-out records to evaluate on")
-        fraction = min(1.0, _BASELINE_FULL_KERNEL_ROWS / len(cell.train_ids))
+        fraction = min(1.0, _BASELINE_BASIS_ROWS / len(cell.train_ids))
         model = fit_local(task, kernel_name, cell.X_train, cell.y_train, basis_fraction=fraction, nu=nu, mu=mu, seed=seed)
         figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
         return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), "nu": model.nu, "mu": model.mu, **figures}
