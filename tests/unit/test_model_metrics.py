@@ -374,3 +374,41 @@ def test_cli_invalid_values() -> None:
 def test_cli_string_number_in_table_is_config_error(table: dict[str, object]) -> None:
     with pytest.raises(ConfigError):
         options([], table)
+
+
+# ---------------------------------------------------------------- grids and failed grid points
+
+
+def test_search_grid_runs_opposite_ways_for_the_two_tasks() -> None:
+    from common.tuning import search_grid
+
+    classify_nu, classify_mu = search_grid("classify", "gaussian", 10, None, None)
+    regress_nu, _ = search_grid("regress", "gaussian", 10, None, None)
+    assert max(classify_nu) >= 1e3 and min(regress_nu) <= 1e-4  # strong error weight vs weak ||u||_1 weight
+    assert classify_mu[0] * 10 == pytest.approx(0.0625) and classify_mu[-1] * 10 == pytest.approx(64.0)
+    assert search_grid("classify", "linear", 10, None, None)[1] == (0.0,)
+    assert search_grid("regress", "gaussian", 10, 0.5, 0.25) == ((0.5,), (0.25,))
+
+
+def test_a_grid_point_whose_lp_fails_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
+    import common.tuning as tuning
+    from common.errors import SolverError
+
+    rng = np.random.default_rng(0)
+    K = rng.random((40, 3))
+    y = np.where(K[:, 0] > 0.5, 1.0, -1.0)
+    real = tuning.solve_lp
+
+    def flaky(task, K, target, nu, formulation="highs-dual"):
+        if nu == 1.0:
+            raise SolverError("HiGHS stopped with status 'Unknown'")
+        return real(task, K, target, nu, formulation)
+
+    monkeypatch.setattr(tuning, "solve_lp", flaky)
+    result = tuning.tune("classify", "linear", K, y, mu_ref=1.0, nu_values=(0.1, 1.0, 10.0), mu_values=(0.0,), folds=4, seed=0)
+    scores = {nu: score for nu, _, score in result.scores}
+    assert scores[1.0] == float("inf") and result.nu != 1.0 and np.isfinite(result.score)
+
+    monkeypatch.setattr(tuning, "solve_lp", lambda *a, **k: (_ for _ in ()).throw(SolverError("always")))
+    with pytest.raises(SolverError, match="any grid point"):
+        tuning.tune("classify", "linear", K, y, mu_ref=1.0, nu_values=(0.1,), mu_values=(0.0,), folds=4, seed=0)
