@@ -18,9 +18,6 @@ Writes benchmarks/results/sinc.{json,md}.
 from __future__ import annotations
 
 import argparse
-import dataclasses
-import hashlib
-import json
 import logging
 import os
 import platform
@@ -28,27 +25,30 @@ import shutil
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from common.config import NON_PRIVATE_OVERRIDE_KEY, federation_toml, load_entity_config, load_federation
-from common.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID, REFERENCE_ROW_FRACTION
-from common.dataset import Dataset
-from common.local_svm import fit_local
-from common.metrics import relative_error
-from common.partition import SplitOptions, split_dataset
-from common.privacy import NOT_PRIVATE_BANNER
-from coordinator.evaluate import evaluate_model
-from coordinator.federation import Session
-from coordinator.reference import pool_cells
-from coordinator.train import TrainOptions, train
-from entity.server import start_entity
+import numpy as np  # noqa: E402
+
+from benchmarks._shared import (  # noqa: E402
+    fixed_secret, grid_edge, package_versions, serve_split, write_results,
+)
+from common.config import NON_PRIVATE_OVERRIDE_KEY  # noqa: E402
+from common.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, REFERENCE_ROW_FRACTION  # noqa: E402
+from common.dataset import Dataset  # noqa: E402
+from common.local_svm import fit_local  # noqa: E402
+from common.metrics import relative_error  # noqa: E402
+from common.partition import SplitOptions, split_dataset  # noqa: E402
+from common.privacy import NOT_PRIVATE_BANNER  # noqa: E402
+from common.tuning import search_grid  # noqa: E402
+from coordinator.evaluate import evaluate_model  # noqa: E402
+from coordinator.federation import Session  # noqa: E402
+from coordinator.reference import pool_cells  # noqa: E402
+from coordinator.train import TrainOptions, train  # noqa: E402
 
 NAME = "sinc"
-RESULTS = Path(__file__).resolve().parent / "results"
 # Fung & Mangasarian, section 4: relative error of the joint model and of each entity alone.
 PAPER = {"joint": 0.01, "alone_inner": 5.01, "alone_outer": 1.05}
 HALF_WIDTH = 3.0
@@ -61,14 +61,20 @@ TUNE_SEED = 0
 ENTITY_NAMES = ("inner square [-1.5,1.5]^2", "outer frame [-3,3]^2 minus inner square")
 
 
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("numpy", "scipy", "highspy", "grpcio", "protobuf", "cvxpy"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found
+def searched_grid(n: int, mus: list[float | None]) -> tuple[list[float], list[float]]:
+    """(nu values, mu values) searched over all width candidates (None: search_grid's own widths)."""
+    nu_values: set[float] = set()
+    mu_values: set[float] = set()
+    for mu in mus:
+        nus, widths = search_grid("regress", "gaussian", n, None, mu)
+        nu_values.update(nus)
+        mu_values.update(widths)
+    return sorted(nu_values), sorted(mu_values)
+
+
+def edges(nu: float, mu: float, grid: tuple[list[float], list[float]]) -> dict[str, str | None]:
+    """Which edge (low / high) of the grid searched the tuned nu and mu sit on (None: inside)."""
+    return {"nu": grid_edge(nu, grid[0]), "mu": grid_edge(mu, grid[1])}
 
 
 def sinc_2d(X: np.ndarray) -> np.ndarray:
@@ -101,11 +107,6 @@ def build_dataset(count: int) -> tuple[Dataset, np.ndarray, np.ndarray]:
     return dataset, held_out, np.concatenate([region_train, region_test])
 
 
-def fixed_secret(*parts: object) -> str:
-    """A reproducible column-block secret for the benchmark (production secrets are random)."""
-    return hashlib.sha256("/".join(map(str, ("ppsvm-benchmark", NAME, *parts))).encode()).hexdigest() + "\n"
-
-
 def joint_run(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, mbar: int, mus: list[float | None],
               work: Path) -> dict[str, Any]:
     """Split by region, serve both entities over gRPC, train the joint model, evaluate it.
@@ -120,26 +121,13 @@ def joint_run(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, mbar: 
         provenance={"synthetic": "2-D sinc", "points_per_entity": int((~held_out).sum() // 2)},
         held_out=held_out, row_blocks=region,
     )
-    (work / "column-block-0.secret").write_text(fixed_secret(0), encoding="utf-8")
+    (work / "column-block-0.secret").write_text(fixed_secret(NAME, 0), encoding="utf-8")
     if not private:
         for path in split.entity_config_paths:
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(f"\n[privacy]\n{NON_PRIVATE_OVERRIDE_KEY} = true\n")
-    planned = load_federation(split.federation_path)
     timings: dict[str, float] = {}
-    servers = []
-    try:
-        ports: dict[str, int] = {}
-        for path in split.entity_config_paths:
-            config = dataclasses.replace(load_entity_config(path), listen="127.0.0.1:0")
-            server, port = start_entity(config)
-            servers.append(server)
-            ports[config.id] = port
-        live = [dataclasses.replace(e, address=f"127.0.0.1:{ports[e.id]}") for e in planned.entities]
-        live_path = work / "federation.live.toml"
-        live_path.write_text(federation_toml(planned.task, live), encoding="utf-8")
-        federation = load_federation(live_path)
-
+    with serve_split(split, work) as federation:
         started = time.perf_counter()
         candidates = []
         for mu in mus:
@@ -161,20 +149,14 @@ def joint_run(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, mbar: 
         for b, start, stop in _offsets(blocks):
             per_region[ENTITY_NAMES[b.row_block]] = relative_error(targets[start:stop], fitted[start:stop])
         timings["evaluate"] = time.perf_counter() - started
-    finally:
-        for server in servers:
-            server.stop(0).wait()
     tuning = model.training["tuning"] or {}
-    n = dataset.X.shape[1]
     chosen = mus[[c[2] for c in candidates].index(model)]
     return {
         "mbar": mbar, "private": model.private, "nu": model.nu, "mu": model.mu,
         "mu_candidates": ["coordinator grid" if m is None else m for m in mus],
         "candidate_scores": [{"mu": c[2].mu, "nu": c[2].nu, "inner_cv": c[0]} for c in candidates],
         "mu_fixed": chosen is not None, "inner_cv_relative_error": tuning.get("score"),
-        "mu_at_grid_edge": bool(np.isclose(model.mu * n, (min(MU_GRID_TIMES_N), max([*MU_GRID_TIMES_N, *(
-            m * n for m in mus if m is not None)]))).any()),
-        "nu_at_grid_edge": bool(np.isclose(model.nu, (min(NU_GRID), max(NU_GRID))).any()),
+        "grid_edge": edges(model.nu, model.mu, searched_grid(dataset.X.shape[1], mus)),
         "joint_test_relative_error": test["relative_error"], "joint_test_rmse": test["rmse"], "n_test": test["n_test"],
         "joint_train_relative_error": relative_error(targets, fitted),
         "joint_train_relative_error_by_region": per_region,
@@ -195,6 +177,7 @@ def reference_run(split_dir: Path, mus_times_n: list[float | None]) -> dict[str,
     return {"relative_error_training": relative_error(y_train, model.decision(X_train)),
             "relative_error_test": relative_error(y_test, model.decision(X_test)),
             "basis_rows": len(model.basis), "nu": model.nu, "mu": model.mu,
+            "grid_edge": edges(model.nu, model.mu, searched_grid(n, [None if t is None else t / n for t in mus_times_n])),
             "candidate_scores": [{"mu": c[2].mu, "nu": c[2].nu, "cv": c[0]} for c in candidates]}
 
 
@@ -235,9 +218,16 @@ def alone_runs(dataset: Dataset, held_out: np.ndarray, region: np.ndarray, basis
         }
         results.append({"entity": f"r{k}c0", "region": ENTITY_NAMES[k], "n_train": int(mine.sum()),
                         "basis_rows": len(model.basis), "nu": model.nu, "mu": model.mu, "relative_error": on,
+                        "grid_edge": edges(model.nu, model.mu,
+                                           searched_grid(n, [None if t is None else t / n for t in mus_times_n])),
                         "candidate_scores": [{"mu": c[2].mu, "nu": c[2].nu, "cv": c[0]} for c in candidates],
                         "seconds": seconds})
     return results
+
+
+def edge_text(edge: dict[str, str | None]) -> str:
+    """'nu low, mu high' for the tuned values on an edge of the grid searched; '—' when none is."""
+    return ", ".join(f"{name} {side}" for name, side in edge.items() if side) or "—"
 
 
 def markdown(joint: list[dict[str, Any]], alone: list[dict[str, Any]], reference: dict[str, Any],
@@ -251,33 +241,33 @@ def markdown(joint: list[dict[str, Any]], alone: list[dict[str, Any]], reference
         "in-process gRPC entity servers over loopback.",
         "",
         f"| model | private | mbar | nu | mu | rel. error, {2 * settings['count']} training points "
-        f"| rel. error, {2 * settings['count']} fresh points | paper |",
-        "|:--|:--|--:|--:|--:|--:|--:|--:|",
+        f"| rel. error, {2 * settings['count']} fresh points | paper | tuned value on grid edge |",
+        "|:--|:--|--:|--:|--:|--:|--:|--:|:--|",
     ]
     for run in joint:
         lines.append(
             f"| joint random-kernel model (gRPC) | {'yes' if run['private'] else '**NOT PRIVATE**'} | {run['mbar']} "
             f"| {run['nu']:g} | {run['mu']:.4g} | {run['joint_train_relative_error']:.3f} "
-            f"| {run['joint_test_relative_error']:.3f} | {PAPER['joint']} |"
+            f"| {run['joint_test_relative_error']:.3f} | {PAPER['joint']} | {edge_text(run['grid_edge'])} |"
         )
     for entry, paper in zip(alone, (PAPER["alone_inner"], PAPER["alone_outer"])):
         lines.append(
             f"| {entry['region']} alone (fit_local in this script) | n/a | {entry['basis_rows']} own rows "
             f"| {entry['nu']:g} | {entry['mu']:.4g} | {entry['relative_error']['all_training_points']:.3f} "
-            f"| {entry['relative_error']['all_test_points']:.3f} | {paper} |"
+            f"| {entry['relative_error']['all_test_points']:.3f} | {paper} | {edge_text(entry['grid_edge'])} |"
         )
     lines.append(
         f"| pooled reference (**NOT PRIVATE**: all points in one place, {reference['basis_rows']} random rows as basis) "
         f"| no | — | {reference['nu']:g} | {reference['mu']:.4g} | {reference['relative_error_training']:.3f} "
-        f"| {reference['relative_error_test']:.3f} | — |"
+        f"| {reference['relative_error_test']:.3f} | — | {edge_text(reference['grid_edge'])} |"
     )
     lines += [""]
     for run in joint:
         regions = "; ".join(f"{k}: {v:.3f}" for k, v in run["joint_train_relative_error_by_region"].items())
         lines.append(
             f"- mbar = {run['mbar']}: coordinator inner-CV relative error {run['inner_cv_relative_error']}; "
-            f"mu {'fixed' if run['mu_fixed'] else 'tuned'}{', on the edge of its grid' if run['mu_at_grid_edge'] else ''}"
-            f"{'; nu on the edge of its grid' if run['nu_at_grid_edge'] else ''}; training-point error by region: "
+            f"{'nu tuned by the coordinator at a fixed extra width mu' if run['mu_fixed'] else 'nu and mu tuned by the coordinator'}"
+            f"; on a grid edge: {edge_text(run['grid_edge'])}; training-point error by region: "
             f"{regions}; train {run['seconds']['train']:.0f} s"
         )
     lines += [
@@ -287,11 +277,15 @@ def markdown(joint: list[dict[str, Any]], alone: list[dict[str, Any]], reference
         f"'fresh points' is evaluate_model on {settings['count']} + {settings['count']} new uniform points from the same "
         "regions (held out in the split). "
         f"Entity alone: common.local_svm.fit_local on that entity's {settings['count']} points only "
-        f"(basis = a random {settings['alone_basis_fraction']:.0%} of its own rows, nu by {DEFAULT_FOLDS}-fold CV), "
+        f"(basis = a random {settings['alone_basis_fraction']:.0%} of its own rows, nu and mu by {DEFAULT_FOLDS}-fold CV), "
         "computed by this script for the benchmark, evaluated on points of the whole square. "
         f"Pooled reference: coordinator.reference.pool_cells + fit_local, {REFERENCE_ROW_FRACTION:.0%} of training rows "
-        "as basis. Widths: every model tries its library's own grid (mu = 0.0625/n .. 16/n) and the extra widths "
-        f"{settings['mu_candidates_times_n'][1:]}/n, keeping the lowest cross-validated score on its own training data.",
+        "as basis. Grid (common.tuning.search_grid, the same for every model): nu in "
+        f"{{{', '.join(f'{v:g}' for v in settings['nu_grid'])}}} x mu in "
+        f"{{{', '.join(f'{v:g}' for v in settings['mu_grid_times_n'])}}}/n (n = 2, features scaled to [0, 1])"
+        + (f", plus the extra widths {settings['mu_candidates_times_n'][1:]}/n each with nu tuned, keeping the lowest "
+           "cross-validated score on the model's own training data" if len(settings['mu_candidates_times_n']) > 1 else "")
+        + ". 'Grid edge': the tuned nu or mu is the lowest or highest value searched (including any extra widths).",
     ]
     return "\n".join(lines) + "\n"
 
@@ -300,10 +294,10 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="300 points per entity, mbar 1 and 30")
     parser.add_argument("--mbar", help="comma-separated mbar values (default 1,100)")
-    parser.add_argument("--extra-mu-times-n", default="64,256,1024",
-                        help="Gaussian widths (times 1/n, features scaled to [0, 1]) tried besides the coordinator's "
-                             "own grid (which ends at 16/n); the lowest inner-CV score on training data wins "
-                             "(default 64,256,1024; '' for the coordinator's grid only)")
+    parser.add_argument("--extra-mu-times-n", default="",
+                        help="comma-separated Gaussian widths (times 1/n, features scaled to [0, 1]) tried besides "
+                             f"the coordinator's own grid (which ends at {max(MU_GRID_TIMES_N):g}/n), e.g. 256,1024; the "
+                             "lowest inner-CV score on training data wins (default '': the coordinator's grid only)")
     parser.add_argument("--alone-basis-fraction", type=float, default=0.1,
                         help="fraction of its own rows an entity-alone model uses as kernel basis (default 0.1: "
                              "100 rows, the size of the joint model's mbar = 100; the full 1000-row kernel, as the "
@@ -318,6 +312,7 @@ def main(argv: list[str] | None = None) -> int:
     extra = [float(v) for v in args.extra_mu_times_n.split(",") if v.strip()]
     mus_times_n: list[float | None] = [None, *extra]
     mus: list[float | None] = [None if v is None else v / n for v in mus_times_n]
+    nu_grid, mu_grid = search_grid("regress", "gaussian", n, None, None)
 
     started = time.perf_counter()
     joint = []
@@ -344,21 +339,19 @@ def main(argv: list[str] | None = None) -> int:
         "regions": {"r0c0": ENTITY_NAMES[0], "r1c0": ENTITY_NAMES[1]},
         "mbar": mbars, "mu_candidates_times_n": ["coordinator grid", *extra], "alone_basis_fraction": args.alone_basis_fraction,
         "train_options": "TrainOptions(task='regress', kernel='gaussian', mbar=<each>, nu=None, "
-                         f"mu=None and then each extra width, folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation='highs-dual', distribute=False)",
-        "nu_grid": list(NU_GRID), "mu_grid_times_n": list(MU_GRID_TIMES_N),
+                         f"mu=None{' and then each extra width' if extra else ''}, folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation='highs-dual', distribute=False)",
+        "grid_source": "common.tuning.search_grid('regress', 'gaussian', n, None, None)",
+        "nu_grid": list(nu_grid), "mu_grid_times_n": [mu * n for mu in mu_grid],
         "override": f"[privacy] {NON_PRIVATE_OVERRIDE_KEY} = true appended to both entity configs when mbar >= 2",
         "secrets": "column-block secret overwritten with sha256('ppsvm-benchmark/sinc/0') so B is reproducible (benchmark only)",
-        "count": count, "paper": PAPER, "versions": versions(),
+        "count": count, "paper": PAPER, "versions": package_versions(),
         "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "total_seconds": total, "quick": args.quick,
     }
     text = markdown(joint, alone, reference, settings)
     print(text)
     print(f"total wall time {total:.0f} s")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{NAME}.md").write_text(text, encoding="utf-8")
-    (RESULTS / f"{NAME}.json").write_text(
-        json.dumps({"settings": settings, "joint": joint, "alone": alone, "reference": reference}, indent=2) + "\n", encoding="utf-8")
+    write_results(NAME, text, {"settings": settings, "joint": joint, "alone": alone, "reference": reference})
     return 0
 
 

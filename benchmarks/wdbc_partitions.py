@@ -18,34 +18,34 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
-import json
 import logging
+import os
 import platform
 import shutil
 import sys
 import tempfile
 import time
-from importlib import metadata
 from pathlib import Path
 from typing import Any
 
-import numpy as np
-
-from common.config import federation_toml, load_entity_config, load_federation
-from common.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID, REFERENCE_ROW_FRACTION
-from common.dataset import DatasetOptions, load_dataset
-from common.partition import SplitOptions, split_dataset
-from common.tuning import fold_indices
-from coordinator.evaluate import entity_alone, evaluate_model, mean_figures
-from coordinator.reference import pooled_reference
-from coordinator.train import TrainOptions, default_mbar, train
-from entity.server import start_entity
-
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+
+import numpy as np  # noqa: E402
+
+from benchmarks._shared import (  # noqa: E402
+    fixed_secret, grid_edge, package_versions, serve_split, write_results,
+)
+from common.constants import DEFAULT_FOLDS, REFERENCE_ROW_FRACTION  # noqa: E402
+from common.dataset import DatasetOptions, load_dataset  # noqa: E402
+from common.partition import SplitOptions, split_dataset  # noqa: E402
+from common.tuning import fold_indices, search_grid  # noqa: E402
+from coordinator.evaluate import entity_alone, evaluate_model, mean_figures  # noqa: E402
+from coordinator.reference import pooled_reference  # noqa: E402
+from coordinator.train import TrainOptions, default_mbar, train  # noqa: E402
+
 DATA = ROOT / "common" / "data" / "wdbc.data"
 DATASET_OPTIONS = DatasetOptions(label=1, positive="M", drop=(0,), id_column=0)
-RESULTS = Path(__file__).resolve().parent / "results"
 NAME = "wdbc_partitions"
 
 # Mangasarian & Wild, Table 1 (WDBC, Gaussian kernel): PPSVM test error by number of column blocks.
@@ -59,19 +59,9 @@ TRAIN_SEED = 0      # coordinator's inner CV folds, entity-alone and reference s
 BUDGET_S = 15 * 60
 
 
-def versions() -> dict[str, str]:
-    found = {"python": platform.python_version()}
-    for package in ("numpy", "scipy", "highspy", "grpcio", "protobuf", "cvxpy"):
-        try:
-            found[package] = metadata.version(package)
-        except metadata.PackageNotFoundError:
-            found[package] = "not installed"
-    return found
-
-
-def fixed_secret(*parts: object) -> str:
-    """A reproducible column-block secret for the benchmark (production secrets are random)."""
-    return hashlib.sha256("/".join(map(str, ("ppsvm-benchmark", NAME, *parts))).encode()).hexdigest() + "\n"
+def classify_grid(n_features: int) -> tuple[tuple[float, ...], tuple[float, ...]]:
+    """The (nu, mu) grid the coordinator searches with nu = mu = None on n_features features."""
+    return search_grid("classify", "gaussian", n_features, None, None)
 
 
 def run_fold(dataset: Any, s: int, fold: int, held_out: np.ndarray, work: Path) -> dict[str, Any]:
@@ -88,25 +78,10 @@ def run_fold(dataset: Any, s: int, fold: int, held_out: np.ndarray, work: Path) 
         held_out=held_out,
     )
     for j in range(s):
-        (work / f"column-block-{j}.secret").write_text(fixed_secret(s, fold, j), encoding="utf-8")
-    planned = load_federation(split.federation_path)
+        (work / f"column-block-{j}.secret").write_text(fixed_secret(NAME, s, fold, j), encoding="utf-8")
     timings["split"] = time.perf_counter() - started
 
-    started = time.perf_counter()
-    servers = []
-    try:
-        ports: dict[str, int] = {}
-        for path in split.entity_config_paths:
-            config = dataclasses.replace(load_entity_config(path), listen="127.0.0.1:0")
-            server, port = start_entity(config)
-            servers.append(server)
-            ports[config.id] = port
-        live = [dataclasses.replace(e, address=f"127.0.0.1:{ports[e.id]}") for e in planned.entities]
-        live_path = work / "federation.live.toml"
-        live_path.write_text(federation_toml(planned.task, live), encoding="utf-8")
-        federation = load_federation(live_path)
-        timings["start_servers"] = time.perf_counter() - started
-
+    with serve_split(split, work, timings) as federation:
         started = time.perf_counter()
         options = TrainOptions(task="classify", kernel="gaussian", mbar=None, nu=None, mu=None, seed=TRAIN_SEED,
                                distribute=False)
@@ -121,21 +96,21 @@ def run_fold(dataset: Any, s: int, fold: int, held_out: np.ndarray, work: Path) 
         started = time.perf_counter()
         alone = entity_alone(federation, "classify", "gaussian", nu=None, mu=None, seed=TRAIN_SEED)
         timings["entity_alone"] = time.perf_counter() - started
-    finally:
-        started = time.perf_counter()
-        for server in servers:
-            server.stop(0).wait()
-        timings["stop_servers"] = time.perf_counter() - started
 
     started = time.perf_counter()
     reference = pooled_reference(work, "classify", "gaussian", nu=None, mu=None, seed=TRAIN_SEED)
     timings["reference"] = time.perf_counter() - started
 
     widths = model.training["n_features"]
+    nu_grid, mu_grid = classify_grid(sum(widths))
     return {
         "s": s, "fold": fold, "r": r, "cells": r * s, "n_train": n_train, "n_test": ppsvm["n_test"],
         "widths": widths, "mbar": model.mbar, "mbar_rule": default_mbar(widths, n_train),
         "nu": model.nu, "mu": model.mu, "private": model.private,
+        # Which edge (low / high) of the grid actually searched the tuned value sits on, if any.
+        "nu_grid_edge": grid_edge(model.nu, nu_grid), "mu_grid_edge": grid_edge(model.mu, mu_grid),
+        "grid_matches_coordinator": sorted((nu, mu) for nu, mu, _ in model.training["tuning"]["grid"])
+        == sorted((nu, mu) for mu in mu_grid for nu in nu_grid),
         "ppsvm_error": ppsvm["error_rate"], "ppsvm_auc": ppsvm["auc"],
         "inner_cv_error": (model.training["tuning"] or {}).get("score"),
         "alone_error": mean_figures(alone)["error_rate"],
@@ -169,11 +144,16 @@ def summarise(runs: list[dict[str, Any]], s: int) -> dict[str, Any]:
         "seconds_by_stage": {k: float(sum(run["seconds"][k] for run in mine)) for k in mine[0]["seconds"]},
         "tuned": [(run["nu"], run["mu"]) for run in mine],
         "inner_cv_error_mean": float(np.mean([run["inner_cv_error"] for run in mine])),
-        # A tuned value on the edge of its grid suggests the grid should extend further.
-        "mu_at_grid_edge": int(sum(np.isclose(run["mu"] * sum(run["widths"]), (min(MU_GRID_TIMES_N), max(MU_GRID_TIMES_N))).any()
-                                   for run in mine)),
-        "nu_at_grid_edge": int(sum(np.isclose(run["nu"], (min(NU_GRID), max(NU_GRID))).any() for run in mine)),
+        # A tuned value on the edge of the grid searched suggests the grid should extend further that way.
+        "mu_at_grid_edge": {edge: sum(run["mu_grid_edge"] == edge for run in mine) for edge in ("low", "high")},
+        "nu_at_grid_edge": {edge: sum(run["nu_grid_edge"] == edge for run in mine) for edge in ("low", "high")},
     }
+
+
+def edges(counts: dict[str, int]) -> str:
+    """'3 (low 1, high 2)' from per-edge fold counts."""
+    total = sum(counts.values())
+    return f"{total} ({', '.join(f'{edge} {count}' for edge, count in counts.items())})" if total else "0"
 
 
 def markdown(summary: list[dict[str, Any]], settings: dict[str, Any]) -> str:
@@ -200,7 +180,8 @@ def markdown(summary: list[dict[str, Any]], settings: dict[str, Any]) -> str:
         stages = ", ".join(f"{k} {v:.0f}" for k, v in row["seconds_by_stage"].items() if k != "train_lp_tuning")
         lines.append(
             f"- s = {row['s']}: coordinator inner-CV error {row['inner_cv_error_mean']:.3f}; tuned mu on the edge of "
-            f"its grid in {row['mu_at_grid_edge']}/{row['folds']} folds, nu in {row['nu_at_grid_edge']}/{row['folds']}; "
+            f"the grid searched in {edges(row['mu_at_grid_edge'])} of {row['folds']} folds, "
+            f"nu in {edges(row['nu_at_grid_edge'])}; "
             f"seconds by stage: {stages}"
         )
     lines += [
@@ -208,7 +189,9 @@ def markdown(summary: list[dict[str, Any]], settings: dict[str, Any]) -> str:
         f"PASS: PPSVM mean error <= paper + {PAPER_TOLERANCE} and below the each-entity-alone mean. "
         "± is the standard deviation over folds. mbar: the coordinator's rule min(n_j) - 1 capped at 10% of "
         "training rows (TrainOptions(mbar=None)); nu, mu: coordinator's "
-        f"{DEFAULT_FOLDS}-fold CV over {len(NU_GRID)} nu x {len(MU_GRID_TIMES_N)} mu on the training folds. "
+        f"{DEFAULT_FOLDS}-fold CV on the training folds over the grid of common.tuning.search_grid: "
+        f"nu in {{{', '.join(f'{v:g}' for v in settings['nu_grid'])}}} x mu in "
+        f"{{{', '.join(f'{v:g}' for v in settings['mu_grid_times_n'])}}}/n (n = {settings['n']}, features scaled to [0, 1]). "
         "Entity alone: each entity's LocalBaseline (its own cell, tuned the same way), held-out-weighted mean. "
         f"Reference: pooled reduced kernel with {REFERENCE_ROW_FRACTION:.0%} of training rows as basis.",
     ]
@@ -253,6 +236,8 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
 
     done = min(run_folds, outer)
+    n = int(dataset.X.shape[1])
+    nu_grid, mu_grid = classify_grid(n)
     settings = {
         "data": str(DATA.relative_to(ROOT)), "dataset_options": dataclasses.asdict(DATASET_OPTIONS),
         "m": int(len(dataset.y)), "n": int(dataset.X.shape[1]), "kernel": "gaussian",
@@ -262,21 +247,20 @@ def main(argv: list[str] | None = None) -> int:
         "fold_seed": FOLD_SEED, "split_seed": f"{SPLIT_SEED} + fold", "train_seed": TRAIN_SEED,
         "train_options": "TrainOptions(task='classify', kernel='gaussian', mbar=None, nu=None, mu=None, "
                          f"folds={DEFAULT_FOLDS}, formulation='highs-dual', distribute=False)",
-        "nu_grid": list(NU_GRID), "mu_grid_times_n": list(MU_GRID_TIMES_N),
+        "grid_source": "common.tuning.search_grid('classify', 'gaussian', n, None, None)",
+        "nu_grid": list(nu_grid), "mu_grid": list(mu_grid), "mu_grid_times_n": [mu * n for mu in mu_grid],
+        "grid_matches_coordinator_all_runs": all(run["grid_matches_coordinator"] for run in runs),
         "secrets": "column-block secrets overwritten with sha256('ppsvm-benchmark/wdbc_partitions/s/fold/j') "
                    "so B_j is reproducible (benchmark only)",
         "transport": "entity.server.start_entity in this process, gRPC over 127.0.0.1, port 0",
-        "versions": versions(), "machine": {"cpus": __import__("os").cpu_count(), "platform": platform.platform()},
+        "versions": package_versions(), "machine": {"cpus": os.cpu_count(), "platform": platform.platform()},
         "total_seconds": total, "quick": args.quick,
     }
     summary = [summarise(runs, s) for s in blocks]
     text = markdown(summary, settings)
     print(text)
     print(f"total wall time {total:.0f} s")
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{NAME}.md").write_text(text, encoding="utf-8")
-    (RESULTS / f"{NAME}.json").write_text(
-        json.dumps({"settings": settings, "summary": summary, "runs": runs}, indent=2) + "\n", encoding="utf-8")
+    write_results(NAME, text, {"settings": settings, "summary": summary, "runs": runs})
     return 0 if all(row["pass"] for row in summary) else 1
 
 

@@ -250,3 +250,17 @@ def test_unknown_formulation_refused() -> None:
 def test_unknown_task_refused() -> None:
     with pytest.raises(ValueError, match="unknown task 'cluster'"):
         solve_lp("cluster", _K(), LABELS, 1.0)  # type: ignore[arg-type]
+
+
+@pytest.mark.parametrize("task", ["classify", "regress"])
+def test_interior_point_path_for_large_problems(task: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """highs-dual switches to interior point above a row count; force it on a small problem."""
+    import common.lp as lp
+
+    K, target = problem(task, 1500, 7, 4)
+    monkeypatch.setattr(lp, "_IPM_ABOVE_ROWS", 0)
+    solution = solve_lp(task, K, target, 1.0, "highs-dual")
+    expected = reference(task, 1500, 7, 4, 1.0)
+    assert solution.iterations == 0  # no simplex iterations: the interior-point path ran
+    assert abs(solution.objective - expected) <= 1e-6 * abs(expected)
+    assert abs(objective(task, K, target, 1.0, solution.u, solution.gamma) - expected) <= 1e-6 * abs(expected)
