@@ -54,8 +54,12 @@ def federation(tmp_path: Path) -> Iterator[callable]:
     """Factory: split a dataset, start one `ppsvm entity` process per cell, yield a RunningFederation."""
     started: list[EntityProcesses] = []
 
-    def start(rows: int, cols: int, data: Path = WDBC, options: list[str] = WDBC_OPTIONS, extra_config: str = "") -> RunningFederation:
-        split_dir = split(tmp_path / f"split-{rows}x{cols}", data, rows, cols, *options)
+    def start(
+        rows: int, cols: int, data: Path = WDBC, options: list[str] = WDBC_OPTIONS, extra_config: str = "",
+        prepared: Path | None = None,
+    ) -> RunningFederation:
+        """``prepared``: an existing split directory (e.g. with a deliberately broken cell) instead of a new split."""
+        split_dir = prepared or split(tmp_path / f"split-{rows}x{cols}", data, rows, cols, *options)
         planned = load_federation(split_dir / "federation.toml")
         configs = [split_dir / f"{e.id}.toml" for e in planned.entities]
         if extra_config:

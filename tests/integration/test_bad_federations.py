@@ -1,0 +1,68 @@
+"""A federation whose cells disagree fails with an error naming the entities and records, and writes nothing."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+
+from .conftest import WDBC, WDBC_OPTIONS, split
+
+
+def _edit_cell(path: Path, row: int, column: str, value: str) -> str:
+    """Set one field of a cell CSV (row 0 = first record); returns the record's id."""
+    with path.open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    index = rows[0].index(column)
+    record = rows[row + 1][0]
+    rows[row + 1][index] = value
+    with path.open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    return record
+
+
+@pytest.fixture
+def vertical(federation, tmp_path: Path):
+    """Start a 1 x 2 federation after applying ``edit`` to its split directory."""
+
+    def start(edit):
+        split_dir = split(tmp_path / "prepared", WDBC, 1, 2, *WDBC_OPTIONS)
+        edit(split_dir)
+        return federation(1, 2, prepared=split_dir)
+
+    return start
+
+
+def test_record_ids_that_differ_across_column_blocks(vertical) -> None:
+    changed = {}
+    run = vertical(lambda d: changed.setdefault("id", _edit_cell(d / "r0c1.csv", 0, "id", "intruder")))
+    result = run.train("--mbar", "5", "--nu", "1", "--mu", "0.03", check=False)
+    assert result.returncode == 1
+    assert "r0c0" in result.stderr and "r0c1" in result.stderr
+    assert "intruder" in result.stderr and changed["id"] in result.stderr
+    assert not (run.split_dir / "model.json").exists()
+
+
+def test_labels_that_disagree_within_a_row_block(vertical) -> None:
+    changed = {}
+
+    def flip(split_dir: Path) -> None:
+        with (split_dir / "r0c1.csv").open(newline="") as handle:
+            first = list(csv.reader(handle))[1]
+        changed["id"] = _edit_cell(split_dir / "r0c1.csv", 0, "label", "-1" if first[1] == "1" else "1")
+
+    run = vertical(flip)
+    result = run.train("--mbar", "5", "--nu", "1", "--mu", "0.03", check=False)
+    assert result.returncode == 1
+    assert "disagree" in result.stderr and changed["id"] in result.stderr
+    assert not (run.split_dir / "model.json").exists()
+
+
+def test_entity_with_malformed_cell_does_not_start(federation, tmp_path: Path) -> None:
+    split_dir = split(tmp_path / "prepared", WDBC, 1, 2, *WDBC_OPTIONS)
+    _edit_cell(split_dir / "r0c0.csv", 3, "x2", "abc")
+    with pytest.raises(Exception) as failed:
+        federation(1, 2, prepared=split_dir)
+    message = str(failed.value)
+    assert "r0c0.csv" in message and "line 5" in message and "'abc' is not a number" in message
