@@ -385,7 +385,7 @@ def test_search_grid_runs_opposite_ways_for_the_two_tasks() -> None:
     classify_nu, classify_mu = search_grid("classify", "gaussian", 10, None, None)
     regress_nu, _ = search_grid("regress", "gaussian", 10, None, None)
     assert max(classify_nu) >= 1e3 and min(regress_nu) <= 1e-4  # strong error weight vs weak ||u||_1 weight
-    assert classify_mu[0] * 10 == pytest.approx(0.0625) and classify_mu[-1] * 10 == pytest.approx(64.0)
+    assert classify_mu[0] * 10 == pytest.approx(1 / 64) and classify_mu[-1] * 10 == pytest.approx(256.0)
     assert search_grid("classify", "linear", 10, None, None)[1] == (0.0,)
     assert search_grid("regress", "gaussian", 10, 0.5, 0.25) == ((0.5,), (0.25,))
 
