@@ -4,8 +4,11 @@ from __future__ import annotations
 
 import functools
 import logging
+import signal
+import threading
 from collections.abc import Callable, Iterator
 from concurrent import futures
+from types import FrameType
 from typing import Any, TypeVar
 
 import grpc
@@ -88,6 +91,18 @@ def create_server(address: str, register: Callable[[grpc.Server], None], max_wor
         raise ConfigError(f"cannot listen on {address} (in use or not a local address)")
     server.start()
     return server, port
+
+
+def stop_on_signals() -> threading.Event:
+    """An event that SIGINT or SIGTERM sets: servers run until it is set, then stop with a grace period."""
+    stop = threading.Event()
+
+    def request_stop(signum: int, frame: FrameType | None) -> None:
+        stop.set()
+
+    signal.signal(signal.SIGINT, request_stop)
+    signal.signal(signal.SIGTERM, request_stop)
+    return stop
 
 
 def open_channel(address: str) -> grpc.Channel:

@@ -3,16 +3,14 @@
 from __future__ import annotations
 
 import logging
-import signal
 import threading
-from types import FrameType
 
 import grpc
 
 from common.config import Federation
 from common.constants import DEFAULT_DEADLINE_S
 from common.errors import DataError
-from common.grpc_util import create_server, host_of, unary_handler
+from common.grpc_util import create_server, host_of, stop_on_signals, unary_handler
 from common.model import Model
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
@@ -68,13 +66,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
 def serve_coordinator(federation: Federation, model: Model, listen: str, deadline: float = DEFAULT_DEADLINE_S) -> int:
     """Serve predictions until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` when ready."""
     check_model_matches(model, federation)
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    stop = stop_on_signals()
     with Session(federation, deadline) as session:
         session.load_metadata()
         servicer = CoordinatorServicer(session, model)

@@ -4,15 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import logging
-import signal
 import sys
-import threading
-from types import FrameType
 
 import grpc
 
 from common.config import EntityConfig
-from common.grpc_util import create_server, host_of
+from common.grpc_util import create_server, host_of, stop_on_signals
 from common.privacy import NOT_PRIVATE_BANNER
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
 from entity.cell import EntityCore
@@ -48,13 +45,7 @@ def serve_entity(config: EntityConfig, listen: str | None = None) -> int:
     if listen is not None:
         config = dataclasses.replace(config, listen=listen)
     server, port = start_entity(config)
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
+    stop = stop_on_signals()
     if config.non_private_override:
         print(NOT_PRIVATE_BANNER, file=sys.stderr, flush=True)
     print(f"listening on {host_of(config.listen)}:{port}", flush=True)
