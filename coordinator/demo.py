@@ -93,4 +93,4 @@ def _print_table(
     for name, figures in rows:
         print(f"{name:<62}" + "".join(f"{figures[k]:>16.4f}" for k in keys))
     if options.json:
-        print(json.dumps({k: ppsvm[k] for k in (*keys, "private")}))
+        print(json.dumps(ppsvm))  # the same object as `ppsvm coordinator evaluate --json`

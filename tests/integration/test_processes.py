@@ -48,7 +48,7 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     evaluation = json.loads(lines[-1])
-    assert set(evaluation) == {"error_rate", "auc", "private"} and evaluation["private"] is True
+    assert set(evaluation) == {"error_rate", "auc", "n_test", "private"} and evaluation["private"] is True
     assert any(line.startswith("PPSVM") for line in lines) and any("each entity alone" in line for line in lines)
     assert not _running_with(str(out))
 
