@@ -43,6 +43,21 @@ class RowBlockRecords:
     test_order: dict[str, np.ndarray]
 
 
+def _positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+    """Where each of ``ids`` stands in ``reference`` (unique ids); None unless they hold the same set.
+
+    Entities of a row block usually list their records in the same order: that case is one comparison.
+    """
+    if ids.shape == reference.shape and np.array_equal(ids, reference):
+        return np.arange(len(ids))
+    if ids.shape != reference.shape or np.unique(ids).size != ids.size:
+        return None
+    sorter = np.argsort(reference)
+    slots = np.minimum(np.searchsorted(reference, ids, sorter=sorter), len(reference) - 1)
+    order = sorter[slots]
+    return order if np.array_equal(reference[order], ids) else None
+
+
 def kernel_request(kernel: KernelName, mbar: int, mu: float, scaling: ColumnScaling, **records: object) -> pb.KernelRequest:
     """A kernel request for one column block; ``records`` is record_set=... or ids=..."""
     return pb.KernelRequest(
@@ -122,22 +137,20 @@ class Session:
         result: dict[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
         for part in ("train", "test"):
             reference = records[first.id][f"{part}_ids"]
-            position = {record: k for k, record in enumerate(reference.tolist())}
-            if len(position) != len(reference):
+            if np.unique(reference).size != reference.size:
                 raise DataError(f"entity {first.id} sent duplicate {part} record ids")
             orders: dict[str, np.ndarray] = {}
             labels: np.ndarray | None = None
             labelled_by = ""
             for entity in members:
-                ids = records[entity.id][f"{part}_ids"].tolist()
-                missing = sorted(set(reference.tolist()) - set(ids))
-                extra = sorted(set(ids) - set(position))
-                if missing or extra or len(ids) != len(reference):
+                ids = records[entity.id][f"{part}_ids"]
+                order = _positions(reference, ids)
+                if order is None:
                     raise DataError(
                         f"row block {i}: entities {first.id} and {entity.id} hold different {part} records "
-                        f"(only in {first.id}: {missing[:5]}; only in {entity.id}: {extra[:5]})"
+                        f"(only in {first.id}: {np.setdiff1d(reference, ids)[:5].tolist()}; "
+                        f"only in {entity.id}: {np.setdiff1d(ids, reference)[:5].tolist()})"
                     )
-                order = np.fromiter((position[r] for r in ids), dtype=np.int64, count=len(ids))
                 orders[entity.id] = order
                 held = records[entity.id].get(f"{part}_labels")
                 if held is None:
