@@ -124,7 +124,7 @@ class BaselineRequest(_message.Message):
     def __init__(self, task: _Optional[str] = ..., kernel: _Optional[_Union[KernelKind, str]] = ..., nu: _Optional[float] = ..., mu: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
 
 class BaselineReply(_message.Message):
-    __slots__ = ("entity_id", "n_train", "n_test", "error_rate", "auc", "relative_error", "rmse", "nu", "mu")
+    __slots__ = ("entity_id", "n_train", "n_test", "error_rate", "auc", "relative_error", "rmse")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     N_TRAIN_FIELD_NUMBER: _ClassVar[int]
     N_TEST_FIELD_NUMBER: _ClassVar[int]
@@ -132,8 +132,6 @@ class BaselineReply(_message.Message):
     AUC_FIELD_NUMBER: _ClassVar[int]
     RELATIVE_ERROR_FIELD_NUMBER: _ClassVar[int]
     RMSE_FIELD_NUMBER: _ClassVar[int]
-    NU_FIELD_NUMBER: _ClassVar[int]
-    MU_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     n_train: int
     n_test: int
@@ -141,9 +139,7 @@ class BaselineReply(_message.Message):
     auc: float
     relative_error: float
     rmse: float
-    nu: float
-    mu: float
-    def __init__(self, entity_id: _Optional[str] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., error_rate: _Optional[float] = ..., auc: _Optional[float] = ..., relative_error: _Optional[float] = ..., rmse: _Optional[float] = ..., nu: _Optional[float] = ..., mu: _Optional[float] = ...) -> None: ...
+    def __init__(self, entity_id: _Optional[str] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., error_rate: _Optional[float] = ..., auc: _Optional[float] = ..., relative_error: _Optional[float] = ..., rmse: _Optional[float] = ...) -> None: ...
 
 class PredictRequest(_message.Message):
     __slots__ = ("ids",)
