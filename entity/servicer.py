@@ -67,8 +67,9 @@ class EntityServicer(pb_grpc.EntityServicer):
 
     @unary_handler
     def AcceptModel(self, request: pb.ModelMessage, context: grpc.ServicerContext) -> pb.Ack:
-        path = self.core.accept_model(request.model_json, self.model_dir)
-        return pb.Ack(message=f"entity {self.core.id} stored the model at {path}")
+        self.core.accept_model(request.model_json, self.model_dir)
+        # The path stays local: the entity's file system layout is none of the coordinator's business.
+        return pb.Ack(message=f"entity {self.core.id} stored the model")
 
     @unary_handler
     def LocalBaseline(self, request: pb.BaselineRequest, context: grpc.ServicerContext) -> pb.BaselineReply:
