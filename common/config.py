@@ -21,7 +21,6 @@ from typing import Any
 from common.errors import ConfigError
 from common.randomness import MIN_SECRET_BYTES
 
-TASKS = ("classify", "regress")
 # Settings a federation file's [task] table may hold; command-line flags override them.
 TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu")
 

@@ -1,5 +1,7 @@
 """Named constants shared by entities and the coordinator."""
 
+TASKS = ("classify", "regress")
+
 # Bytes of array payload per stream message: well below gRPC's default 4 MB cap.
 CHUNK_BYTES = 1 << 20
 

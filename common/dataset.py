@@ -21,6 +21,7 @@ from typing import Literal
 
 import numpy as np
 
+from common.constants import TASKS
 from common.errors import ConfigError, DataError
 
 __all__ = [
@@ -83,7 +84,7 @@ class DatasetOptions:
     def __post_init__(self) -> None:
         if self.positive is not None and self.negative is not None:
             raise ConfigError("give either a positive or a negative label value, not both")
-        if self.task not in ("classify", "regress"):
+        if self.task not in TASKS:
             raise ConfigError(f"task must be 'classify' or 'regress', not {self.task!r}")
         if self.task == "regress" and (self.positive is not None or self.negative is not None):
             raise ConfigError("positive/negative label values apply to classification only")

@@ -26,7 +26,8 @@ from typing import Any
 
 import numpy as np
 
-from common.config import TASKS, FederationEntity, federation_toml, toml_document
+from common.config import FederationEntity, federation_toml, toml_document
+from common.constants import TASKS
 from common.dataset import Dataset
 from common.kernels import KERNELS
 from common.randomness import new_secret_hex

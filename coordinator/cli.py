@@ -13,7 +13,7 @@ from typing import Any
 
 from common import __version__
 from common.config import Federation, load_federation
-from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS
+from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from common.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
 from common.errors import PpsvmError
 from common.kernels import KERNELS
@@ -49,7 +49,7 @@ def _auto_float(text: str) -> float | str:
 
 def _add_task_arguments(parser: argparse.ArgumentParser) -> None:
     """Training settings; unset ones come from the federation file's [task] table, then defaults."""
-    parser.add_argument("--task", choices=("classify", "regress"), help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify")
+    parser.add_argument("--task", choices=TASKS, help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify")
     parser.add_argument("--kernel", choices=KERNELS, help="linear (blocks summed) or gaussian (blocks multiplied elementwise); default gaussian")
     parser.add_argument("--mbar", type=_auto_int, help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) - 1, at most 10%% of the training rows")
     parser.add_argument("--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)")
@@ -218,7 +218,7 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("--out", required=True, help="output directory")
     split.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default %(default)s)")
     split.add_argument("--seed", type=int, default=0, help="shuffle seed (default %(default)s)")
-    split.add_argument("--task", choices=("classify", "regress"), default="classify")
+    split.add_argument("--task", choices=TASKS, default="classify")
     split.add_argument("--kernel", choices=KERNELS, default="gaussian", help="written to the federation file")
     split.add_argument("--host", default="127.0.0.1", help="entity host in the federation file")
     split.add_argument("--base-port", type=int, default=50051, help="entity (i, j) listens on base + i * cols + j")
@@ -228,7 +228,7 @@ def build_parser() -> argparse.ArgumentParser:
 
     reference = commands.add_parser("reference", help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on a split directory (benchmarks only)")
     reference.add_argument("split_dir", help="output directory of 'ppsvm split'")
-    reference.add_argument("--task", choices=("classify", "regress"))
+    reference.add_argument("--task", choices=TASKS)
     reference.add_argument("--kernel", choices=KERNELS)
     reference.add_argument("--nu", type=_auto_float, help="number or auto (default auto)")
     reference.add_argument("--mu", type=_auto_float, help="number or auto (default auto)")

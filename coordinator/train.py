@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import Federation
-from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS
+from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from common.errors import ConfigError, EntityError, PrivacyError
 from common.kernels import KERNELS, KernelName, rescale_gaussian
 from common.lp import FORMULATIONS, Formulation, Task, solve_lp
@@ -47,7 +47,7 @@ class TrainOptions:
     distribute: bool = True
 
     def __post_init__(self) -> None:
-        if self.task not in ("classify", "regress"):
+        if self.task not in TASKS:
             raise ConfigError(f"task must be 'classify' or 'regress', got {self.task!r}")
         if self.kernel not in KERNELS:
             raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
@@ -162,8 +162,9 @@ def train_and_save(federation: Federation, options: TrainOptions, model_out: Pat
     logger.info("model written to %s", model_out)
     if options.distribute:
         with Session(federation, options.deadline) as session:
+            text = model.to_json()
             try:
-                session.each(lambda c: c.accept_model(model.to_json()))
+                session.each(lambda c: c.accept_model(text))
             except EntityError as error:
                 raise EntityError(f"the model was written to {model_out} but not delivered to every entity: {error}") from None
         logger.info("model delivered to %d entities", len(federation.entities))

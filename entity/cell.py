@@ -12,6 +12,7 @@ import csv
 import logging
 import math
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 
 import numpy as np
@@ -61,17 +62,21 @@ class Cell:
     def n_features(self) -> int:
         return self.X_train.shape[1]
 
+    @cached_property
+    def _all_rows(self) -> tuple[dict[str, int], np.ndarray]:
+        """Row number of every record id, and training then held-out rows stacked (built once)."""
+        ids = [*self.train_ids.tolist(), *self.test_ids.tolist()]
+        return {record: k for k, record in enumerate(ids)}, np.vstack([self.X_train, self.X_test])
+
     def rows_for_ids(self, ids: list[str]) -> np.ndarray:
         """Feature rows of the given record ids (training or held-out), shape (len(ids), n_j)."""
-        index = {record: k for k, record in enumerate(self.train_ids.tolist())}
-        offset = len(self.train_ids)
-        index.update({record: offset + k for k, record in enumerate(self.test_ids.tolist())})
+        index, rows_of_cell = self._all_rows
         unknown = [record for record in ids if record not in index]
         if unknown:
             shown = ", ".join(repr(r) for r in unknown[:5])
             raise DataError(f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {len(ids)})")
         rows = np.fromiter((index[record] for record in ids), dtype=np.int64, count=len(ids))
-        return np.vstack([self.X_train, self.X_test])[rows]
+        return rows_of_cell[rows]
 
 
 def load_cell(path: Path) -> Cell:

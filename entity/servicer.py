@@ -10,6 +10,7 @@ import grpc
 import numpy as np
 
 from common import __version__
+from common.constants import TASKS
 from common.errors import DataError
 from common.grpc_util import stream_handler, unary_handler
 from common.rpc import ppsvm_pb2 as pb
@@ -73,7 +74,7 @@ class EntityServicer(pb_grpc.EntityServicer):
 
     @unary_handler
     def LocalBaseline(self, request: pb.BaselineRequest, context: grpc.ServicerContext) -> pb.BaselineReply:
-        if request.kernel not in KERNEL_NAMES or request.task not in ("classify", "regress"):
+        if request.kernel not in KERNEL_NAMES or request.task not in TASKS:
             raise DataError("task must be classify or regress and kernel LINEAR or GAUSSIAN")
         figures = self.core.local_baseline(
             request.task, KERNEL_NAMES[request.kernel], request.nu or None, request.mu or None, request.seed,
