@@ -77,9 +77,10 @@ def fit_local(
         nu_values, mu_values = search_grid(task, kernel_name, n, nu, mu)
         tuning = tune(task, kernel_name, K, target, mu_ref=mu_ref, nu_values=nu_values, mu_values=mu_values,
                       folds=folds, seed=seed)
-        nu, mu_ref_final = tuning.nu, tuning.mu if kernel_name == "gaussian" else mu_ref
-        K = kernel(kernel_name, scaled, basis, mu_ref_final)
-        mu_ref = mu_ref_final
+        nu = tuning.nu
+        if kernel_name == "gaussian":
+            mu_ref = tuning.mu
+            K = kernel(kernel_name, scaled, basis, mu_ref)
     assert nu is not None
     solution = solve_lp(task, K, target, nu)
     return LocalModel(task, kernel_name, mu_ref, nu, low, high, basis, solution.u, solution.gamma, tuning)

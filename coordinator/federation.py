@@ -43,7 +43,7 @@ class RowBlockRecords:
     test_order: dict[str, np.ndarray]
 
 
-def _positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
     """Where each of ``ids`` stands in ``reference`` (unique ids); None unless they hold the same set.
 
     Entities of a row block usually list their records in the same order: that case is one comparison.
@@ -144,7 +144,7 @@ class Session:
             labelled_by = ""
             for entity in members:
                 ids = records[entity.id][f"{part}_ids"]
-                order = _positions(reference, ids)
+                order = record_positions(reference, ids)
                 if order is None:
                     raise DataError(
                         f"row block {i}: entities {first.id} and {entity.id} hold different {part} records "

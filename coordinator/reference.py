@@ -19,6 +19,7 @@ from common.kernels import KernelName
 from common.lp import Task
 from common.local_svm import fit_local
 from common.metrics import evaluate
+from coordinator.federation import record_positions
 from entity.cell import Cell, load_cell
 
 LABEL = "pooled reference (NOT PRIVATE: all cells read in one place)"
@@ -45,20 +46,19 @@ def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
         if labelled is None:
             raise DataError(f"row block {i}: no cell holds labels")
         for part in ("train", "test"):
-            ids = [getattr(c, f"{part}_ids").tolist() for c in cells]
-            order = {record: k for k, record in enumerate(ids[0])}
-            columns = []
-            for cell, cell_ids in zip(cells, ids):
-                if set(cell_ids) != set(order):
+            reference = getattr(cells[0], f"{part}_ids")
+
+            def aligned(cell: Cell, values: np.ndarray) -> np.ndarray:
+                """``values`` (one per record of ``cell``) reordered to the first cell's record order."""
+                order = record_positions(reference, getattr(cell, f"{part}_ids"))
+                if order is None:
                     raise DataError(f"row block {i}: cells {cells[0].source} and {cell.source} hold different {part} records")
-                rows = np.empty(len(cell_ids), dtype=np.int64)
-                rows[[order[r] for r in cell_ids]] = np.arange(len(cell_ids))
-                columns.append(getattr(cell, f"X_{part}")[rows])
-            labelled_ids = getattr(labelled, f"{part}_ids").tolist()
-            aligned = np.empty(len(labelled_ids))
-            aligned[[order[r] for r in labelled_ids]] = getattr(labelled, f"y_{part}")
-            parts[f"X_{part}"].append(np.hstack(columns))
-            parts[f"y_{part}"].append(aligned)
+                result = np.empty_like(values)
+                result[order] = values
+                return result
+
+            parts[f"X_{part}"].append(np.hstack([aligned(c, getattr(c, f"X_{part}")) for c in cells]))
+            parts[f"y_{part}"].append(aligned(labelled, getattr(labelled, f"y_{part}")))
     return (np.vstack(parts["X_train"]), np.concatenate(parts["y_train"]),
             np.vstack(parts["X_test"]), np.concatenate(parts["y_test"]))
 

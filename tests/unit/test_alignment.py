@@ -1,23 +1,23 @@
-"""Record alignment across the column blocks of a row block (coordinator.federation._positions)."""
+"""Record alignment across the column blocks of a row block (coordinator.federation.record_positions)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from coordinator.federation import _positions
+from coordinator.federation import record_positions
 
 REFERENCE = np.array(["a7", "b2", "c9", "d1", "e5"])
 
 
 def test_same_order_is_the_identity() -> None:
-    assert _positions(REFERENCE, REFERENCE.copy()).tolist() == [0, 1, 2, 3, 4]
+    assert record_positions(REFERENCE, REFERENCE.copy()).tolist() == [0, 1, 2, 3, 4]
 
 
 @pytest.mark.parametrize("seed", range(5))
 def test_shuffled_ids_map_back_to_the_reference(seed: int) -> None:
     ids = np.random.default_rng(seed).permutation(REFERENCE)
-    order = _positions(REFERENCE, ids)
+    order = record_positions(REFERENCE, ids)
     expected = [REFERENCE.tolist().index(record) for record in ids.tolist()]  # independent: list lookups
     assert order.tolist() == expected
     assert (REFERENCE[order] == ids).all()
@@ -34,4 +34,4 @@ def test_shuffled_ids_map_back_to_the_reference(seed: int) -> None:
     ],
 )
 def test_different_record_sets_are_refused(ids: np.ndarray) -> None:
-    assert _positions(REFERENCE, ids) is None
+    assert record_positions(REFERENCE, ids) is None
