@@ -4,7 +4,12 @@
   column-group secret comes from, where it listens, and the loudly named
   non-private override of the mbar guard.
 - A **federation file** is the coordinator's view: entity ids, addresses and
-  grid positions, and task settings. It never holds data paths or secrets.
+  grid positions, task settings, and the coordinator's own TLS material. It
+  never holds data paths or column-group secrets.
+
+Both may carry a ``[tls]`` table (``ca``, ``cert``, ``key``: PEM files made by
+``ppsvm certs``); an entity's also names the one ``coordinator`` identity it
+accepts calls from.
 
 Relative paths in an entity config are relative to the config file.
 """
@@ -18,8 +23,10 @@ from pathlib import Path
 from collections.abc import Sequence
 from typing import Any
 
+from common.certs import DEFAULT_COORDINATOR_NAME, check_party_name
 from common.errors import ConfigError
 from common.randomness import MIN_SECRET_BYTES
+from common.tls import TlsFiles
 
 # Settings a federation file's [task] table may hold; command-line flags override them.
 TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu")
@@ -47,6 +54,10 @@ class EntityConfig:
         Allow mbar >= n_j (breaks privacy rule 3); every output then says the run was not private.
     source : Path
         The config file this came from (for error messages).
+    tls : TlsFiles | None
+        The ``[tls]`` table; None when absent (plaintext then needs --insecure).
+    coordinator_identity : str
+        The certificate name of the only party allowed to call this entity.
     """
 
     id: str
@@ -57,6 +68,8 @@ class EntityConfig:
     secret_env: str | None
     non_private_override: bool
     source: Path
+    tls: TlsFiles | None = None
+    coordinator_identity: str = DEFAULT_COORDINATOR_NAME
 
     def read_secret(self) -> bytes:
         """The column-group secret: hex text from the file or environment variable, decoded."""
@@ -104,11 +117,17 @@ class Federation:
         The ``[task]`` table as written (keys: task, kernel, mbar, nu, mu, ...);
         command-line flags override it.
     source : Path
+    tls : TlsFiles | None
+        The coordinator's TLS material (``[tls]``); None when absent.
+    insecure : bool
+        Plaintext was asked for explicitly (``--insecure``); never read from the file.
     """
 
     entities: tuple[FederationEntity, ...]
     task: dict[str, Any]
     source: Path
+    tls: TlsFiles | None = None
+    insecure: bool = False
 
     @property
     def row_blocks(self) -> list[int]:
@@ -177,14 +196,12 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     secret_env = _get(table, "secret_env", str, where, None)
     if (secret_file is None) == (secret_env is None):
         raise ConfigError(f"{where}: set exactly one of 'secret_file' or 'secret_env' (the column-group secret)")
-    privacy = document.get("privacy", {})
-    if not isinstance(privacy, dict):
-        raise ConfigError(f"{path}: [privacy] must be a table")
+    privacy = _table(document, "privacy", path)
     column_block = _get(table, "column_block", int, where)
     if column_block < 0:
         raise ConfigError(f"{where}: 'column_block' must be >= 0, got {column_block}")
     return EntityConfig(
-        id=_get(table, "id", str, where),
+        id=check_party_name(_get(table, "id", str, where)),
         listen=_get(table, "listen", str, where, "127.0.0.1:0"),
         data=base / _get(table, "data", str, where),
         column_block=column_block,
@@ -192,7 +209,32 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         secret_env=secret_env,
         non_private_override=_get(privacy, NON_PRIVATE_OVERRIDE_KEY, bool, f"{path} [privacy]", False),
         source=path,
+        tls=_tls_table(document, path, ("coordinator",)),
+        coordinator_identity=check_party_name(_get(_table(document, "tls", path), "coordinator", str, f"{path} [tls]", DEFAULT_COORDINATOR_NAME)),
     )
+
+
+def _table(document: dict[str, Any], name: str, path: Path) -> dict[str, Any]:
+    table = document.get(name, {})
+    if not isinstance(table, dict):
+        raise ConfigError(f"{path}: [{name}] must be a table")
+    return table
+
+
+TLS_FILE_KEYS = ("ca", "cert", "key")
+
+
+def _tls_table(document: dict[str, Any], path: Path, extra_keys: tuple[str, ...] = ()) -> TlsFiles | None:
+    """The [tls] table's PEM paths (relative to the config file), or None when there is no table."""
+    if "tls" not in document:
+        return None
+    table = _table(document, "tls", path)
+    where = f"{path} [tls]"
+    unknown = sorted(set(table) - set(TLS_FILE_KEYS) - set(extra_keys))
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TLS_FILE_KEYS + extra_keys)}")
+    ca, cert, key = (path.parent / _get(table, name, str, where) for name in TLS_FILE_KEYS)
+    return TlsFiles(ca=ca, cert=cert, key=key, source=path)
 
 
 def load_federation(path: str | Path) -> Federation:
@@ -214,7 +256,7 @@ def load_federation(path: str | Path) -> Federation:
         if not isinstance(entry, dict):
             raise ConfigError(f"{where}: each entity must be a table ([[entity]] with id, address, row_block, column_block)")
         entity = FederationEntity(
-            id=_get(entry, "id", str, where),
+            id=check_party_name(_get(entry, "id", str, where)),
             address=_get(entry, "address", str, where),
             row_block=_get(entry, "row_block", int, where),
             column_block=_get(entry, "column_block", int, where),
@@ -236,13 +278,11 @@ def load_federation(path: str | Path) -> Federation:
         held = {(e.row_block, e.column_block) for e in entities}
         missing = [(i, j) for i in rows for j in cols if (i, j) not in held]
         raise ConfigError(f"{path}: the checkerboard is incomplete; no entity holds (row_block, column_block) {missing}")
-    task = document.get("task", {})
-    if not isinstance(task, dict):
-        raise ConfigError(f"{path}: [task] must be a table")
+    task = _table(document, "task", path)
     unknown = sorted(set(task) - set(TASK_KEYS))
     if unknown:
         raise ConfigError(f"{path} [task]: unknown setting(s) {', '.join(unknown)}; allowed: {', '.join(TASK_KEYS)}")
-    return Federation(tuple(entities), dict(task), path)
+    return Federation(tuple(entities), dict(task), path, tls=_tls_table(document, path))
 
 
 def _check_unique(path: Path, values: list[Any], what: str) -> None:
@@ -291,11 +331,27 @@ def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int]]]) 
     return text
 
 
-def federation_toml(task: dict[str, str | int], entities: Sequence[FederationEntity]) -> str:
-    """The text of a federation file for ``entities`` with the given ``[task]`` table."""
+def federation_toml(task: dict[str, str | int], entities: Sequence[FederationEntity], tls: dict[str, str] | None = None) -> str:
+    """The text of a federation file for ``entities`` with the given ``[task]`` and ``[tls]`` tables."""
     tables: list[tuple[str, dict[str, str | int]]] = [("[task]", dict(task))]
+    if tls is not None:
+        tables.append(("[tls]", dict(tls)))
     tables += [
         ("[[entity]]", {"id": e.id, "address": e.address, "row_block": e.row_block, "column_block": e.column_block})
         for e in entities
     ]
     return toml_document("ppsvm federation: the coordinator's view (no data, no secrets).", tables)
+
+
+def federation_at_addresses(planned: Federation, addresses: Sequence[str]) -> str:
+    """``planned``'s federation file with each entity (in order) at the given address.
+
+    For processes started on free ports; TLS paths become absolute so the text can be written anywhere.
+    """
+    if len(addresses) != len(planned.entities):
+        raise ValueError(f"{len(addresses)} addresses for {len(planned.entities)} entities")
+    entities = [FederationEntity(e.id, a, e.row_block, e.column_block) for e, a in zip(planned.entities, addresses)]
+    tls = None
+    if planned.tls is not None:
+        tls = {"ca": str(planned.tls.ca.resolve()), "cert": str(planned.tls.cert.resolve()), "key": str(planned.tls.key.resolve())}
+    return federation_toml(planned.task, entities, tls)

@@ -22,3 +22,7 @@ DEFAULT_FOLDS = 5
 
 # Seconds a coordinator waits for an entity call before giving up (per call).
 DEFAULT_DEADLINE_S = 120.0
+# An unreachable entity (UNAVAILABLE) is tried this many times in all, waiting
+# RETRY_BACKOFF_S, then twice that, ... in between: rides out a restart, bounded.
+RETRY_ATTEMPTS = 4
+RETRY_BACKOFF_S = 0.5

@@ -6,7 +6,7 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from concurrent import futures
 from types import FrameType
 from typing import Any, TypeVar
@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 import grpc
 
 from common.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
+from common.tls import RequirePeer, TlsFiles, channel_credentials, server_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -73,18 +74,29 @@ def stream_handler(method: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def create_server(address: str, register: Callable[[grpc.Server], None], max_workers: int = 8) -> tuple[grpc.Server, int]:
+def create_server(
+    address: str, register: Callable[[grpc.Server], None], *, tls: TlsFiles | None,
+    allowed_peers: Collection[str] | None = None, max_workers: int = 8,
+) -> tuple[grpc.Server, int]:
     """Start a server on ``address`` (port 0 picks a free one); returns (server, bound port).
+
+    Parameters
+    ----------
+    tls : TlsFiles or None
+        Mutual TLS material; None serves plaintext (see :func:`common.tls.choose_tls`).
+    allowed_peers : collection of str, optional
+        Certificate identities allowed to call; None accepts any certificate from the CA.
 
     Raises
     ------
     ConfigError
-        The address cannot be bound.
+        The address cannot be bound, or the TLS files cannot be read.
     """
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers))
+    interceptors = [RequirePeer(allowed_peers)] if tls is not None and allowed_peers is not None else []
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
     register(server)
     try:
-        port = server.add_insecure_port(address)
+        port = server.add_secure_port(address, server_credentials(tls)) if tls is not None else server.add_insecure_port(address)
     except RuntimeError as exc:
         raise ConfigError(f"cannot listen on {address}: {exc}") from exc
     if port == 0:
@@ -105,9 +117,15 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
-def open_channel(address: str) -> grpc.Channel:
-    """A channel to ``address`` with unbounded receive size (streams are chunked anyway)."""
-    return grpc.insecure_channel(address)
+def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Channel:
+    """A channel to the party named ``peer`` at ``address``.
+
+    With TLS the server must present a certificate from the federation CA for the
+    name ``peer`` (not for the address): the federation file's id is the identity.
+    """
+    if tls is None:
+        return grpc.insecure_channel(address)
+    return grpc.secure_channel(address, channel_credentials(tls), options=[("grpc.ssl_target_name_override", peer)])
 
 
 def host_of(address: str) -> str:

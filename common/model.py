@@ -8,8 +8,6 @@ private, and how it was trained.
 from __future__ import annotations
 
 import json
-import os
-import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -17,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from common.errors import ConfigError
+from common.files import write_atomic
 
 FORMAT = "ppsvm-model"
 FORMAT_VERSION = 1
@@ -114,18 +113,3 @@ class Model:
         except OSError as exc:
             raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
         return cls.from_json(text, str(path))
-
-
-def write_atomic(path: Path, text: str) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a part."""
-    path.parent.mkdir(parents=True, exist_ok=True)
-    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
-    try:
-        with os.fdopen(handle, "w", encoding="utf-8") as stream:
-            stream.write(text)
-            stream.flush()
-            os.fsync(stream.fileno())
-        os.replace(temporary, path)
-    except BaseException:
-        Path(temporary).unlink(missing_ok=True)
-        raise

@@ -3,7 +3,8 @@
 A dataset is cut into r row blocks and s column blocks; each cell goes to one
 entity as a CSV file, with an entity config that is private to that entity, a
 secret per column block (shared by that block's entities, from which they derive
-B_j; DESIGN.md section 2), a public federation file for the coordinator and a
+B_j; DESIGN.md section 2), a public federation file for the coordinator, TLS
+certificates for every party from a one-off CA whose key is not kept, and a
 manifest (``split.json``) recording how the split was made. All files are staged
 under temporary names and renamed into place only once every one was written.
 """
@@ -15,10 +16,7 @@ import hashlib
 import io
 import json
 import logging
-import os
 import re
-import secrets
-import tomllib
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,9 +24,11 @@ from typing import Any
 
 import numpy as np
 
+from common.certs import CA_FILE, CA_KEY_FILE, DEFAULT_COORDINATOR_NAME, certificate_file, key_file, make_certificates
 from common.config import FederationEntity, federation_toml, toml_document
 from common.constants import TASKS
 from common.dataset import Dataset
+from common.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from common.kernels import KERNELS
 from common.randomness import new_secret_hex
 from common.errors import ConfigError, DataError
@@ -39,10 +39,8 @@ logger = logging.getLogger(__name__)
 
 FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
-_PUBLIC_MODE = 0o666  # narrowed by the process umask, like any new file
-_PRIVATE_MODE = 0o600  # cell data, entity configs and secrets
 # Files a previous split may have left that this one does not rewrite.
-_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml)|column-block-\d+\.secret")
+_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key)|column-block-\d+\.secret")
 
 
 @dataclass(frozen=True)
@@ -188,8 +186,8 @@ def split_dataset(
             name = f"r{i}c{j}"
             entity_names.append(name)
             cell = _cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
-            files[f"{name}.csv"] = (cell, _PRIVATE_MODE)
-            files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j), _PRIVATE_MODE)
+            files[f"{name}.csv"] = (cell, PRIVATE_MODE)
+            files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j), PRIVATE_MODE)
             cells.append(
                 {
                     "id": name,
@@ -201,8 +199,12 @@ def split_dataset(
                 }
             )
     for j in range(options.cols):
-        files[_secret_name(j)] = (new_secret_hex() + "\n", _PRIVATE_MODE)
-    files[FEDERATION_FILE] = (_federation_toml(options), _PUBLIC_MODE)
+        files[_secret_name(j)] = (new_secret_hex() + "\n", PRIVATE_MODE)
+    for filename, pem in make_certificates([DEFAULT_COORDINATOR_NAME, *entity_names]).items():
+        # Without the CA key nobody can mint another identity this federation would trust.
+        if filename != CA_KEY_FILE:
+            files[filename] = (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE)
+    files[FEDERATION_FILE] = (_federation_toml(options), PUBLIC_MODE)
     manifest = {
         "source": dataset.source,
         "source_sha256": _sha256(dataset.source),
@@ -232,7 +234,7 @@ def split_dataset(
         ],
         "cells": cells,
     }
-    files[MANIFEST_FILE] = (json.dumps(manifest, indent=2) + "\n", _PUBLIC_MODE)
+    files[MANIFEST_FILE] = (json.dumps(manifest, indent=2) + "\n", PUBLIC_MODE)
 
     _write_all(options.out_dir, files, options.overwrite)
     return SplitResult(
@@ -345,16 +347,21 @@ def _entity_toml(name: str, address: str, column_block: int) -> str:
                     "column_block": column_block,
                     "secret_file": _secret_name(column_block),
                 },
-            )
+            ),
+            ("[tls]", {**_tls_files(name), "coordinator": DEFAULT_COORDINATOR_NAME}),
         ],
     )
+
+
+def _tls_files(name: str) -> dict[str, str]:
+    return {"ca": CA_FILE, "cert": certificate_file(name), "key": key_file(name)}
 
 
 def _federation_toml(options: SplitOptions) -> str:
     entities = [
         FederationEntity(f"r{i}c{j}", _address(options, i, j), i, j) for i in range(options.rows) for j in range(options.cols)
     ]
-    return federation_toml({"task": options.task, "kernel": options.kernel}, entities)
+    return federation_toml({"task": options.task, "kernel": options.kernel}, entities, _tls_files(DEFAULT_COORDINATOR_NAME))
 
 
 def _sha256(source: str) -> str | None:
@@ -370,36 +377,8 @@ def _sha256(source: str) -> str | None:
 
 
 def _write_all(out_dir: Path, files: dict[str, tuple[str, int]], overwrite: bool) -> None:
-    """Stage every file under a temporary name, then rename them all into place.
-
-    On failure, removes the temporary files, the files this call renamed into
-    place that did not exist before, and `out_dir` if this call created it.
-    """
-    created_dir = not out_dir.exists()
-    out_dir.mkdir(parents=True, exist_ok=True)
-    staged: dict[Path, Path] = {}
-    placed: list[Path] = []
-    try:
-        for name, (text, mode) in files.items():
-            temporary = out_dir / f".{name}.{secrets.token_hex(4)}.tmp"
-            # O_EXCL: never write through a file or symlink someone else put there.
-            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
-            staged[temporary] = out_dir / name
-            with open(descriptor, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
-                handle.flush()
-                os.fsync(handle.fileno())
-        for temporary, final in staged.items():
-            existed = final.exists()
-            os.replace(temporary, final)
-            if not existed:
-                placed.append(final)
-    except BaseException:
-        for path in [*staged, *placed]:
-            path.unlink(missing_ok=True)
-        if created_dir and not any(out_dir.iterdir()):
-            out_dir.rmdir()
-        raise
+    """Write every file or none (:func:`common.files.write_all`), then drop an earlier split's leftovers."""
+    write_all(out_dir, files)
     if overwrite:
         for stale in out_dir.iterdir():
             if _SPLIT_OUTPUT.fullmatch(stale.name) and stale.name not in files:

@@ -17,6 +17,7 @@ import secrets
 import numpy as np
 
 _B_LABEL = b"ppsvm/v1/random-kernel-B"
+_CHECK_LABEL = b"ppsvm/v1/key-check-value"
 MIN_SECRET_BYTES = 16
 
 
@@ -45,6 +46,16 @@ def derive_B(secret: bytes, mbar: int, n_features: int) -> np.ndarray:
     seed = hmac.new(secret, _B_LABEL + b"/n=" + str(n_features).encode(), hashlib.sha256).digest()
     rng = np.random.Generator(np.random.PCG64(int.from_bytes(seed, "little")))
     return rng.random((mbar, n_features))
+
+
+def key_check_value(secret: bytes) -> str:
+    """A public fingerprint of a column-block secret: 16 hex digits of HMAC-SHA256 of a fixed label.
+
+    Entities holding the same secret publish the same value, so a mismatch shows
+    before a silently wrong kernel is assembled. HMAC under a different label
+    than B's derivation: the value says nothing about the secret or B.
+    """
+    return hmac.new(secret, _CHECK_LABEL, hashlib.sha256).hexdigest()[:16]
 
 
 def new_secret_hex() -> str:

@@ -12,10 +12,11 @@ from pathlib import Path
 from typing import Any
 
 from common import __version__
-from common.config import Federation, load_federation
+from common.certs import DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
+from common.config import Federation, load_federation, toml_string
 from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from common.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
-from common.errors import PpsvmError
+from common.errors import ConfigError, PpsvmError
 from common.kernels import KERNELS
 from common.lp import FORMULATIONS
 from common.model import Model
@@ -58,7 +59,16 @@ def _add_task_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default %(default)s)")
     parser.add_argument("--lp-formulation", choices=FORMULATIONS, default="highs-dual",
                         help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)")
-    parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S, help="seconds allowed per entity call (default %(default)s)")
+
+
+def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool = True) -> None:
+    """How the coordinator reaches the entities: the federation file, deadlines, TLS."""
+    if federation:
+        parser.add_argument("--federation", required=True, help="the federation file (entity ids, addresses, grid positions, [tls])")
+    parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S,
+                        help="seconds allowed per entity call before it fails (default %(default)s); unreachable entities are retried a few times first")
+    parser.add_argument("--insecure", action="store_true",
+                        help="plaintext instead of mutual TLS (trusted networks only; logged as a warning)")
 
 
 def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distribute: bool = True) -> Any:
@@ -78,7 +88,7 @@ def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distrib
 
 
 def _federation(args: argparse.Namespace) -> Federation:
-    return load_federation(args.federation)
+    return dataclasses.replace(load_federation(args.federation), insecure=args.insecure)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -140,6 +150,27 @@ def cmd_split(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_certs(args: argparse.Namespace) -> int:
+    from common.certs import CA_FILE, CA_KEY_FILE, certificate_file, key_file, make_certificates
+    from common.files import PRIVATE_MODE, PUBLIC_MODE, write_all
+
+    federation = load_federation(args.federation)
+    names = [args.coordinator, *(e.id for e in federation.entities)]
+    files = make_certificates(names, valid_days=args.days)
+    out = Path(args.out)
+    existing = sorted(name for name in files if (out / name).exists())
+    if existing and not args.overwrite:
+        raise ConfigError(f"{out} already holds {', '.join(existing)}; pass --overwrite to replace them")
+    write_all(out, {name: (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE) for name, pem in files.items()})
+    print(f"wrote a CA and {len(names)} certificates to {out}, valid for {args.days} days:")
+    print(f"  {CA_FILE}: to every party;  {CA_KEY_FILE}: keep offline (it can mint identities this federation trusts)")
+    for name in names:
+        print(f"  {certificate_file(name)} and {key_file(name)}: to {name} only")
+    print(f"each entity's [tls] table names ca, cert, key and coordinator = {toml_string(args.coordinator)}; "
+          "the federation file's names the coordinator's ca, cert and key")
+    return 0
+
+
 def cmd_reference(args: argparse.Namespace) -> int:
     from coordinator.reference import LABEL, pooled_reference
 
@@ -163,6 +194,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     options = DemoOptions(
         data=data, dataset=dataset_options, rows=args.rows, cols=args.cols, test_fraction=args.test_fraction,
         seed=args.seed, train=_train_options(args, {}), out=Path(args.out) if args.out else None, json=args.json,
+        insecure=args.insecure,
     )
     run_demo(options)
     return 0
@@ -184,7 +216,7 @@ def build_parser() -> argparse.ArgumentParser:
     coordinator = commands.add_parser("coordinator", help="train, evaluate and serve models over a federation")
     actions = coordinator.add_subparsers(dest="action", required=True, metavar="ACTION")
     train = actions.add_parser("train", help="assemble K(A, B') from the entities, solve the LP, write and distribute the model")
-    train.add_argument("--federation", required=True, help="the federation file (entity ids, addresses, grid positions)")
+    _add_connection_arguments(train)
     train.add_argument("--model-out", required=True, help="where to write the model (JSON, written atomically)")
     train.add_argument("--no-distribute", action="store_true", help="do not send the model to the entities")
     train.add_argument("--json", action="store_true", help="print a JSON summary")
@@ -192,23 +224,22 @@ def build_parser() -> argparse.ArgumentParser:
     train.set_defaults(run=cmd_train)
 
     evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")
-    evaluate.add_argument("--federation", required=True)
+    _add_connection_arguments(evaluate)
     evaluate.add_argument("--model", required=True)
     evaluate.add_argument("--json", action="store_true", help="print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private")
-    evaluate.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S)
     evaluate.set_defaults(run=cmd_evaluate)
 
     baselines = actions.add_parser("baselines", help="each entity trains on its own cell alone and reports only its held-out error")
-    baselines.add_argument("--federation", required=True)
+    _add_connection_arguments(baselines)
     baselines.add_argument("--json", action="store_true")
     _add_task_arguments(baselines)
     baselines.set_defaults(run=cmd_baselines)
 
     serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
-    serve.add_argument("--federation", required=True)
+    _add_connection_arguments(serve)
     serve.add_argument("--model", required=True)
-    serve.add_argument("--listen", default="127.0.0.1:0", help="HOST:PORT (default %(default)s: a free port)")
-    serve.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S)
+    serve.add_argument("--listen", default="127.0.0.1:0",
+                       help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate from the federation CA")
     serve.set_defaults(run=cmd_serve)
 
     split = commands.add_parser("split", help="partition a dataset into a checkerboard of entity cells, configs and secrets")
@@ -225,6 +256,19 @@ def build_parser() -> argparse.ArgumentParser:
     split.add_argument("--overwrite", action="store_true", help="allow a non-empty output directory")
     add_dataset_arguments(split)
     split.set_defaults(run=cmd_split)
+
+    certs = commands.add_parser(
+        "certs", help="make a federation CA and a TLS certificate and key for the coordinator and every entity",
+        description="Mutual TLS material for a federation: a CA, and for each party a certificate whose name is its id "
+                    "in the federation file (the coordinator checks entities by these names; entities accept only the "
+                    "coordinator name in their [tls] table). Keys are EC P-256, written with mode 0600.",
+    )
+    certs.add_argument("--federation", required=True, help="the federation file: one certificate per entity id")
+    certs.add_argument("--out", required=True, help="directory for ca.pem, ca.key and NAME.pem / NAME.key")
+    certs.add_argument("--coordinator", default=DEFAULT_COORDINATOR_NAME, help="the coordinator's identity (default %(default)s)")
+    certs.add_argument("--days", type=int, default=DEFAULT_VALID_DAYS, help="validity in days (default %(default)s)")
+    certs.add_argument("--overwrite", action="store_true", help="replace existing files of the same names")
+    certs.set_defaults(run=cmd_certs)
 
     reference = commands.add_parser("reference", help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on a split directory (benchmarks only)")
     reference.add_argument("split_dir", help="output directory of 'ppsvm split'")
@@ -244,6 +288,7 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_argument("--out", help="keep the split, model and configs in this directory (default: a temporary one)")
     demo.add_argument("--json", action="store_true", help="last line: the PPSVM evaluation as JSON")
     _add_task_arguments(demo)
+    _add_connection_arguments(demo, federation=False)
     add_dataset_arguments(demo)
     demo.set_defaults(run=cmd_demo)
     return parser

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import logging
+import time
 from collections.abc import Callable
 from typing import Any, TypeVar
 
@@ -9,23 +11,28 @@ import grpc
 import numpy as np
 
 from common.config import FederationEntity
-from common.constants import DEFAULT_DEADLINE_S
+from common.constants import DEFAULT_DEADLINE_S, RETRY_ATTEMPTS, RETRY_BACKOFF_S
 from common.errors import EntityError, WireError
 from common.grpc_util import open_channel
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from common.tls import TlsFiles
 from common.wire import decode_arrays, expect_arrays
 
+logger = logging.getLogger(__name__)
 T = TypeVar("T")
 
 
 class EntityClient:
     """Calls to one entity. Every failure becomes an EntityError naming the entity and its address."""
 
-    def __init__(self, entity: FederationEntity, deadline: float = DEFAULT_DEADLINE_S) -> None:
+    def __init__(
+        self, entity: FederationEntity, tls: TlsFiles | None, deadline: float = DEFAULT_DEADLINE_S, attempts: int = RETRY_ATTEMPTS,
+    ) -> None:
         self.entity = entity
         self.deadline = deadline
-        self.channel = open_channel(entity.address)
+        self.attempts = attempts
+        self.channel = open_channel(entity.address, tls=tls, peer=entity.id)
         self.stub = pb_grpc.EntityStub(self.channel)
 
     @property
@@ -36,19 +43,35 @@ class EntityClient:
         self.channel.close()
 
     def _call(self, what: str, call: Callable[[], T]) -> T:
-        try:
-            return call()
-        except grpc.RpcError as error:
-            code = error.code() if hasattr(error, "code") else None
-            details = error.details() if hasattr(error, "details") else str(error)
-            if code is grpc.StatusCode.UNAVAILABLE:
-                raise EntityError(f"{self.name} is unreachable ({what}): {details}") from None
-            if code is grpc.StatusCode.DEADLINE_EXCEEDED:
-                raise EntityError(f"{self.name} did not answer {what} within {self.deadline:g} s") from None
-            name = code.name if code is not None else "error"
-            raise EntityError(f"{self.name} refused {what} ({name}): {details}") from None
-        except WireError as error:
-            raise EntityError(f"{self.name} sent a malformed array ({what}): {error}") from None
+        """Run one call; UNAVAILABLE is retried with doubling pauses (every ppsvm call is idempotent)."""
+        started = time.monotonic()
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return call()
+            except grpc.RpcError as error:
+                code = error.code() if hasattr(error, "code") else None
+                details = error.details() if hasattr(error, "details") else str(error)
+                if code is grpc.StatusCode.UNAVAILABLE and attempt < self.attempts:
+                    pause = RETRY_BACKOFF_S * 2 ** (attempt - 1)
+                    logger.warning("%s is unavailable (%s, attempt %d of %d); retrying in %.1f s", self.name, what, attempt, self.attempts, pause)
+                    time.sleep(pause)
+                    continue
+                raise self._error(what, code, details, attempt, time.monotonic() - started) from None
+            except WireError as error:
+                raise EntityError(f"{self.name} sent a malformed array ({what}): {error}") from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _error(self, what: str, code: grpc.StatusCode | None, details: str, attempts: int, seconds: float) -> EntityError:
+        if code is grpc.StatusCode.UNAVAILABLE:
+            hint = ""
+            if any(word in details.lower() for word in ("ssl", "handshake", "certificate", "tls")):
+                hint = (f"; the TLS handshake failed: the entity must present a valid certificate for {self.entity.id!r} "
+                        "from the federation CA, and accept this coordinator's")
+            return EntityError(f"{self.name} is unreachable ({what}; {attempts} attempts over {seconds:.1f} s){hint}: {details}")
+        if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+            return EntityError(f"{self.name} did not answer {what} within {self.deadline:g} s")
+        name = code.name if code is not None else "error"
+        return EntityError(f"{self.name} refused {what} ({name}): {details}")
 
     def _arrays(self, what: str, method: Callable[..., Any], request: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
         def run() -> dict[str, np.ndarray]:

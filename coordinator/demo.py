@@ -11,9 +11,9 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from common.config import FederationEntity, federation_toml, load_federation
+from common.config import federation_at_addresses, load_federation
 from common.dataset import DatasetOptions, load_dataset
-from common.partition import FEDERATION_FILE, SplitOptions, split_dataset
+from common.partition import SplitOptions, split_dataset
 from coordinator.evaluate import entity_alone, evaluate_model, mean_figures
 from coordinator.processes import EntityProcesses
 from coordinator.reference import LABEL as REFERENCE_LABEL
@@ -39,6 +39,7 @@ class DemoOptions:
     train: TrainOptions
     out: Path | None
     json: bool
+    insecure: bool = False
 
 
 def run_demo(options: DemoOptions) -> dict[str, Any]:
@@ -62,27 +63,26 @@ def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
     logger.info("split %s (%d x %d) into a %d x %d checkerboard in %s", options.data.name, *dataset.X.shape,
                 options.rows, options.cols, work)
     planned = load_federation(split.federation_path)
-    with EntityProcesses(list(split.entity_config_paths)) as running:
-        entities = [dataclasses.replace(e, address=a) for e, a in zip(planned.entities, running.addresses)]
+    with EntityProcesses(list(split.entity_config_paths), insecure=options.insecure) as running:
         live_path = work / "federation.live.toml"
-        live_path.write_text(federation_toml(planned.task, entities), encoding="utf-8")
-        federation = load_federation(live_path)
-        logger.info("started %d entity processes", len(entities))
+        live_path.write_text(federation_at_addresses(planned, running.addresses), encoding="utf-8")
+        federation = dataclasses.replace(load_federation(live_path), insecure=options.insecure)
+        logger.info("started %d entity processes", len(federation.entities))
         model = train_and_save(federation, options.train, work / "model.json")
         result = evaluate_model(federation, model, options.train.deadline)
         alone = entity_alone(federation, model.task, model.kernel, nu=None, mu=None, seed=options.seed,
                              deadline=options.train.deadline)
     reference = pooled_reference(work, model.task, model.kernel, nu=None, mu=None, seed=options.seed)
-    _print_table(options, model.training["n_train"], model.mbar, result, mean_figures(alone), reference, entities)
+    _print_table(options, model.training["n_train"], model.mbar, result, mean_figures(alone), reference, len(federation.entities))
     return result
 
 
 def _print_table(
     options: DemoOptions, n_train: int, mbar: int, ppsvm: dict[str, Any], alone: dict[str, float],
-    reference: dict[str, Any], entities: list[FederationEntity],
+    reference: dict[str, Any], n_entities: int,
 ) -> None:
     keys = [k for k in ("error_rate", "auc", "relative_error", "rmse") if k in ppsvm]
-    print(f"\n{options.data.name}: {options.rows} x {options.cols} checkerboard, {len(entities)} entity processes, "
+    print(f"\n{options.data.name}: {options.rows} x {options.cols} checkerboard, {n_entities} entity processes, "
           f"{n_train} training and {ppsvm['n_test']} held-out records, {options.train.kernel} kernel, mbar = {mbar}")
     print(f"{'model':<62}" + "".join(f"{k:>16}" for k in keys))
     rows = [

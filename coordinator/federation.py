@@ -13,10 +13,11 @@ import numpy as np
 
 from common.config import Federation, FederationEntity
 from common.constants import DEFAULT_DEADLINE_S
-from common.errors import DataError, EntityError
+from common.errors import ConfigError, DataError, EntityError
 from common.kernels import KernelName, assemble
 from common.model import ColumnScaling
 from common.rpc import ppsvm_pb2 as pb
+from common.tls import choose_tls
 from coordinator.client import EntityClient
 
 logger = logging.getLogger(__name__)
@@ -70,7 +71,8 @@ class Session:
 
     def __init__(self, federation: Federation, deadline: float = DEFAULT_DEADLINE_S) -> None:
         self.federation = federation
-        self.clients = {e.id: EntityClient(e, deadline) for e in federation.entities}
+        tls = choose_tls(federation.tls, insecure=federation.insecure, source=federation.source)
+        self.clients = {e.id: EntityClient(e, tls, deadline) for e in federation.entities}
         self._pool = ThreadPoolExecutor(max_workers=min(32, len(self.clients)), thread_name_prefix="entity-call")
         self.metadata: dict[str, pb.BlockMetadata] = {}
 
@@ -112,9 +114,20 @@ class Session:
             if meta.column_block != entity.column_block:
                 raise EntityError(f"entity {entity.id} says it holds column block {meta.column_block}, the federation file says {entity.column_block}")
         for j in self.federation.column_blocks:
-            widths = {e.id: self.metadata[e.id].n_features for e in self.column_block(j)}
+            members = self.column_block(j)
+            widths = {e.id: self.metadata[e.id].n_features for e in members}
             if len(set(widths.values())) != 1:
                 raise DataError(f"column block {j}: entities hold different feature counts {widths}")
+            groups: dict[str, list[str]] = {}
+            for entity in members:
+                groups.setdefault(self.metadata[entity.id].secret_check, []).append(entity.id)
+            if len(groups) > 1:
+                described = "; ".join(", ".join(ids) for ids in groups.values())
+                raise ConfigError(
+                    f"column block {j}: its entities hold different column-group secrets (key-check values differ: "
+                    f"{described}), so their B_j differ and the assembled kernel would be wrong; give every entity "
+                    "of the block the same secret file"
+                )
         return self.metadata
 
     def row_block(self, i: int) -> list[FederationEntity]:

@@ -20,9 +20,10 @@ START_TIMEOUT_S = 60.0
 class EntityProcesses:
     """A context manager that runs ``ppsvm entity`` for each config and yields their addresses."""
 
-    def __init__(self, configs: list[Path], host: str = "127.0.0.1") -> None:
+    def __init__(self, configs: list[Path], host: str = "127.0.0.1", *, insecure: bool = False) -> None:
         self.configs = configs
         self.host = host
+        self.insecure = insecure
         self.processes: list[subprocess.Popen[str]] = []
         self.addresses: list[str] = []
 
@@ -30,7 +31,8 @@ class EntityProcesses:
         try:
             for config in self.configs:
                 self.processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", f"{self.host}:0"],
+                    [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", f"{self.host}:0",
+                     *(["--insecure"] if self.insecure else [])],
                     stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(),
                 ))
             self.addresses = [self._wait_ready(p, c) for p, c in zip(self.processes, self.configs)]

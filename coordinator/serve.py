@@ -70,7 +70,9 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
     with Session(federation, deadline) as session:
         session.load_metadata()
         servicer = CoordinatorServicer(session, model)
-        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s))
+        # Prediction clients need a certificate from the federation CA; any identity may ask.
+        tls = None if federation.insecure else federation.tls
+        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=tls)
         print(f"listening on {host_of(listen)}:{port}", flush=True)
         stop.wait()
         server.stop(2.0).wait()

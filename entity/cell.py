@@ -23,9 +23,10 @@ from common.kernels import KernelName, kernel, scale_to_unit
 from common.lp import Task
 from common.local_svm import fit_local
 from common.metrics import evaluate
-from common.model import Model, write_atomic
+from common.files import write_atomic
+from common.model import Model
 from common.privacy import NOT_PRIVATE_BANNER, check_mbar
-from common.randomness import derive_B
+from common.randomness import derive_B, key_check_value
 
 logger = logging.getLogger(__name__)
 
@@ -165,6 +166,7 @@ class EntityCore:
         self.config = config
         self.cell = load_cell(config.data)
         self._secret = config.read_secret()
+        self.secret_check = key_check_value(self._secret)
         if config.non_private_override:
             logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
 

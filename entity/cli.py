@@ -16,9 +16,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "Serve one cell A_ij over gRPC. The entity publishes only kernel blocks K(A_ij, B_j') against its "
             "own secret random matrix B_j, record ids, labels, per-feature min/max and shapes. It refuses "
             "mbar >= n_j unless its config sets [privacy] non_private_allow_mbar_at_least_features = true. "
+            "Mutual TLS is on by default: only the coordinator identity named in the config's [tls] table may call. "
             "Prints 'listening on HOST:PORT' once it accepts calls; stops cleanly on SIGINT/SIGTERM."
         ),
     )
     parser.add_argument("--config", required=True, help="the entity's TOML config (private to it)")
     parser.add_argument("--listen", help="HOST:PORT to serve on, overriding the config (port 0 picks a free port)")
-    parser.set_defaults(run=lambda args: serve_entity(load_entity_config(args.config), args.listen))
+    parser.add_argument("--insecure", action="store_true",
+                        help="serve plaintext without TLS and accept any caller (trusted networks only; logged as a warning)")
+    parser.set_defaults(run=lambda args: serve_entity(load_entity_config(args.config), args.listen, insecure=args.insecure))

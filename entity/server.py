@@ -12,6 +12,7 @@ from common.config import EntityConfig
 from common.grpc_util import create_server, host_of, stop_on_signals
 from common.privacy import NOT_PRIVATE_BANNER
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from common.tls import choose_tls
 from entity.cell import EntityCore
 from entity.servicer import EntityServicer
 
@@ -20,8 +21,11 @@ logger = logging.getLogger(__name__)
 SHUTDOWN_GRACE_S = 2.0
 
 
-def start_entity(config: EntityConfig) -> tuple[grpc.Server, int]:
+def start_entity(config: EntityConfig, *, insecure: bool = False) -> tuple[grpc.Server, int]:
     """Load the cell, derive nothing yet (B_j is derived per request), start serving.
+
+    With TLS (the default) only the coordinator identity named in the config may call;
+    ``insecure`` serves plaintext to anyone and is logged as a warning.
 
     Returns
     -------
@@ -30,7 +34,9 @@ def start_entity(config: EntityConfig) -> tuple[grpc.Server, int]:
     """
     core = EntityCore(config)
     servicer = EntityServicer(core, model_dir=config.source.parent)
-    server, port = create_server(config.listen, lambda s: pb_grpc.add_EntityServicer_to_server(servicer, s))
+    tls = choose_tls(config.tls, insecure=insecure, source=config.source)
+    server, port = create_server(config.listen, lambda s: pb_grpc.add_EntityServicer_to_server(servicer, s),
+                                 tls=tls, allowed_peers={config.coordinator_identity})
     cell = core.cell
     logger.info(
         "entity %s: column block %d, %d features, %d training and %d held-out records%s",
@@ -40,11 +46,11 @@ def start_entity(config: EntityConfig) -> tuple[grpc.Server, int]:
     return server, port
 
 
-def serve_entity(config: EntityConfig, listen: str | None = None) -> int:
+def serve_entity(config: EntityConfig, listen: str | None = None, *, insecure: bool = False) -> int:
     """Serve until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` once calls are accepted."""
     if listen is not None:
         config = dataclasses.replace(config, listen=listen)
-    server, port = start_entity(config)
+    server, port = start_entity(config, insecure=insecure)
     stop = stop_on_signals()
     if config.non_private_override:
         print(NOT_PRIVATE_BANNER, file=sys.stderr, flush=True)

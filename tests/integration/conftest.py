@@ -9,9 +9,12 @@ import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import grpc
 import pytest
 
-from common.config import federation_toml, load_federation
+from common.certs import DEFAULT_COORDINATOR_NAME
+from common.config import FederationEntity, federation_at_addresses, load_federation
+from common.grpc_util import open_channel
 from coordinator.processes import EntityProcesses
 
 REPO = Path(__file__).resolve().parents[2]
@@ -44,6 +47,14 @@ class RunningFederation:
         return json.loads(out.stdout.strip().splitlines()[-1])
 
 
+def coordinator_channel(federation_path: Path, entity: FederationEntity | str) -> grpc.Channel:
+    """A channel to an entity (or, by name, the coordinator's prediction service) with the coordinator's TLS identity."""
+    federation = load_federation(federation_path)
+    if isinstance(entity, str):
+        return open_channel(entity, tls=federation.tls, peer=DEFAULT_COORDINATOR_NAME)
+    return open_channel(entity.address, tls=federation.tls, peer=entity.id)
+
+
 def split(tmp: Path, data: Path, rows: int, cols: int, *options: str) -> Path:
     ppsvm("split", str(data), "--rows", str(rows), "--cols", str(cols), "--out", str(tmp), *options)
     return tmp
@@ -68,8 +79,7 @@ def federation(tmp_path: Path) -> Iterator[callable]:
         processes = EntityProcesses(configs).__enter__()
         started.append(processes)
         live = split_dir / "federation.live.toml"
-        entities = [dataclasses.replace(e, address=a) for e, a in zip(planned.entities, processes.addresses)]
-        live.write_text(federation_toml(planned.task, entities))
+        live.write_text(federation_at_addresses(planned, processes.addresses))
         return RunningFederation(split_dir, live, processes)
 
     yield start

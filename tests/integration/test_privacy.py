@@ -7,8 +7,6 @@ overrides it, and then every output says the run was not private.
 
 from __future__ import annotations
 
-import dataclasses
-import json
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,7 +15,7 @@ import grpc
 import numpy as np
 import pytest
 
-from common.config import federation_toml, load_entity_config, load_federation
+from common.config import federation_at_addresses, load_entity_config, load_federation
 from common.grpc_util import create_server
 from common.kernels import gaussian_kernel
 from common.model import Model
@@ -29,7 +27,7 @@ from coordinator.train import TrainOptions, train_and_save
 from entity.cell import EntityCore
 from entity.servicer import EntityServicer
 
-from .conftest import WDBC, WDBC_OPTIONS, split
+from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, split
 
 MBAR = 6
 
@@ -61,17 +59,18 @@ class Spy:
 def spied(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, Spy], dict[str, EntityCore]]]:
     split_dir = split(tmp_path / "split", WDBC, 2, 2, *WDBC_OPTIONS)
     planned = load_federation(split_dir / "federation.toml")
-    servers, spies, cores, entities = [], {}, {}, []
+    servers, spies, cores, addresses = [], {}, {}, []
     for entity in planned.entities:
         config = load_entity_config(split_dir / f"{entity.id}.toml")
         core = EntityCore(config)
         spy = Spy(EntityServicer(core, split_dir))
-        server, port = create_server("127.0.0.1:0", lambda s, spy=spy: pb_grpc.add_EntityServicer_to_server(spy, s))
+        server, port = create_server("127.0.0.1:0", lambda s, spy=spy: pb_grpc.add_EntityServicer_to_server(spy, s),
+                                     tls=config.tls, allowed_peers={config.coordinator_identity})
         servers.append(server)
         spies[entity.id], cores[entity.id] = spy, core
-        entities.append(dataclasses.replace(entity, address=f"127.0.0.1:{port}"))
+        addresses.append(f"127.0.0.1:{port}")
     live = split_dir / "federation.live.toml"
-    live.write_text(federation_toml(planned.task, entities))
+    live.write_text(federation_at_addresses(planned, addresses))
     yield split_dir, live, spies, cores
     for server in servers:
         server.stop(0)
@@ -115,7 +114,7 @@ def test_entity_refuses_mbar_not_below_its_width(spied) -> None:
     _, live, _, cores = spied
     entity = load_federation(live).entities[0]
     width = cores[entity.id].cell.n_features
-    with grpc.insecure_channel(entity.address) as channel:
+    with coordinator_channel(live, entity) as channel:
         stub = pb_grpc.EntityStub(channel)
         request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=width, mu=1.0, record_set=pb.TRAIN,
                                    scaling=pb.Scaling(low=[0.0] * width, high=[1.0] * width))

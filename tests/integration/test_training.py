@@ -19,7 +19,7 @@ from common.model import Model
 from common.randomness import derive_B
 from coordinator.reference import pool_cells
 
-from .conftest import ppsvm
+from .conftest import coordinator_channel, ppsvm
 
 
 @dataclasses.dataclass
@@ -193,7 +193,7 @@ def test_serve_predicts_by_record_id(federation) -> None:
                 B = derive_B(load_entity_config(run.split_dir / f"{entity.id}.toml").read_secret(), model.mbar, len(x))
                 distance = distance + ((scaled[None, :] - B) ** 2).sum(axis=1)
             expected.append(np.exp(-model.mu * distance) @ np.array(model.u) - model.gamma)
-        with grpc.insecure_channel(address) as channel:
+        with coordinator_channel(run.federation_path, address) as channel:
             stub = pb_grpc.CoordinatorStub(channel)
             reply = stub.Predict(pb.PredictRequest(ids=ids), timeout=30)
             assert [p.id for p in reply.predictions] == ids

@@ -300,16 +300,26 @@ def test_toml_document_round_trip() -> None:
 
 def test_federation_toml_loads_back(tmp_path: Path) -> None:
     entities = [
-        FederationEntity('hospital "A"', "host\\one:5000", 0, 0),
-        FederationEntity("bank\nB", "[::1]:5001", 0, 1),
-        FederationEntity("c\x7f", "h:5002", 1, 0),
-        FederationEntity("d \u00fc", "h:5003", 1, 1),
+        FederationEntity("hospital-A", 'host"one\\:5000', 0, 0),
+        FederationEntity("bank.B", "[::1]:5001", 0, 1),
+        FederationEntity("c", "h\x7f:5002", 1, 0),
+        FederationEntity("d", "h\u00fc\n:5003", 1, 1),
     ]
     task = {"task": "classify", "kernel": "gaussian", "mbar": 3}
-    path = write(tmp_path / "federation.toml", federation_toml(task, entities))
+    tls = {"ca": "ca dir/ca.pem", "cert": 'c"oordinator.pem', "key": "coordinator.key"}
+    path = write(tmp_path / "federation.toml", federation_toml(task, entities, tls))
     federation = load_federation(path)
     assert federation.entities == tuple(entities)
     assert federation.task == task
+    assert federation.tls is not None
+    assert (federation.tls.ca, federation.tls.cert) == (tmp_path / "ca dir/ca.pem", tmp_path / 'c"oordinator.pem')
+
+
+@pytest.mark.parametrize("name", ['hospital "A"', "bank\nB", "d \u00fc", "-x", "a_b", ""])
+def test_entity_ids_must_be_certificate_names(tmp_path: Path, name: str) -> None:
+    text = federation_toml({}, [FederationEntity(name, "h:1", 0, 0)])
+    with pytest.raises(ConfigError, match="cannot be a certificate identity"):
+        load_federation(write(tmp_path / "federation.toml", text))
 
 
 def test_federation_entity_entries_must_be_tables(tmp_path: Path) -> None:

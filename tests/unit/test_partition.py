@@ -12,9 +12,12 @@ from pathlib import Path
 
 import numpy as np
 import pytest
+from cryptography import x509
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from common.certs import certificate_identity
+from common.config import load_entity_config, load_federation
 from common.dataset import Dataset
 from common.errors import ConfigError, DataError
 from common.partition import SplitOptions, SplitResult, split_dataset
@@ -139,7 +142,28 @@ def test_entity_config_format(dataset: Dataset, tmp_path: Path) -> None:
         'data = "r0c1.csv"\n'
         "column_block = 1\n"
         'secret_file = "column-block-1.secret"\n'
+        "\n"
+        "[tls]\n"
+        'ca = "ca.pem"\n'
+        'cert = "r0c1.pem"\n'
+        'key = "r0c1.key"\n'
+        'coordinator = "coordinator"\n'
     )
+
+
+def test_split_makes_certificates_for_every_party(dataset: Dataset, tmp_path: Path) -> None:
+    result = split_dataset(dataset, SplitOptions(rows=2, cols=2, out_dir=tmp_path))
+    ca = x509.load_pem_x509_certificate((tmp_path / "ca.pem").read_bytes())
+    assert not (tmp_path / "ca.key").exists(), "a split's CA key is not kept"
+    for name in ("coordinator", "r0c0", "r0c1", "r1c0", "r1c1"):
+        cert = x509.load_pem_x509_certificate((tmp_path / f"{name}.pem").read_bytes())
+        cert.verify_directly_issued_by(ca)
+        assert certificate_identity((tmp_path / f"{name}.pem").read_bytes())[0] == name
+        assert stat.S_IMODE((tmp_path / f"{name}.key").stat().st_mode) == 0o600
+    federation = load_federation(result.federation_path)
+    assert federation.tls is not None and federation.tls.identity() == "coordinator"
+    entity = load_entity_config(result.entity_config_paths[3])
+    assert entity.tls is not None and entity.tls.identity() == "r1c1" and entity.coordinator_identity == "coordinator"
 
 
 def test_federation_is_public_and_complete(dataset: Dataset, tmp_path: Path) -> None:
@@ -186,8 +210,9 @@ def test_overwrite_replaces_and_removes_stale_cells(dataset: Dataset, tmp_path: 
     (tmp_path / "notes.txt").write_text("keep")
     split_dataset(dataset, SplitOptions(rows=1, cols=2, out_dir=tmp_path, overwrite=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "column-block-0.secret", "column-block-1.secret", "federation.toml", "notes.txt",
-        "r0c0.csv", "r0c0.toml", "r0c1.csv", "r0c1.toml", "split.json",
+        "ca.pem", "column-block-0.secret", "column-block-1.secret", "coordinator.key", "coordinator.pem",
+        "federation.toml", "notes.txt", "r0c0.csv", "r0c0.key", "r0c0.pem", "r0c0.toml",
+        "r0c1.csv", "r0c1.key", "r0c1.pem", "r0c1.toml", "split.json",
     ]  # fmt: skip
 
 

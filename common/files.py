@@ -1,0 +1,79 @@
+"""Writing files so that a crash leaves the old contents or the new, never a part."""
+
+from __future__ import annotations
+
+import os
+import secrets
+import tempfile
+from pathlib import Path
+
+PUBLIC_MODE = 0o666  # narrowed by the process umask, like any new file
+PRIVATE_MODE = 0o600  # cell data, configs with secrets, private keys, ledgers
+
+
+def _sync_directory(directory: Path) -> None:
+    """Make a rename in ``directory`` durable (the rename itself lives in the directory entry)."""
+    descriptor = os.open(directory, os.O_RDONLY)
+    try:
+        os.fsync(descriptor)
+    finally:
+        os.close(descriptor)
+
+
+def write_atomic(path: Path, text: str, mode: int = PUBLIC_MODE) -> None:
+    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a part."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
+    try:
+        os.fchmod(handle, mode & ~_umask())
+        with os.fdopen(handle, "w", encoding="utf-8") as stream:
+            stream.write(text)
+            stream.flush()
+            os.fsync(stream.fileno())
+        os.replace(temporary, path)
+    except BaseException:
+        Path(temporary).unlink(missing_ok=True)
+        raise
+    _sync_directory(path.parent)
+
+
+def _umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+def write_all(out_dir: Path, files: dict[str, tuple[str, int]]) -> None:
+    """Write several files (name -> (text, mode)) into ``out_dir``: all of them, or none.
+
+    Every file is staged under a temporary name first and renamed into place
+    only once all were written. On failure, removes the temporary files, the
+    files this call renamed into place that did not exist before, and
+    ``out_dir`` if this call created it.
+    """
+    created_dir = not out_dir.exists()
+    out_dir.mkdir(parents=True, exist_ok=True)
+    staged: dict[Path, Path] = {}
+    placed: list[Path] = []
+    try:
+        for name, (text, mode) in files.items():
+            temporary = out_dir / f".{name}.{secrets.token_hex(4)}.tmp"
+            # O_EXCL: never write through a file or symlink someone else put there.
+            descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
+            staged[temporary] = out_dir / name
+            with open(descriptor, "w", encoding="utf-8", newline="") as handle:
+                handle.write(text)
+                handle.flush()
+                os.fsync(handle.fileno())
+        for temporary, final in staged.items():
+            existed = final.exists()
+            os.replace(temporary, final)
+            if not existed:
+                placed.append(final)
+    except BaseException:
+        for path in [*staged, *placed]:
+            path.unlink(missing_ok=True)
+        if created_dir and not any(out_dir.iterdir()):
+            out_dir.rmdir()
+        raise
+    _sync_directory(out_dir)
