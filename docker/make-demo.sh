@@ -9,8 +9,9 @@
 # The entity configs keep the split's `listen` values; compose overrides them with
 # --listen 0.0.0.0:50051.
 #
-# The column-block secrets written here are fresh random demo secrets (mode 0600),
-# fine for a demo and nothing else.
+# The column-block secrets and TLS keys written here are fresh random demo
+# material (mode 0600), committed so the demo runs as is: fine for a demo and
+# nothing else.
 set -eu
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
@@ -26,6 +27,7 @@ from common.config import federation_toml, load_federation
 path = Path("docker/demo/federation.toml")
 federation = load_federation(path)
 entities = [dataclasses.replace(e, address=f"{e.id}:50051") for e in federation.entities]
-path.write_text(federation_toml(federation.task, entities), encoding="utf-8")
+tls = {"ca": "ca.pem", "cert": "coordinator.pem", "key": "coordinator.key"}  # as split wrote them, relative
+path.write_text(federation_toml(federation.task, entities, tls), encoding="utf-8")
 print(f"rewrote {path}: entities at their compose service names, port 50051")
 PY
