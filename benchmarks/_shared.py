@@ -202,7 +202,7 @@ def serve_split(split: Any, work: Path, timings: dict[str, float] | None = None)
     are stored under "start_servers" and "stop_servers".
     """
     # Imported here so the scripts that only time LPs do not load the gRPC server code.
-    from common.config import federation_toml, load_entity_config, load_federation
+    from common.config import federation_at_addresses, load_entity_config, load_federation
     from entity.server import start_entity
 
     started = time.perf_counter()
@@ -212,12 +212,12 @@ def serve_split(split: Any, work: Path, timings: dict[str, float] | None = None)
         ports: dict[str, int] = {}
         for path in split.entity_config_paths:
             config = dataclasses.replace(load_entity_config(path), listen="127.0.0.1:0")
-            server, port = start_entity(config)
+            server, port = start_entity(config)  # with the split's TLS certificates, as deployed
             servers.append(server)
             ports[config.id] = port
-        live = [dataclasses.replace(e, address=f"127.0.0.1:{ports[e.id]}") for e in planned.entities]
         live_path = work / "federation.live.toml"
-        live_path.write_text(federation_toml(planned.task, live), encoding="utf-8")
+        addresses = [f"127.0.0.1:{ports[e.id]}" for e in planned.entities]
+        live_path.write_text(federation_at_addresses(planned, addresses), encoding="utf-8")
         federation = load_federation(live_path)
         if timings is not None:
             timings["start_servers"] = time.perf_counter() - started

@@ -21,7 +21,6 @@ pooled, [0, 1]-scaled training rows (skipped above --svc-max rows).
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import logging
 import os
@@ -56,7 +55,7 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
     """Start the entities, time the kernel fetch and train(), save K and the timings to ``out``."""
     import resource
 
-    from common.config import federation_toml, load_federation
+    from common.config import federation_at_addresses, load_federation
     from coordinator.federation import Session
     from coordinator.processes import EntityProcesses
     from coordinator.train import TrainOptions, train
@@ -68,9 +67,8 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
     started = time.perf_counter()
     with EntityProcesses(configs) as running:
         figures["entity_start_s"] = time.perf_counter() - started
-        entities = [dataclasses.replace(e, address=a) for e, a in zip(planned.entities, running.addresses)]
         live = federation_path.parent / "federation.live.toml"
-        live.write_text(federation_toml(planned.task, entities), encoding="utf-8")
+        live.write_text(federation_at_addresses(planned, running.addresses), encoding="utf-8")
         federation = load_federation(live)
 
         with Session(federation) as session:

@@ -58,6 +58,9 @@ class EntityConfig:
         The ``[tls]`` table; None when absent (plaintext then needs --insecure).
     coordinator_identity : str
         The certificate name of the only party allowed to call this entity.
+    column_block_members : tuple of str
+        Ids of every entity of its column block (itself included): the scaling
+        of a kernel request must combine the signed ranges of exactly these.
     """
 
     id: str
@@ -70,6 +73,7 @@ class EntityConfig:
     source: Path
     tls: TlsFiles | None = None
     coordinator_identity: str = DEFAULT_COORDINATOR_NAME
+    column_block_members: tuple[str, ...] = ()
 
     def read_secret(self) -> bytes:
         """The column-group secret: hex text from the file or environment variable, decoded."""
@@ -173,7 +177,7 @@ def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
-    return " or ".join({"str": "a string", "int": "an integer", "bool": "true or false"}.get(k.__name__, k.__name__)
+    return " or ".join({"str": "a string", "int": "an integer", "bool": "true or false", "list": "a list"}.get(k.__name__, k.__name__)
                        for k in _as_tuple(kind))
 
 
@@ -200,8 +204,13 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     column_block = _get(table, "column_block", int, where)
     if column_block < 0:
         raise ConfigError(f"{where}: 'column_block' must be >= 0, got {column_block}")
+    entity_id = check_party_name(_get(table, "id", str, where))
+    members = _get(table, "column_block_members", list, where, [entity_id])
+    if not all(isinstance(m, str) for m in members) or entity_id not in members or len(set(members)) != len(members):
+        raise ConfigError(f"{where}: 'column_block_members' must list the ids of every entity of its column block once, "
+                          f"{entity_id!r} included; got {members!r}")
     return EntityConfig(
-        id=check_party_name(_get(table, "id", str, where)),
+        id=entity_id,
         listen=_get(table, "listen", str, where, "127.0.0.1:0"),
         data=base / _get(table, "data", str, where),
         column_block=column_block,
@@ -211,6 +220,7 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         source=path,
         tls=_tls_table(document, path, ("coordinator",)),
         coordinator_identity=check_party_name(_get(_table(document, "tls", path), "coordinator", str, f"{path} [tls]", DEFAULT_COORDINATOR_NAME)),
+        column_block_members=tuple(members),
     )
 
 
@@ -306,7 +316,13 @@ def toml_string(text: str) -> str:
     return '"' + "".join(escaped) + '"'
 
 
-def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int]]]) -> str:
+def _toml_value(value: str | int | list[str]) -> str:
+    if isinstance(value, list):
+        return "[" + ", ".join(toml_string(item) for item in value) + "]"
+    return toml_string(value) if isinstance(value, str) else str(value)
+
+
+def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int | list[str]]]]) -> str:
     """A TOML file from (header, table) pairs; header "[x]" is a table, "[[x]]" an array entry.
 
     The text is parsed back with tomllib and compared with the input, so a
@@ -319,7 +335,7 @@ def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int]]]) 
             lines.append("")
         lines.append(header)
         for key, value in table.items():
-            lines.append(f"{key} = {toml_string(value) if isinstance(value, str) else value}")
+            lines.append(f"{key} = {_toml_value(value)}")
         name = header.strip("[]")
         if header.startswith("[["):
             expected.setdefault(name, []).append(table)

@@ -187,7 +187,8 @@ def split_dataset(
             entity_names.append(name)
             cell = _cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
             files[f"{name}.csv"] = (cell, PRIVATE_MODE)
-            files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j), PRIVATE_MODE)
+            members = [f"r{row}c{j}" for row in range(options.rows)]
+            files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j, members), PRIVATE_MODE)
             cells.append(
                 {
                     "id": name,
@@ -334,7 +335,7 @@ def _secret_name(column_block: int) -> str:
     return f"column-block-{column_block}.secret"
 
 
-def _entity_toml(name: str, address: str, column_block: int) -> str:
+def _entity_toml(name: str, address: str, column_block: int, members: list[str]) -> str:
     return toml_document(
         f"ppsvm entity {name}: private to this data owner; never give this file to the coordinator.",
         [
@@ -346,6 +347,7 @@ def _entity_toml(name: str, address: str, column_block: int) -> str:
                     "data": f"{name}.csv",
                     "column_block": column_block,
                     "secret_file": _secret_name(column_block),
+                    "column_block_members": members,
                 },
             ),
             ("[tls]", {**_tls_files(name), "coordinator": DEFAULT_COORDINATOR_NAME}),

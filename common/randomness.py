@@ -18,6 +18,7 @@ import numpy as np
 
 _B_LABEL = b"ppsvm/v1/random-kernel-B"
 _CHECK_LABEL = b"ppsvm/v1/key-check-value"
+_RANGE_LABEL = b"ppsvm/v1/feature-range"
 MIN_SECRET_BYTES = 16
 
 
@@ -56,6 +57,17 @@ def key_check_value(secret: bytes) -> str:
     than B's derivation: the value says nothing about the secret or B.
     """
     return hmac.new(secret, _CHECK_LABEL, hashlib.sha256).hexdigest()[:16]
+
+
+def range_tag(secret: bytes, entity_id: str, low: np.ndarray, high: np.ndarray) -> str:
+    """HMAC-SHA256 (hex) binding an entity's published per-feature min and max to its id.
+
+    Only holders of the column-group secret can make or check it, so the
+    coordinator can relay ranges between a column block's entities but not alter them.
+    """
+    message = b"".join([_RANGE_LABEL, b"/", entity_id.encode("utf-8"), b"\0",
+                        np.asarray(low, dtype="<f8").tobytes(), np.asarray(high, dtype="<f8").tobytes()])
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 
 def new_secret_hex() -> str:

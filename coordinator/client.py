@@ -51,7 +51,8 @@ class EntityClient:
             except grpc.RpcError as error:
                 code = error.code() if hasattr(error, "code") else None
                 details = error.details() if hasattr(error, "details") else str(error)
-                if code is grpc.StatusCode.UNAVAILABLE and attempt < self.attempts:
+                # A refused handshake will be refused again: only a missing peer is worth waiting for.
+                if code is grpc.StatusCode.UNAVAILABLE and attempt < self.attempts and not _tls_failure(details):
                     pause = RETRY_BACKOFF_S * 2 ** (attempt - 1)
                     logger.warning("%s is unavailable (%s, attempt %d of %d); retrying in %.1f s", self.name, what, attempt, self.attempts, pause)
                     time.sleep(pause)
@@ -64,7 +65,7 @@ class EntityClient:
     def _error(self, what: str, code: grpc.StatusCode | None, details: str, attempts: int, seconds: float) -> EntityError:
         if code is grpc.StatusCode.UNAVAILABLE:
             hint = ""
-            if any(word in details.lower() for word in ("ssl", "handshake", "certificate", "tls")):
+            if _tls_failure(details):
                 hint = (f"; the TLS handshake failed: the entity must present a valid certificate for {self.entity.id!r} "
                         "from the federation CA, and accept this coordinator's")
             return EntityError(f"{self.name} is unreachable ({what}; {attempts} attempts over {seconds:.1f} s){hint}: {details}")
@@ -88,9 +89,13 @@ class EntityClient:
         """train_ids, test_ids and, where held, train_labels and test_labels."""
         return self._arrays("Records", self.stub.Records, pb.Empty(), ("train_ids", "test_ids"))
 
-    def feature_range(self) -> tuple[np.ndarray, np.ndarray]:
-        arrays = self._arrays("FeatureRange", self.stub.FeatureRange, pb.Empty(), ("low", "high"))
-        return arrays["low"], arrays["high"]
+    def feature_range(self) -> pb.SignedRange:
+        """The entity's per-feature min and max with its tag, ready to relay to its column block."""
+        arrays = self._arrays("FeatureRange", self.stub.FeatureRange, pb.Empty(), ("low", "high", "tag"))
+        low, high, tag = arrays["low"], arrays["high"], arrays["tag"]
+        if low.ndim != 1 or high.shape != low.shape or tag.shape != (1,) or tag.dtype.kind != "U":
+            raise EntityError(f"{self.name} sent a feature range of shapes {low.shape}, {high.shape} and a tag of shape {tag.shape}")
+        return pb.SignedRange(entity_id=self.entity.id, low=low.tolist(), high=high.tolist(), tag=str(tag[0]))
 
     def kernel_block(self, request: pb.KernelRequest) -> np.ndarray:
         """K(A_ij, B_j') for the requested records, shape (rows, mbar)."""
@@ -107,3 +112,9 @@ class EntityClient:
 
     def local_baseline(self, request: pb.BaselineRequest) -> pb.BaselineReply:
         return self._call("LocalBaseline", lambda: self.stub.LocalBaseline(request, timeout=self.deadline))
+
+
+def _tls_failure(details: str) -> bool:
+    """Whether gRPC's UNAVAILABLE details describe a failed TLS handshake rather than an absent peer."""
+    text = details.lower()
+    return any(word in text for word in ("ssl", "handshake", "certificate", "tls", "verification", "unauthenticated"))

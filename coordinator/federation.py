@@ -59,11 +59,9 @@ def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | Non
     return order if np.array_equal(reference[order], ids) else None
 
 
-def kernel_request(kernel: KernelName, mbar: int, mu: float, scaling: ColumnScaling, **records: object) -> pb.KernelRequest:
-    """A kernel request for one column block; ``records`` is record_set=... or ids=..."""
-    return pb.KernelRequest(
-        kernel=KERNEL_KINDS[kernel], mbar=mbar, mu=mu, scaling=pb.Scaling(low=scaling.low, high=scaling.high), **records,
-    )
+def kernel_request(kernel: KernelName, mbar: int, mu: float, ranges: Sequence[pb.SignedRange], **records: object) -> pb.KernelRequest:
+    """A kernel request for one column block, relaying its members' signed ranges; ``records`` is record_set=... or ids=..."""
+    return pb.KernelRequest(kernel=KERNEL_KINDS[kernel], mbar=mbar, mu=mu, scaling=pb.Scaling(ranges=ranges), **records)
 
 
 class Session:
@@ -75,6 +73,8 @@ class Session:
         self.clients = {e.id: EntityClient(e, tls, deadline) for e in federation.entities}
         self._pool = ThreadPoolExecutor(max_workers=min(32, len(self.clients)), thread_name_prefix="entity-call")
         self.metadata: dict[str, pb.BlockMetadata] = {}
+        # Per column block, its members' signed feature ranges (see column_scaling).
+        self.signed_ranges: dict[int, list[pb.SignedRange]] = {}
 
     def __enter__(self) -> Session:
         return self
@@ -182,14 +182,31 @@ class Session:
                                result["train"][2], result["test"][2])
 
     def column_scaling(self) -> tuple[ColumnScaling, ...]:
-        """Per column block, the per-feature min and max over all its entities' training records."""
+        """Per column block, the per-feature min and max over all its entities' training records.
+
+        The entities compute the same from the signed ranges relayed with each kernel request.
+        """
         ranges = self.each(lambda c: c.feature_range())
         scaling = []
         for j in self.federation.column_blocks:
-            lows = np.vstack([ranges[e.id][0] for e in self.column_block(j)])
-            highs = np.vstack([ranges[e.id][1] for e in self.column_block(j)])
+            self.signed_ranges[j] = [ranges[e.id] for e in self.column_block(j)]
+            lows = np.vstack([r.low for r in self.signed_ranges[j]])
+            highs = np.vstack([r.high for r in self.signed_ranges[j]])
             scaling.append(ColumnScaling(j, tuple(lows.min(axis=0).tolist()), tuple(highs.max(axis=0).tolist())))
         return tuple(scaling)
+
+    def _ranges_for(self, scaling: Sequence[ColumnScaling]) -> dict[int, list[pb.SignedRange]]:
+        """The signed ranges to relay, checked to give ``scaling`` (e.g. a model's) in every column block."""
+        if not self.signed_ranges:
+            self.column_scaling()
+        for expected in scaling:
+            ranges = self.signed_ranges[expected.column_block]
+            low = np.min([r.low for r in ranges], axis=0).tolist()
+            high = np.max([r.high for r in ranges], axis=0).tolist()
+            if (tuple(low), tuple(high)) != (expected.low, expected.high):
+                raise DataError(f"column block {expected.column_block}: the entities' feature ranges differ from the model's "
+                                "scaling: their training data changed since the model was trained; train again")
+        return self.signed_ranges
 
     def kernel(
         self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], blocks: Sequence[RowBlockRecords], part: str,
@@ -201,9 +218,9 @@ class Session:
         ndarray, shape (sum of row-block sizes, mbar)
         """
         start = time.perf_counter()
-
+        ranges = self._ranges_for(scaling)
         fetched = self.each(
-            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, scaling[c.entity.column_block], record_set=RECORD_SETS[part]))
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, ranges[c.entity.column_block], record_set=RECORD_SETS[part]))
         )
         rows = []
         for block in blocks:
@@ -227,8 +244,9 @@ class Session:
         """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar)."""
 
         members = self.row_block(row_block)
+        ranges = self._ranges_for(scaling)
         fetched = self.each(
-            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, scaling[c.entity.column_block], ids=pb.RecordIds(ids=ids))),
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids))),
             members,
         )
         return assemble(kernel, [fetched[e.id] for e in members])

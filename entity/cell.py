@@ -9,8 +9,10 @@ shapes and the entity-alone error.
 from __future__ import annotations
 
 import csv
+import hmac
 import logging
 import math
+from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -18,7 +20,7 @@ from pathlib import Path
 import numpy as np
 
 from common.config import EntityConfig
-from common.errors import ConfigError, DataError
+from common.errors import ConfigError, DataError, PrivacyError
 from common.kernels import KernelName, kernel, scale_to_unit
 from common.lp import Task
 from common.local_svm import fit_local
@@ -26,7 +28,7 @@ from common.metrics import evaluate
 from common.files import write_atomic
 from common.model import Model
 from common.privacy import NOT_PRIVATE_BANNER, check_mbar
-from common.randomness import derive_B, key_check_value
+from common.randomness import derive_B, key_check_value, range_tag
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +161,16 @@ def _number(text: str, path: Path, line: int, column: str) -> float:
     return value
 
 
+@dataclass(frozen=True)
+class SignedRange:
+    """A column-block member's published per-feature min and max with its tag (see FeatureRange)."""
+
+    entity_id: str
+    low: Sequence[float]
+    high: Sequence[float]
+    tag: str
+
+
 class EntityCore:
     """An entity's answers to the coordinator, as pure functions of its cell and secret."""
 
@@ -183,14 +195,50 @@ class EntityCore:
         return arrays
 
     def feature_range(self) -> dict[str, np.ndarray]:
-        """Per-feature min and max over the training records (allowed by rule 1)."""
-        return {"low": self.cell.X_train.min(axis=0), "high": self.cell.X_train.max(axis=0)}
+        """Per-feature min and max over the training records (allowed by rule 1), tagged under the secret."""
+        low, high = self.cell.X_train.min(axis=0), self.cell.X_train.max(axis=0)
+        return {"low": low, "high": high, "tag": np.array([range_tag(self._secret, self.id, low, high)])}
+
+    def block_scaling(self, ranges: Sequence[SignedRange]) -> tuple[np.ndarray, np.ndarray]:
+        """The column block's scaling from its members' signed ranges, checked here; (low, high), shapes (n_j,).
+
+        Raises
+        ------
+        PrivacyError
+            The ranges are not exactly one per column-block member, a tag does not
+            verify, or this entity's own range is not the one it published: the
+            scaling would then be the requester's choice (a reconstruction lever).
+        """
+        n = self.cell.n_features
+        members = set(self.config.column_block_members)
+        given = [r.entity_id for r in ranges]
+        if sorted(given) != sorted(members):
+            raise PrivacyError(
+                f"entity {self.id}: a scaling must combine the published ranges of exactly the column block's entities "
+                f"{sorted(members)} (its config's column_block_members), once each; got {given}"
+            )
+        lows, highs = [], []
+        for signed in ranges:
+            low, high = np.asarray(signed.low, dtype=np.float64), np.asarray(signed.high, dtype=np.float64)
+            if low.shape != (n,) or high.shape != (n,):
+                raise DataError(f"entity {self.id} holds {n} features; the range of {signed.entity_id} has {low.size} lows and {high.size} highs")
+            if not hmac.compare_digest(signed.tag, range_tag(self._secret, signed.entity_id, low, high)):
+                raise PrivacyError(f"entity {self.id}: the range relayed for {signed.entity_id} does not carry a valid tag under "
+                                   "the column-group secret: it was altered or comes from another column block")
+            lows.append(low)
+            highs.append(high)
+        own = given.index(self.id)
+        if not (np.array_equal(lows[own], self.cell.X_train.min(axis=0)) and np.array_equal(highs[own], self.cell.X_train.max(axis=0))):
+            raise PrivacyError(f"entity {self.id}: the range relayed as its own is not the one it holds")
+        return np.min(lows, axis=0), np.max(highs, axis=0)
 
     def kernel_block(
-        self, kernel_name: KernelName, mbar: int, mu: float, low: np.ndarray, high: np.ndarray,
+        self, kernel_name: KernelName, mbar: int, mu: float, ranges: Sequence[SignedRange],
         record_set: str | None = None, ids: list[str] | None = None,
     ) -> np.ndarray:
         """K(A, B_j') for the training or held-out records, or for records named by id.
+
+        The rows are scaled with :meth:`block_scaling` of ``ranges``.
 
         Returns
         -------
@@ -199,17 +247,13 @@ class EntityCore:
         Raises
         ------
         PrivacyError
-            mbar >= n_j without the entity's own override (rule 3).
+            mbar >= n_j without the entity's own override (rule 3), or ranges that fail :meth:`block_scaling`.
         DataError
-            Scaling of the wrong length or non-finite, unknown ids.
+            Ranges of the wrong length, unknown ids.
         """
         n = self.cell.n_features
         check_mbar(mbar, n, self.config.non_private_override, self.id)
-        low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
-        if low.shape != (n,) or high.shape != (n,):
-            raise DataError(f"entity {self.id} holds {n} features; the scaling has {low.size} lows and {high.size} highs")
-        if not (np.isfinite(low).all() and np.isfinite(high).all()) or (high < low).any():
-            raise DataError(f"entity {self.id}: scaling bounds must be finite with high >= low")
+        low, high = self.block_scaling(ranges)
         if record_set == "train":
             X = self.cell.X_train
         elif record_set == "test":

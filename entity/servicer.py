@@ -7,7 +7,6 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
-import numpy as np
 
 from common import __version__
 from common.constants import TASKS
@@ -16,7 +15,7 @@ from common.grpc_util import stream_handler, unary_handler
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
 from common.wire import encode_arrays
-from entity.cell import EntityCore
+from entity.cell import EntityCore, SignedRange
 
 logger = logging.getLogger(__name__)
 
@@ -60,10 +59,8 @@ class EntityServicer(pb_grpc.EntityServicer):
         ids = list(request.ids.ids) if which == "ids" else None
         if which is None:
             raise DataError("name a record set or record ids")
-        block = self.core.kernel_block(
-            KERNEL_NAMES[request.kernel], request.mbar, request.mu,
-            np.asarray(request.scaling.low), np.asarray(request.scaling.high), record_set=record_set, ids=ids,
-        )
+        ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
+        block = self.core.kernel_block(KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=record_set, ids=ids)
         logger.info("entity %s: kernel block %s for %s", self.core.id, block.shape, record_set or f"{len(ids or [])} ids")
         yield from encode_arrays({"kernel": block})
 

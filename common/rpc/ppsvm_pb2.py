@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ommon/rpc/ppsvm.proto\x12\x08ppsvm.v1\"9\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"M\n\nArrayChunk\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x15.ppsvm.v1.ArrayHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"\x07\n\x05\x45mpty\"\xcc\x01\n\rBlockMetadata\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63olumn_block\x18\x02 \x01(\r\x12\x12\n\nn_features\x18\x03 \x01(\r\x12\x0f\n\x07n_train\x18\x04 \x01(\x04\x12\x0e\n\x06n_test\x18\x05 \x01(\x04\x12\x12\n\nhas_labels\x18\x06 \x01(\x08\x12\x1c\n\x14non_private_override\x18\x07 \x01(\x08\x12\x15\n\rppsvm_version\x18\x08 \x01(\t\x12\x14\n\x0csecret_check\x18\t \x01(\t\"$\n\x07Scaling\x12\x0b\n\x03low\x18\x01 \x03(\x01\x12\x0c\n\x04high\x18\x02 \x03(\x01\"\xcd\x01\n\rKernelRequest\x12$\n\x06kernel\x18\x01 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\x0c\n\x04mbar\x18\x02 \x01(\r\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\"\n\x07scaling\x18\x04 \x01(\x0b\x32\x11.ppsvm.v1.Scaling\x12)\n\nrecord_set\x18\x05 \x01(\x0e\x32\x13.ppsvm.v1.RecordSetH\x00\x12\"\n\x03ids\x18\x06 \x01(\x0b\x32\x13.ppsvm.v1.RecordIdsH\x00\x42\t\n\x07records\"\x18\n\tRecordIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\"\n\x0cModelMessage\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\"\x16\n\x03\x41\x63k\x12\x0f\n\x07message\x18\x01 \x01(\t\"k\n\x0f\x42\x61selineRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12$\n\x06kernel\x18\x02 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\n\n\x02nu\x18\x03 \x01(\x01\x12\n\n\x02mu\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x04\"\x8a\x01\n\rBaselineReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0e\n\x06n_test\x18\x03 \x01(\x04\x12\x12\n\nerror_rate\x18\x04 \x01(\x01\x12\x0b\n\x03\x61uc\x18\x05 \x01(\x01\x12\x16\n\x0erelative_error\x18\x06 \x01(\x01\x12\x0c\n\x04rmse\x18\x07 \x01(\x01\"\x1d\n\x0ePredictRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\">\n\nPrediction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x01\x12\x12\n\nprediction\x18\x03 \x01(\x01\"9\n\x0cPredictReply\x12)\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x14.ppsvm.v1.Prediction\"w\n\x0bStatusReply\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x0c\n\x04mbar\x18\x03 \x01(\r\x12\x12\n\nn_entities\x18\x04 \x01(\r\x12\x0f\n\x07private\x18\x05 \x01(\x08\x12\x17\n\x0frequests_served\x18\x06 \x01(\x04*<\n\tRecordSet\x12\x1a\n\x16RECORD_SET_UNSPECIFIED\x10\x00\x12\t\n\x05TRAIN\x10\x01\x12\x08\n\x04TEST\x10\x02*>\n\nKernelKind\x12\x16\n\x12KERNEL_UNSPECIFIED\x10\x00\x12\n\n\x06LINEAR\x10\x01\x12\x0c\n\x08GAUSSIAN\x10\x02\x32\xe6\x02\n\x06\x45ntity\x12\x34\n\x08Metadata\x12\x0f.ppsvm.v1.Empty\x1a\x17.ppsvm.v1.BlockMetadata\x12\x32\n\x07Records\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x37\n\x0c\x46\x65\x61tureRange\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12>\n\x0bKernelBlock\x12\x17.ppsvm.v1.KernelRequest\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x34\n\x0b\x41\x63\x63\x65ptModel\x12\x16.ppsvm.v1.ModelMessage\x1a\r.ppsvm.v1.Ack\x12\x43\n\rLocalBaseline\x12\x19.ppsvm.v1.BaselineRequest\x1a\x17.ppsvm.v1.BaselineReply2|\n\x0b\x43oordinator\x12;\n\x07Predict\x12\x18.ppsvm.v1.PredictRequest\x1a\x16.ppsvm.v1.PredictReply\x12\x30\n\x06Status\x12\x0f.ppsvm.v1.Empty\x1a\x15.ppsvm.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ommon/rpc/ppsvm.proto\x12\x08ppsvm.v1\"9\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"M\n\nArrayChunk\x12\'\n\x06header\x18\x01 \x01(\x0b\x32\x15.ppsvm.v1.ArrayHeaderH\x00\x12\x0e\n\x04\x64\x61ta\x18\x02 \x01(\x0cH\x00\x42\x06\n\x04part\"\x07\n\x05\x45mpty\"\xcc\x01\n\rBlockMetadata\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63olumn_block\x18\x02 \x01(\r\x12\x12\n\nn_features\x18\x03 \x01(\r\x12\x0f\n\x07n_train\x18\x04 \x01(\x04\x12\x0e\n\x06n_test\x18\x05 \x01(\x04\x12\x12\n\nhas_labels\x18\x06 \x01(\x08\x12\x1c\n\x14non_private_override\x18\x07 \x01(\x08\x12\x15\n\rppsvm_version\x18\x08 \x01(\t\x12\x14\n\x0csecret_check\x18\t \x01(\t\"H\n\x0bSignedRange\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0b\n\x03low\x18\x02 \x03(\x01\x12\x0c\n\x04high\x18\x03 \x03(\x01\x12\x0b\n\x03tag\x18\x04 \x01(\t\"0\n\x07Scaling\x12%\n\x06ranges\x18\x01 \x03(\x0b\x32\x15.ppsvm.v1.SignedRange\"\xcd\x01\n\rKernelRequest\x12$\n\x06kernel\x18\x01 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\x0c\n\x04mbar\x18\x02 \x01(\r\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\"\n\x07scaling\x18\x04 \x01(\x0b\x32\x11.ppsvm.v1.Scaling\x12)\n\nrecord_set\x18\x05 \x01(\x0e\x32\x13.ppsvm.v1.RecordSetH\x00\x12\"\n\x03ids\x18\x06 \x01(\x0b\x32\x13.ppsvm.v1.RecordIdsH\x00\x42\t\n\x07records\"\x18\n\tRecordIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\"\n\x0cModelMessage\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\"\x16\n\x03\x41\x63k\x12\x0f\n\x07message\x18\x01 \x01(\t\"k\n\x0f\x42\x61selineRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12$\n\x06kernel\x18\x02 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\n\n\x02nu\x18\x03 \x01(\x01\x12\n\n\x02mu\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x04\"\x8a\x01\n\rBaselineReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0e\n\x06n_test\x18\x03 \x01(\x04\x12\x12\n\nerror_rate\x18\x04 \x01(\x01\x12\x0b\n\x03\x61uc\x18\x05 \x01(\x01\x12\x16\n\x0erelative_error\x18\x06 \x01(\x01\x12\x0c\n\x04rmse\x18\x07 \x01(\x01\"\x1d\n\x0ePredictRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\">\n\nPrediction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x01\x12\x12\n\nprediction\x18\x03 \x01(\x01\"9\n\x0cPredictReply\x12)\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x14.ppsvm.v1.Prediction\"w\n\x0bStatusReply\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x0c\n\x04mbar\x18\x03 \x01(\r\x12\x12\n\nn_entities\x18\x04 \x01(\r\x12\x0f\n\x07private\x18\x05 \x01(\x08\x12\x17\n\x0frequests_served\x18\x06 \x01(\x04*<\n\tRecordSet\x12\x1a\n\x16RECORD_SET_UNSPECIFIED\x10\x00\x12\t\n\x05TRAIN\x10\x01\x12\x08\n\x04TEST\x10\x02*>\n\nKernelKind\x12\x16\n\x12KERNEL_UNSPECIFIED\x10\x00\x12\n\n\x06LINEAR\x10\x01\x12\x0c\n\x08GAUSSIAN\x10\x02\x32\xe6\x02\n\x06\x45ntity\x12\x34\n\x08Metadata\x12\x0f.ppsvm.v1.Empty\x1a\x17.ppsvm.v1.BlockMetadata\x12\x32\n\x07Records\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x37\n\x0c\x46\x65\x61tureRange\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12>\n\x0bKernelBlock\x12\x17.ppsvm.v1.KernelRequest\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x34\n\x0b\x41\x63\x63\x65ptModel\x12\x16.ppsvm.v1.ModelMessage\x1a\r.ppsvm.v1.Ack\x12\x43\n\rLocalBaseline\x12\x19.ppsvm.v1.BaselineRequest\x1a\x17.ppsvm.v1.BaselineReply2|\n\x0b\x43oordinator\x12;\n\x07Predict\x12\x18.ppsvm.v1.PredictRequest\x1a\x16.ppsvm.v1.PredictReply\x12\x30\n\x06Status\x12\x0f.ppsvm.v1.Empty\x1a\x15.ppsvm.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'common.rpc.ppsvm_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RECORDSET']._serialized_start=1247
-  _globals['_RECORDSET']._serialized_end=1307
-  _globals['_KERNELKIND']._serialized_start=1309
-  _globals['_KERNELKIND']._serialized_end=1371
+  _globals['_RECORDSET']._serialized_start=1333
+  _globals['_RECORDSET']._serialized_end=1393
+  _globals['_KERNELKIND']._serialized_start=1395
+  _globals['_KERNELKIND']._serialized_end=1457
   _globals['_ARRAYHEADER']._serialized_start=36
   _globals['_ARRAYHEADER']._serialized_end=93
   _globals['_ARRAYCHUNK']._serialized_start=95
@@ -43,30 +43,32 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EMPTY']._serialized_end=181
   _globals['_BLOCKMETADATA']._serialized_start=184
   _globals['_BLOCKMETADATA']._serialized_end=388
-  _globals['_SCALING']._serialized_start=390
-  _globals['_SCALING']._serialized_end=426
-  _globals['_KERNELREQUEST']._serialized_start=429
-  _globals['_KERNELREQUEST']._serialized_end=634
-  _globals['_RECORDIDS']._serialized_start=636
-  _globals['_RECORDIDS']._serialized_end=660
-  _globals['_MODELMESSAGE']._serialized_start=662
-  _globals['_MODELMESSAGE']._serialized_end=696
-  _globals['_ACK']._serialized_start=698
-  _globals['_ACK']._serialized_end=720
-  _globals['_BASELINEREQUEST']._serialized_start=722
-  _globals['_BASELINEREQUEST']._serialized_end=829
-  _globals['_BASELINEREPLY']._serialized_start=832
-  _globals['_BASELINEREPLY']._serialized_end=970
-  _globals['_PREDICTREQUEST']._serialized_start=972
-  _globals['_PREDICTREQUEST']._serialized_end=1001
-  _globals['_PREDICTION']._serialized_start=1003
-  _globals['_PREDICTION']._serialized_end=1065
-  _globals['_PREDICTREPLY']._serialized_start=1067
-  _globals['_PREDICTREPLY']._serialized_end=1124
-  _globals['_STATUSREPLY']._serialized_start=1126
-  _globals['_STATUSREPLY']._serialized_end=1245
-  _globals['_ENTITY']._serialized_start=1374
-  _globals['_ENTITY']._serialized_end=1732
-  _globals['_COORDINATOR']._serialized_start=1734
-  _globals['_COORDINATOR']._serialized_end=1858
+  _globals['_SIGNEDRANGE']._serialized_start=390
+  _globals['_SIGNEDRANGE']._serialized_end=462
+  _globals['_SCALING']._serialized_start=464
+  _globals['_SCALING']._serialized_end=512
+  _globals['_KERNELREQUEST']._serialized_start=515
+  _globals['_KERNELREQUEST']._serialized_end=720
+  _globals['_RECORDIDS']._serialized_start=722
+  _globals['_RECORDIDS']._serialized_end=746
+  _globals['_MODELMESSAGE']._serialized_start=748
+  _globals['_MODELMESSAGE']._serialized_end=782
+  _globals['_ACK']._serialized_start=784
+  _globals['_ACK']._serialized_end=806
+  _globals['_BASELINEREQUEST']._serialized_start=808
+  _globals['_BASELINEREQUEST']._serialized_end=915
+  _globals['_BASELINEREPLY']._serialized_start=918
+  _globals['_BASELINEREPLY']._serialized_end=1056
+  _globals['_PREDICTREQUEST']._serialized_start=1058
+  _globals['_PREDICTREQUEST']._serialized_end=1087
+  _globals['_PREDICTION']._serialized_start=1089
+  _globals['_PREDICTION']._serialized_end=1151
+  _globals['_PREDICTREPLY']._serialized_start=1153
+  _globals['_PREDICTREPLY']._serialized_end=1210
+  _globals['_STATUSREPLY']._serialized_start=1212
+  _globals['_STATUSREPLY']._serialized_end=1331
+  _globals['_ENTITY']._serialized_start=1460
+  _globals['_ENTITY']._serialized_end=1818
+  _globals['_COORDINATOR']._serialized_start=1820
+  _globals['_COORDINATOR']._serialized_end=1944
 # @@protoc_insertion_point(module_scope)

@@ -69,13 +69,23 @@ class BlockMetadata(_message.Message):
     secret_check: str
     def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ...) -> None: ...
 
-class Scaling(_message.Message):
-    __slots__ = ("low", "high")
+class SignedRange(_message.Message):
+    __slots__ = ("entity_id", "low", "high", "tag")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     LOW_FIELD_NUMBER: _ClassVar[int]
     HIGH_FIELD_NUMBER: _ClassVar[int]
+    TAG_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
     low: _containers.RepeatedScalarFieldContainer[float]
     high: _containers.RepeatedScalarFieldContainer[float]
-    def __init__(self, low: _Optional[_Iterable[float]] = ..., high: _Optional[_Iterable[float]] = ...) -> None: ...
+    tag: str
+    def __init__(self, entity_id: _Optional[str] = ..., low: _Optional[_Iterable[float]] = ..., high: _Optional[_Iterable[float]] = ..., tag: _Optional[str] = ...) -> None: ...
+
+class Scaling(_message.Message):
+    __slots__ = ("ranges",)
+    RANGES_FIELD_NUMBER: _ClassVar[int]
+    ranges: _containers.RepeatedCompositeFieldContainer[SignedRange]
+    def __init__(self, ranges: _Optional[_Iterable[_Union[SignedRange, _Mapping]]] = ...) -> None: ...
 
 class KernelRequest(_message.Message):
     __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids")

@@ -84,7 +84,8 @@ class EntityServicer:
         raise NotImplementedError('Method not implemented!')
 
     def FeatureRange(self, request, context):
-        """Arrays "low", "high": per-feature min and max over its training records.
+        """Arrays "low", "high": per-feature min and max over its training records;
+        "tag" (one hex string): HMAC of its id, low and high under the column-group secret.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

@@ -116,8 +116,8 @@ def test_entity_refuses_mbar_not_below_its_width(spied) -> None:
     width = cores[entity.id].cell.n_features
     with coordinator_channel(live, entity) as channel:
         stub = pb_grpc.EntityStub(channel)
-        request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=width, mu=1.0, record_set=pb.TRAIN,
-                                   scaling=pb.Scaling(low=[0.0] * width, high=[1.0] * width))
+        # Rule 3 is checked before anything else, so the request needs no ranges to be refused.
+        request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=width, mu=1.0, record_set=pb.TRAIN)
         with pytest.raises(grpc.RpcError) as refused:
             list(stub.KernelBlock(request))
         assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED

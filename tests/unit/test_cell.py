@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import hmac
 import json
 from pathlib import Path
 
@@ -12,7 +14,7 @@ from common.errors import ConfigError, DataError, PrivacyError
 from common.config import load_entity_config
 from common.model import ColumnScaling, Model, ModelEntity
 from common.randomness import derive_B
-from entity.cell import EntityCore, load_cell
+from entity.cell import EntityCore, SignedRange, load_cell
 
 SECRET = bytes(range(32))
 
@@ -127,7 +129,8 @@ def test_rows_for_ids_unknown(tmp_path: Path) -> None:
 def make_core(tmp_path: Path, cell_text: str = CELL, override: bool = False, column_block: int = 0) -> EntityCore:
     write(tmp_path / "cell.csv", cell_text)
     write(tmp_path / "secret.hex", SECRET.hex() + "\n")
-    text = (f'[entity]\nid = "ent-7"\ndata = "cell.csv"\ncolumn_block = {column_block}\nsecret_file = "secret.hex"\n')
+    text = (f'[entity]\nid = "ent-7"\ndata = "cell.csv"\ncolumn_block = {column_block}\nsecret_file = "secret.hex"\n'
+            'column_block_members = ["ent-7", "peer-1"]\n')
     if override:
         text += "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
     return EntityCore(load_entity_config(write(tmp_path / "entity.toml", text)))
@@ -142,24 +145,66 @@ def expected_gaussian(X: np.ndarray, low: np.ndarray, high: np.ndarray, B: np.nd
     return out
 
 
+def signed(entity_id: str, low: np.ndarray, high: np.ndarray, secret: bytes = SECRET) -> SignedRange:
+    """A range tagged as a column-block member would tag it: HMAC-SHA256 written out here, not via range_tag."""
+    message = b"ppsvm/v1/feature-range/" + entity_id.encode() + b"\0" + np.asarray(low, "<f8").tobytes() + np.asarray(high, "<f8").tobytes()
+    return SignedRange(entity_id, list(low), list(high), hmac.new(secret, message, hashlib.sha256).hexdigest())
+
+
+# The cell's own training range, and a peer's that widens every feature.
 LOW, HIGH = np.array([-4.0, 5.0, -1.0]), np.array([3.0, 30.0, 2.0])
+PEER_LOW, PEER_HIGH = np.array([-10.0, -60.0, -2.0]), np.array([110.0, 40.0, 9.0])
+OWN = signed("ent-7", LOW, HIGH)
+PEER = signed("peer-1", PEER_LOW, PEER_HIGH)
+NARROW_PEER = signed("peer-1", LOW + 1, HIGH - 1)  # leaves the block scaling at the cell's own range
+RANGES = [OWN, NARROW_PEER]
+
+
+def test_feature_range_tag_is_the_hmac_of_id_and_range(tmp_path: Path) -> None:
+    published = make_core(tmp_path).feature_range()
+    assert published["tag"].tolist() == [OWN.tag]
+
+
+def test_block_scaling_is_the_members_min_and_max(tmp_path: Path) -> None:
+    low, high = make_core(tmp_path).block_scaling([PEER, OWN])
+    np.testing.assert_array_equal(low, PEER_LOW)
+    np.testing.assert_array_equal(high, PEER_HIGH)
+
+
+@pytest.mark.parametrize(
+    ("ranges", "fragment"),
+    [
+        ([OWN], "exactly the column block's entities ['ent-7', 'peer-1']"),
+        ([OWN, PEER, PEER], "once each"),
+        ([OWN, PEER, signed("stranger", LOW, HIGH)], "got ['ent-7', 'peer-1', 'stranger']"),
+        # The coordinator moves one bound of a genuine range: the tag no longer verifies.
+        ([OWN, SignedRange("peer-1", list(PEER_LOW), [110.0, 400.0, 9.0], PEER.tag)], "does not carry a valid tag"),
+        ([OWN, signed("peer-1", PEER_LOW, PEER_HIGH, secret=bytes(32))], "does not carry a valid tag"),
+        # Signed with the secret, but not the range this entity holds.
+        ([signed("ent-7", LOW - 1, HIGH), PEER], "not the one it holds"),
+    ],
+)
+def test_block_scaling_refuses_ranges_the_requester_could_choose(tmp_path: Path, ranges: list[SignedRange], fragment: str) -> None:
+    with pytest.raises(PrivacyError) as caught:
+        make_core(tmp_path).kernel_block("gaussian", 2, 1.0, ranges, record_set="train")
+    assert fragment in str(caught.value) and "ent-7" in str(caught.value)
 
 
 def test_kernel_block_refuses_mbar_at_least_features(tmp_path: Path) -> None:
     core = make_core(tmp_path)
     for mbar in (3, 4, 50):
         with pytest.raises(PrivacyError) as caught:
-            core.kernel_block("gaussian", mbar, 0.5, LOW, HIGH, record_set="train")
+            core.kernel_block("gaussian", mbar, 0.5, RANGES, record_set="train")
         assert "privacy rule 3" in str(caught.value)
         assert "ent-7" in str(caught.value)
     with pytest.raises(PrivacyError, match="mbar must be >= 1"):
-        core.kernel_block("gaussian", 0, 0.5, LOW, HIGH, record_set="train")
+        core.kernel_block("gaussian", 0, 0.5, RANGES, record_set="train")
 
 
 def test_kernel_block_override_allows_large_mbar(tmp_path: Path) -> None:
     core = make_core(tmp_path, override=True)
     mbar = 5
-    K = core.kernel_block("gaussian", mbar, 0.7, LOW, HIGH, record_set="train")
+    K = core.kernel_block("gaussian", mbar, 0.7, RANGES, record_set="train")
     expected = expected_gaussian(np.array([[1, 10, -1], [3, 5, 2], [-4, 30, 1]], float), LOW, HIGH, derive_B(SECRET, mbar, 3), 0.7)
     np.testing.assert_allclose(K, expected, rtol=1e-12, atol=0)
 
@@ -167,21 +212,21 @@ def test_kernel_block_override_allows_large_mbar(tmp_path: Path) -> None:
 def test_kernel_block_gaussian_exact(tmp_path: Path) -> None:
     core = make_core(tmp_path)
     B = derive_B(SECRET, 2, 3)
-    # Scaling other than the cell's own range (the coordinator's global min/max).
-    low, high = np.array([-10.0, -60.0, -2.0]), np.array([110.0, 40.0, 9.0])
-    train = core.kernel_block("gaussian", 2, 1.3, low, high, record_set="train")
+    # The block's scaling is wider than the cell's own range (the peer's range widens it).
+    low, high = PEER_LOW, PEER_HIGH
+    train = core.kernel_block("gaussian", 2, 1.3, [OWN, PEER], record_set="train")
     assert train.shape == (3, 2)
     np.testing.assert_allclose(train, expected_gaussian(core.cell.X_train, low, high, B, 1.3), rtol=1e-12, atol=0)
-    test = core.kernel_block("gaussian", 2, 1.3, low, high, record_set="test")
+    test = core.kernel_block("gaussian", 2, 1.3, [OWN, PEER], record_set="test")
     np.testing.assert_allclose(test, expected_gaussian(np.array([[2.5, 20, 0], [100, -50, 7]]), low, high, B, 1.3), rtol=1e-12, atol=0)
-    by_id = core.kernel_block("gaussian", 2, 1.3, low, high, ids=["r4", "r2"])
+    by_id = core.kernel_block("gaussian", 2, 1.3, [OWN, PEER], ids=["r4", "r2"])
     np.testing.assert_allclose(by_id, expected_gaussian(np.array([[-4, 30, 1], [2.5, 20, 0]], float), low, high, B, 1.3), rtol=1e-12, atol=0)
 
 
 def test_kernel_block_linear_exact(tmp_path: Path) -> None:
     core = make_core(tmp_path)
     B = derive_B(SECRET, 2, 3)
-    K = core.kernel_block("linear", 2, 0.0, LOW, HIGH, record_set="test")
+    K = core.kernel_block("linear", 2, 0.0, RANGES, record_set="test")
     scaled = (np.array([[2.5, 20, 0], [100, -50, 7]]) - LOW) / (HIGH - LOW)
     expected = [[sum(s[k] * b[k] for k in range(3)) for b in B] for s in scaled]
     np.testing.assert_allclose(K, expected, rtol=1e-12)
@@ -189,35 +234,23 @@ def test_kernel_block_linear_exact(tmp_path: Path) -> None:
 
 def test_kernel_block_depends_on_secret(tmp_path: Path) -> None:
     core = make_core(tmp_path)
-    K = core.kernel_block("gaussian", 2, 1.0, LOW, HIGH, record_set="train")
+    K = core.kernel_block("gaussian", 2, 1.0, RANGES, record_set="train")
     wrong = expected_gaussian(core.cell.X_train, LOW, HIGH, derive_B(bytes(32), 2, 3), 1.0)
     assert not np.allclose(K, wrong)
 
 
-@pytest.mark.parametrize(
-    ("low", "high", "fragment"),
-    [
-        ([0.0, 0.0], [1.0, 1.0], "holds 3 features; the scaling has 2 lows and 2 highs"),
-        ([0.0, 0.0, 0.0], [1.0, 1.0, 1.0, 1.0], "the scaling has 3 lows and 4 highs"),
-        ([0.0, 2.0, 0.0], [1.0, 1.0, 1.0], "high >= low"),
-        ([0.0, np.nan, 0.0], [1.0, 1.0, 1.0], "finite"),
-        ([0.0, 0.0, 0.0], [1.0, np.inf, 1.0], "finite"),
-    ],
-)
-def test_kernel_block_refuses_bad_scaling(tmp_path: Path, low: list[float], high: list[float], fragment: str) -> None:
+def test_kernel_block_refuses_ranges_of_the_wrong_width(tmp_path: Path) -> None:
     core = make_core(tmp_path)
-    with pytest.raises(DataError) as caught:
-        core.kernel_block("gaussian", 2, 1.0, np.array(low), np.array(high), record_set="train")
-    assert fragment in str(caught.value)
-    assert "ent-7" in str(caught.value)
+    with pytest.raises(DataError, match="holds 3 features; the range of peer-1 has 2 lows and 2 highs"):
+        core.kernel_block("gaussian", 2, 1.0, [OWN, signed("peer-1", LOW[:2], HIGH[:2])], record_set="train")
 
 
 def test_kernel_block_needs_record_set_or_ids(tmp_path: Path) -> None:
     core = make_core(tmp_path)
     with pytest.raises(DataError, match="must name a record set or record ids"):
-        core.kernel_block("gaussian", 2, 1.0, LOW, HIGH)
+        core.kernel_block("gaussian", 2, 1.0, RANGES)
     with pytest.raises(DataError, match="unknown record id"):
-        core.kernel_block("gaussian", 2, 1.0, LOW, HIGH, ids=["r1", "nope"])
+        core.kernel_block("gaussian", 2, 1.0, RANGES, ids=["r1", "nope"])
 
 
 def test_feature_range_uses_train_rows_only(tmp_path: Path) -> None:

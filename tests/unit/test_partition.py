@@ -142,6 +142,7 @@ def test_entity_config_format(dataset: Dataset, tmp_path: Path) -> None:
         'data = "r0c1.csv"\n'
         "column_block = 1\n"
         'secret_file = "column-block-1.secret"\n'
+        'column_block_members = ["r0c1", "r1c1"]\n'
         "\n"
         "[tls]\n"
         'ca = "ca.pem"\n'
