@@ -1,0 +1,103 @@
+"""Certificates, TLS configuration and the client's retry rule (no network)."""
+
+from __future__ import annotations
+
+import datetime
+from pathlib import Path
+
+import grpc
+import pytest
+from cryptography import x509
+
+from common.certs import certificate_identity, make_certificates
+from common.config import FederationEntity
+from common.errors import ConfigError, EntityError
+from common.tls import TlsFiles, choose_tls
+from coordinator import client as client_module
+from coordinator.client import EntityClient
+
+
+def write_party(directory: Path, name: str, **options: object) -> TlsFiles:
+    files = make_certificates([name], **options)  # type: ignore[arg-type]
+    for filename, pem in files.items():
+        (directory / filename).write_bytes(pem.text)
+    return TlsFiles(ca=directory / "ca.pem", cert=directory / f"{name}.pem", key=directory / f"{name}.key", source=directory / "x.toml")
+
+
+def test_every_certificate_is_signed_by_the_ca_and_names_its_party() -> None:
+    files = make_certificates(["coordinator", "r0c0", "hospital-a.example"])
+    ca = x509.load_pem_x509_certificate(files["ca.pem"].text)
+    for name in ("coordinator", "r0c0", "hospital-a.example"):
+        cert = x509.load_pem_x509_certificate(files[f"{name}.pem"].text)
+        cert.verify_directly_issued_by(ca)
+        assert certificate_identity(files[f"{name}.pem"].text)[0] == name
+        assert files[f"{name}.key"].secret and not files[f"{name}.pem"].secret
+
+
+def test_two_runs_make_unrelated_cas() -> None:
+    first, second = make_certificates(["a"]), make_certificates(["a"])
+    ca = x509.load_pem_x509_certificate(first["ca.pem"].text)
+    with pytest.raises(Exception):
+        x509.load_pem_x509_certificate(second["a.pem"].text).verify_directly_issued_by(ca)
+
+
+@pytest.mark.parametrize("names", [["a", "a"], ["under_score"], ["space d"], [""]])
+def test_bad_party_names_are_refused(names: list[str]) -> None:
+    with pytest.raises(ConfigError):
+        make_certificates(names)
+
+
+def test_expired_certificate_is_named(tmp_path: Path) -> None:
+    tls = write_party(tmp_path, "r0c0", valid_days=1, now=datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc))
+    with pytest.raises(ConfigError, match=r"expired on 2020-01-0.*ppsvm certs"):
+        tls.read()
+
+
+def test_missing_tls_file_is_named(tmp_path: Path) -> None:
+    tls = write_party(tmp_path, "r0c0")
+    tls.key.unlink()
+    with pytest.raises(ConfigError, match="cannot read key file .*r0c0.key"):
+        tls.read()
+
+
+def test_plaintext_needs_an_explicit_choice(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    with pytest.raises(ConfigError, match="no \\[tls\\] table.*--insecure"):
+        choose_tls(None, insecure=False, source=tmp_path / "federation.toml")
+    tls = write_party(tmp_path, "coordinator")
+    assert choose_tls(tls, insecure=False, source=tmp_path) is tls
+    with caplog.at_level("WARNING"):
+        assert choose_tls(tls, insecure=True, source=tmp_path) is None
+    assert "TLS is OFF" in caplog.text
+
+
+class Unavailable(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.UNAVAILABLE
+
+    def details(self) -> str:
+        return "connection refused"
+
+
+def test_unavailable_is_retried_then_named(monkeypatch: pytest.MonkeyPatch) -> None:
+    pauses: list[float] = []
+    monkeypatch.setattr(client_module.time, "sleep", pauses.append)
+    client = EntityClient(FederationEntity("r0c1", "127.0.0.1:9", 0, 1), tls=None, attempts=4)
+    failures = iter([Unavailable(), Unavailable()])
+
+    def flaky() -> str:
+        error = next(failures, None)
+        if error is not None:
+            raise error
+        return "answer"
+
+    assert client._call("Metadata", flaky) == "answer"
+    assert pauses == [0.5, 1.0]
+
+    def dead() -> str:
+        raise Unavailable()
+
+    pauses.clear()
+    with pytest.raises(EntityError, match=r"entity r0c1 at 127.0.0.1:9 is unreachable \(Metadata; 4 attempts"):
+        client._call("Metadata", dead)
+    assert pauses == [0.5, 1.0, 2.0]
+    client.close()
