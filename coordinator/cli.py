@@ -171,6 +171,16 @@ def cmd_certs(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_audit(args: argparse.Namespace) -> int:
+    from common.config import load_entity_config
+    from coordinator.audit import audit, format_report
+
+    configs = [load_entity_config(path) for path in args.entity_config]
+    report = audit(_federation(args), configs, args.deadline)
+    print(json.dumps(report) if args.json else format_report(report))
+    return 0 if report["ok"] else 1
+
+
 def cmd_reference(args: argparse.Namespace) -> int:
     from coordinator.reference import LABEL, pooled_reference
 
@@ -269,6 +279,17 @@ def build_parser() -> argparse.ArgumentParser:
     certs.add_argument("--days", type=int, default=DEFAULT_VALID_DAYS, help="validity in days (default %(default)s)")
     certs.add_argument("--overwrite", action="store_true", help="replace existing files of the same names")
     certs.set_defaults(run=cmd_certs)
+
+    audit = commands.add_parser(
+        "audit", help="report which privacy conditions hold for a federation and what each party can learn",
+        description="Asks the live entities for their metadata over the training channels (nothing else) and, with "
+                    "--entity-config, checks entity configs available here. Exits 1 when a condition fails.",
+    )
+    _add_connection_arguments(audit)
+    audit.add_argument("--entity-config", action="append", default=[], metavar="TOML",
+                       help="an entity config to check as well (repeatable; a data owner audits its own)")
+    audit.add_argument("--json", action="store_true", help="print the report as one JSON object")
+    audit.set_defaults(run=cmd_audit)
 
     reference = commands.add_parser("reference", help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on a split directory (benchmarks only)")
     reference.add_argument("split_dir", help="output directory of 'ppsvm split'")

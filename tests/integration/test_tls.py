@@ -137,3 +137,14 @@ def test_certs_command_names_every_party(tmp_path: Path) -> None:
     assert stat.S_IMODE((out / "ca.key").stat().st_mode) == 0o600
     again = ppsvm("certs", "--federation", str(split_dir / "federation.toml"), "--out", str(out), check=False)
     assert again.returncode == 1 and "--overwrite" in again.stderr
+
+
+def test_audit_reports_conditions_and_what_parties_learn(federation) -> None:
+    run = federation(2, 2)
+    configs = [arg for e in load_federation(run.federation_path).entities for arg in ("--entity-config", str(run.split_dir / f"{e.id}.toml"))]
+    report = ppsvm("audit", "--federation", str(run.federation_path), *configs)
+    assert "[     ok] transport: mutual TLS; the coordinator is 'coordinator'" in report.stdout
+    assert "column block 1: every entity refuses mbar >= n_j = 15" in report.stdout
+    assert "- coordinator: record ids, labels" in report.stdout and "every checked condition holds" in report.stdout
+    plaintext = ppsvm("audit", "--federation", str(run.federation_path), "--insecure", check=False)
+    assert plaintext.returncode == 1 and "[   FAIL] transport: plaintext" in plaintext.stdout
