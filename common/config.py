@@ -16,6 +16,7 @@ Relative paths in an entity config are relative to the config file.
 
 from __future__ import annotations
 
+import math
 import os
 import tomllib
 from dataclasses import dataclass
@@ -33,6 +34,8 @@ TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu")
 
 # The entity-side setting that disables privacy rule 3 (mbar < n_j); for benchmarks only.
 NON_PRIVATE_OVERRIDE_KEY = "non_private_allow_mbar_at_least_features"
+# The entity-side setting that lets it release SVM weights without DP noise; for benchmarks only.
+NON_PRIVATE_WEIGHTS_KEY = "non_private_allow_unnoised_weights"
 
 
 @dataclass(frozen=True)
@@ -61,6 +64,14 @@ class EntityConfig:
     column_block_members : tuple of str
         Ids of every entity of its column block (itself included): the scaling
         of a kernel request must combine the signed ranges of exactly these.
+    epsilon_total : float | None
+        ``[privacy] epsilon_total``: the differential-privacy budget for its data;
+        None refuses every DP release.
+    ledger : Path
+        ``[privacy] ledger``: the file recording every DP release (default
+        ``<id>.privacy-ledger.json`` next to the config).
+    non_private_weights : bool
+        Allow releasing SVM weights without noise (NOT PRIVATE; benchmarks only).
     """
 
     id: str
@@ -74,6 +85,9 @@ class EntityConfig:
     tls: TlsFiles | None = None
     coordinator_identity: str = DEFAULT_COORDINATOR_NAME
     column_block_members: tuple[str, ...] = ()
+    epsilon_total: float | None = None
+    ledger: Path | None = None
+    non_private_weights: bool = False
 
     def read_secret(self) -> bytes:
         """The column-group secret: hex text from the file or environment variable, decoded."""
@@ -201,6 +215,10 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     if (secret_file is None) == (secret_env is None):
         raise ConfigError(f"{where}: set exactly one of 'secret_file' or 'secret_env' (the column-group secret)")
     privacy = _table(document, "privacy", path)
+    allowed = (NON_PRIVATE_OVERRIDE_KEY, NON_PRIVATE_WEIGHTS_KEY, "epsilon_total", "ledger")
+    unknown = sorted(set(privacy) - set(allowed))
+    if unknown:  # a misspelt privacy setting must not silently fall back to its default
+        raise ConfigError(f"{path} [privacy]: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
     column_block = _get(table, "column_block", int, where)
     if column_block < 0:
         raise ConfigError(f"{where}: 'column_block' must be >= 0, got {column_block}")
@@ -221,7 +239,17 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         tls=_tls_table(document, path, ("coordinator",)),
         coordinator_identity=check_party_name(_get(_table(document, "tls", path), "coordinator", str, f"{path} [tls]", DEFAULT_COORDINATOR_NAME)),
         column_block_members=tuple(members),
+        epsilon_total=_epsilon_total(privacy, path),
+        ledger=base / _get(privacy, "ledger", str, f"{path} [privacy]", f"{entity_id}.privacy-ledger.json"),
+        non_private_weights=_get(privacy, NON_PRIVATE_WEIGHTS_KEY, bool, f"{path} [privacy]", False),
     )
+
+
+def _epsilon_total(privacy: dict[str, Any], path: Path) -> float | None:
+    value = _get(privacy, "epsilon_total", (int, float), f"{path} [privacy]", None)
+    if value is not None and not (math.isfinite(value) and value >= 0):
+        raise ConfigError(f"{path} [privacy]: 'epsilon_total' must be a finite number >= 0, got {value!r}")
+    return None if value is None else float(value)
 
 
 def _table(document: dict[str, Any], name: str, path: Path) -> dict[str, Any]:

@@ -61,6 +61,28 @@ def _add_task_arguments(parser: argparse.ArgumentParser) -> None:
                         help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)")
 
 
+def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The differentially private hybrid RBF SVM (Li, Xiong, Ohno-Machado, Jiang 2014) and its baselines."""
+    from common.dp import DEFAULT_C, DEFAULT_N_FREQUENCIES, GUARANTEES, MECHANISMS, NON_PRIVATE
+    from common.dp_model import METHODS
+
+    group = parser.add_argument_group(
+        "differentially private RBF SVM (--method other than random-kernel; row blocks only, s = 1)",
+        "dp-hybrid learns the Fourier frequencies rho from --public records; private-svm draws them at random "
+        "(Rubinstein et al.); public-only trains an RBF SVM on the public records alone. Scaling, kernel width and rho "
+        "come from the public records only; each entity releases its weights through --mechanism, charged to its own "
+        "privacy budget ([privacy] epsilon_total); the model averages them weighted by record counts.",
+    )
+    group.add_argument("--method", choices=("random-kernel", *METHODS), default="random-kernel",
+                       help="random-kernel (default): the papers' K(A, B') LP; or a DP method")
+    group.add_argument("--public", help="public records (CSV: id,label,features...), all used")
+    group.add_argument("--epsilon", type=float, help="epsilon of each entity's release (its records' guarantee)")
+    group.add_argument("--mechanism", choices=(*MECHANISMS, NON_PRIVATE), default="laplace",
+                       help=" | ".join(f"{name}: {GUARANTEES[name].rstrip('.')}" for name in (*MECHANISMS, NON_PRIVATE)).replace("%", "%%"))
+    group.add_argument("--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)")
+    group.add_argument("--C", type=float, default=DEFAULT_C, help="SVM cost in (C/n) sum hinge (default %(default)s)")
+
+
 def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool = True) -> None:
     """How the coordinator reaches the entities: the federation file, deadlines, TLS."""
     if federation:
@@ -92,6 +114,8 @@ def _federation(args: argparse.Namespace) -> Federation:
 
 
 def cmd_train(args: argparse.Namespace) -> int:
+    if args.method != "random-kernel":
+        return _train_dp(args)
     from coordinator.train import train_and_save
 
     federation = _federation(args)
@@ -103,10 +127,29 @@ def cmd_train(args: argparse.Namespace) -> int:
     return 0
 
 
+def _train_dp(args: argparse.Namespace) -> int:
+    from coordinator.dp_train import DpOptions, train_dp_and_save
+
+    if args.public is None:
+        raise ConfigError(f"--method {args.method} needs --public PUBLIC.csv (public records: id,label,features...)")
+    options = DpOptions(
+        method=args.method, public=Path(args.public), mechanism=args.mechanism, epsilon=args.epsilon,
+        n_frequencies=args.frequencies, C=args.C, seed=args.seed, deadline=args.deadline, distribute=not args.no_distribute,
+    )
+    federation = _federation(args) if args.method != "public-only" else None
+    model = train_dp_and_save(federation, options, Path(args.model_out))
+    summary = {"model": str(args.model_out), "method": model.method, "mechanism": model.mechanism, "epsilon": model.epsilon,
+               "frequencies": len(model.rho), "n_public": model.training["n_public"],
+               "n_train": model.training.get("n_train", 0), "private": model.private, "seconds": round(model.training["seconds"], 3)}
+    print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
+    return 0
+
+
 def cmd_evaluate(args: argparse.Namespace) -> int:
+    from common.dp_model import load_any_model
     from coordinator.evaluate import evaluate_model
 
-    result = evaluate_model(_federation(args), Model.load(args.model), args.deadline)
+    result = evaluate_model(_federation(args), load_any_model(args.model), args.deadline)
     if args.json:
         print(json.dumps(result))
     else:
@@ -131,9 +174,13 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
+    from common.dp_model import load_any_model
     from coordinator.serve import serve_coordinator
 
-    return serve_coordinator(_federation(args), Model.load(args.model), args.listen, args.deadline)
+    model = load_any_model(args.model)
+    if not isinstance(model, Model):
+        raise ConfigError(f"{args.model} is a DP model: `coordinator serve` answers random-kernel models only")
+    return serve_coordinator(_federation(args), model, args.listen, args.deadline)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -231,6 +278,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--no-distribute", action="store_true", help="do not send the model to the entities")
     train.add_argument("--json", action="store_true", help="print a JSON summary")
     _add_task_arguments(train)
+    _add_dp_arguments(train)
     train.set_defaults(run=cmd_train)
 
     evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")

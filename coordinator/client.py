@@ -110,11 +110,24 @@ class EntityClient:
         )
         return reply.message
 
+    def dp_weights(self, request: pb.DpRequest) -> pb.DpReply:
+        reply = self._call("DpWeights", lambda: self.stub.DpWeights(request, timeout=self.deadline))
+        if len(reply.weights) != 2 * request.n_frequencies or not np.isfinite(reply.weights).all():
+            raise EntityError(f"{self.name} sent {len(reply.weights)} weights; expected {2 * request.n_frequencies} finite numbers")
+        return reply
+
+    def dp_evaluate(self, model_json: str) -> pb.BaselineReply:
+        return self._call("DpEvaluate", lambda: self.stub.DpEvaluate(pb.ModelMessage(model_json=model_json.encode()), timeout=self.deadline))
+
     def local_baseline(self, request: pb.BaselineRequest) -> pb.BaselineReply:
         return self._call("LocalBaseline", lambda: self.stub.LocalBaseline(request, timeout=self.deadline))
 
 
 def _tls_failure(details: str) -> bool:
-    """Whether gRPC's UNAVAILABLE details describe a failed TLS handshake rather than an absent peer."""
+    """Whether gRPC's UNAVAILABLE details describe a refused certificate rather than an absent peer.
+
+    Not the bare word "handshake": "Handshake read failed (... Connection reset by peer)" is
+    what a restarting entity gives, and that is worth retrying.
+    """
     text = details.lower()
-    return any(word in text for word in ("ssl", "handshake", "certificate", "tls", "verification", "unauthenticated"))
+    return any(word in text for word in ("ssl_error", "certificate", "verification", "unauthenticated", "alert"))

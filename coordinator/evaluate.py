@@ -12,6 +12,7 @@ from common.config import Federation
 from common.constants import DEFAULT_DEADLINE_S
 from common.errors import ConfigError, DataError
 from common.metrics import evaluate as figures_for
+from common.dp_model import DpModel
 from common.model import Model
 from common.rpc import ppsvm_pb2 as pb
 from coordinator.federation import KERNEL_KINDS, Session
@@ -28,14 +29,18 @@ def check_model_matches(model: Model, federation: Federation) -> None:
         raise ConfigError(f"the model was trained on a different federation than {federation.source}: {differ}")
 
 
-def evaluate_model(federation: Federation, model: Model, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+def evaluate_model(federation: Federation, model: Model | DpModel, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
     """Decision values of the held-out records, assembled from the entities, and their figures.
+
+    A DP model is scored inside each entity (only figures leave; see :func:`evaluate_dp_model`).
 
     Returns
     -------
     dict
         error_rate and auc (classify) or relative_error and rmse (regress), n_test, private.
     """
+    if isinstance(model, DpModel):
+        return evaluate_dp_model(federation, model, deadline)
     check_model_matches(model, federation)
     with Session(federation, deadline) as session:
         session.load_metadata()
@@ -46,6 +51,24 @@ def evaluate_model(federation: Federation, model: Model, deadline: float = DEFAU
         K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, "test")
     targets = np.concatenate([b.test_labels for b in blocks])
     return {**figures_for(model.task, targets, model.decision(K)), "n_test": n_test, "private": model.private}
+
+
+def evaluate_dp_model(federation: Federation, model: DpModel, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+    """Each entity scores the DP model on its held-out records and returns only its figures.
+
+    The error rate is exact (held-out-count-weighted); the AUC is the weighted mean of
+    the entities' AUCs, since pooling the ranks would need every record's decision value.
+    """
+    text = model.to_json()
+    with Session(federation, deadline) as session:
+        replies = session.each(lambda c: c.dp_evaluate(text))
+    counts = np.array([replies[e.id].n_test for e in federation.entities], dtype=float)
+    return {
+        "error_rate": float(np.average([replies[e.id].error_rate for e in federation.entities], weights=counts)),
+        "auc": float(np.average([replies[e.id].auc for e in federation.entities], weights=counts)),
+        "auc_pooling": "mean over entities weighted by held-out records",
+        "n_test": int(counts.sum()), "private": model.private, "method": model.method, "epsilon": model.epsilon,
+    }
 
 
 @dataclass(frozen=True)

@@ -161,11 +161,15 @@ def train_and_save(federation: Federation, options: TrainOptions, model_out: Pat
     model.save(model_out)
     logger.info("model written to %s", model_out)
     if options.distribute:
-        with Session(federation, options.deadline) as session:
-            text = model.to_json()
-            try:
-                session.each(lambda c: c.accept_model(text))
-            except EntityError as error:
-                raise EntityError(f"the model was written to {model_out} but not delivered to every entity: {error}") from None
-        logger.info("model delivered to %d entities", len(federation.entities))
+        distribute(federation, model.to_json(), model_out, options.deadline)
     return model
+
+
+def distribute(federation: Federation, model_json: str, model_out: Path, deadline: float) -> None:
+    """Send a written model file to every entity."""
+    with Session(federation, deadline) as session:
+        try:
+            session.each(lambda c: c.accept_model(model_json))
+        except EntityError as error:
+            raise EntityError(f"the model was written to {model_out} but not delivered to every entity: {error}") from None
+    logger.info("model delivered to %d entities", len(federation.entities))

@@ -16,19 +16,22 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
-from common.config import EntityConfig
+from common.config import NON_PRIVATE_WEIGHTS_KEY, EntityConfig
+from common.dp import NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
+from common.dp_model import DpModel, parse_any_model
 from common.errors import ConfigError, DataError, PrivacyError
 from common.kernels import KernelName, kernel, scale_to_unit
 from common.lp import Task
 from common.local_svm import fit_local
 from common.metrics import evaluate
 from common.files import write_atomic
-from common.model import Model
 from common.privacy import NOT_PRIVATE_BANNER, check_mbar
 from common.randomness import derive_B, key_check_value, range_tag
+from entity.ledger import PrivacyLedger
 
 logger = logging.getLogger(__name__)
 
@@ -171,6 +174,14 @@ class SignedRange:
     tag: str
 
 
+def _received_model(model_json: bytes) -> Any:
+    try:
+        text = model_json.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("the model is not UTF-8 text") from exc
+    return parse_any_model(text, "received model")
+
+
 class EntityCore:
     """An entity's answers to the coordinator, as pure functions of its cell and secret."""
 
@@ -181,6 +192,10 @@ class EntityCore:
         self.secret_check = key_check_value(self._secret)
         if config.non_private_override:
             logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
+        self.ledger = None
+        if config.epsilon_total is not None:
+            assert config.ledger is not None
+            self.ledger = PrivacyLedger(config.ledger, config.epsilon_total, entity_id=config.id)
 
     @property
     def id(self) -> str:
@@ -266,16 +281,68 @@ class EntityCore:
         return kernel(kernel_name, scale_to_unit(X, low, high), B, mu)
 
     def accept_model(self, model_json: bytes, directory: Path) -> Path:
-        """Validate and store the coordinator's model next to the entity's config."""
-        try:
-            text = model_json.decode("utf-8")
-        except UnicodeDecodeError as exc:
-            raise ConfigError("the model is not UTF-8 text") from exc
-        model = Model.from_json(text, "received model")
+        """Validate and store the coordinator's model (random-kernel or DP) next to the entity's config."""
+        model = _received_model(model_json)
         path = directory / f"{self.id}.model.json"
-        write_atomic(path, text)
-        logger.info("entity %s stored the %s model (%s kernel, mbar %d) at %s", self.id, model.task, model.kernel, model.mbar, path)
+        write_atomic(path, model_json.decode("utf-8"))
+        logger.info("entity %s stored the %s model at %s", self.id, type(model).__name__, path)
         return path
+
+    def dp_weights(
+        self, *, method: str, mechanism: str, epsilon: float | None, C: float, rho: np.ndarray,
+        low: np.ndarray, high: np.ndarray, huber_h: float,
+    ) -> tuple[Release, float | None]:
+        """Train the linear SVM on zhat of this cell's training rows and release its weights.
+
+        A private release is charged to the ledger before anything is computed and
+        marked spent just before it is returned; a failure returns the reservation.
+
+        Returns
+        -------
+        (Release, remaining budget or None when not private)
+
+        Raises
+        ------
+        PrivacyError
+            No budget configured, the budget would be exceeded, or an unnoised release
+            without the entity's own non-private setting.
+        DataError
+            A cell without labels, or rho / scaling that do not fit its features.
+        """
+        cell = self.cell
+        if cell.y_train is None:
+            raise DataError(f"entity {self.id} holds no labels: DP training needs row blocks with every feature and the label (s = 1)")
+        d = cell.n_features
+        if rho.ndim != 2 or rho.shape[1] != d or low.shape != (d,) or high.shape != (d,):
+            raise DataError(f"entity {self.id} holds {d} features; got rho of shape {rho.shape} and a scaling of "
+                            f"{low.size} lows and {high.size} highs (DP training needs every feature in one cell, s = 1)")
+        Z = fourier_features(apply_scaling(cell.X_train, low, high), rho)
+        if mechanism == NON_PRIVATE:
+            if not self.config.non_private_weights:
+                raise PrivacyError(f"entity {self.id} refuses to release weights without noise; only its own config's "
+                                   f"[privacy] {NON_PRIVATE_WEIGHTS_KEY} = true allows it (NOT PRIVATE, benchmarks only)")
+            logger.warning("entity %s: releasing weights WITHOUT noise (NOT PRIVATE)", self.id)
+            return private_weights(Z, cell.y_train, C=C, epsilon=None, mechanism=NON_PRIVATE), None
+        if self.ledger is None:
+            raise PrivacyError(f"entity {self.id} has no privacy budget: set [privacy] epsilon_total in its config to allow DP releases")
+        purpose = f"{method} weights: D = {rho.shape[0]}, C = {C:g}, {len(cell.y_train)} records"
+        with self.ledger.reserve(epsilon, purpose, mechanism):  # spent on normal exit, returned on an error
+            release = private_weights(Z, cell.y_train, C=C, epsilon=epsilon, mechanism=mechanism, huber_h=huber_h)  # type: ignore[arg-type]
+        logger.info("entity %s released %s weights (epsilon %g); %g of its budget remains", self.id, mechanism, epsilon, self.ledger.remaining)
+        return release, self.ledger.remaining
+
+    def dp_evaluate(self, model_json: bytes) -> dict[str, float]:
+        """Figures of a DP model on this cell's held-out records; like local_baseline, only figures leave."""
+        model = _received_model(model_json)
+        if not isinstance(model, DpModel):
+            raise DataError("DpEvaluate takes a DP model file")
+        cell = self.cell
+        if cell.y_test is None or len(cell.test_ids) == 0:
+            raise DataError(f"entity {self.id} holds no labelled held-out records to evaluate on")
+        if model.n_features != cell.n_features:
+            raise DataError(f"the model expects {model.n_features} features; entity {self.id} holds {cell.n_features}")
+        return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids),
+                **evaluate("classify", cell.y_test, model.decision(cell.X_test))}
 
     def local_baseline(self, task: Task, kernel_name: KernelName, nu: float | None, mu: float | None, seed: int) -> dict[str, float]:
         """Train on this cell alone, evaluate on its held-out records; only the figures leave.

@@ -3,8 +3,11 @@
 from __future__ import annotations
 
 import argparse
+import json
 
-from common.config import load_entity_config
+from common.config import EntityConfig, load_entity_config
+from common.errors import ConfigError
+from entity.ledger import PrivacyLedger
 from entity.server import serve_entity
 
 
@@ -24,4 +27,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--listen", help="HOST:PORT to serve on, overriding the config (port 0 picks a free port)")
     parser.add_argument("--insecure", action="store_true",
                         help="serve plaintext without TLS and accept any caller (trusted networks only; logged as a warning)")
-    parser.set_defaults(run=lambda args: serve_entity(load_entity_config(args.config), args.listen, insecure=args.insecure))
+    parser.add_argument("--budget", action="store_true",
+                        help="print the privacy-budget ledger (what was spent, when and on what) and exit")
+    parser.add_argument("--json", action="store_true", help="with --budget: print the ledger summary as JSON")
+    parser.set_defaults(run=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    config = load_entity_config(args.config)
+    if args.budget:
+        return show_budget(config, as_json=args.json)
+    return serve_entity(config, args.listen, insecure=args.insecure)
+
+
+def show_budget(config: EntityConfig, *, as_json: bool) -> int:
+    if config.epsilon_total is None or config.ledger is None:
+        raise ConfigError(f"{config.source}: no privacy budget configured ([privacy] epsilon_total); DP releases are refused")
+    ledger = PrivacyLedger(config.ledger, config.epsilon_total, entity_id=config.id)
+    print(json.dumps(ledger.summary()) if as_json else ledger.report())
+    return 0

@@ -7,9 +7,11 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import grpc
+import numpy as np
 
 from common import __version__
 from common.constants import TASKS
+from common.dp import DEFAULT_HUBER_H, NON_PRIVATE
 from common.errors import DataError
 from common.grpc_util import stream_handler, unary_handler
 from common.rpc import ppsvm_pb2 as pb
@@ -21,6 +23,8 @@ logger = logging.getLogger(__name__)
 
 KERNEL_NAMES = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
 RECORD_SETS = {pb.TRAIN: "train", pb.TEST: "test"}
+# How the coordinator made rho; recorded in the ledger entry (public-only needs no entity).
+DP_RHO_METHODS = ("dp-hybrid", "private-svm")
 
 
 class EntityServicer(pb_grpc.EntityServicer):
@@ -78,4 +82,24 @@ class EntityServicer(pb_grpc.EntityServicer):
             request.task, KERNEL_NAMES[request.kernel], request.nu or None, request.mu or None, request.seed,
         )
         return pb.BaselineReply(entity_id=self.core.id, **figures)
+
+    @unary_handler
+    def DpWeights(self, request: pb.DpRequest, context: grpc.ServicerContext) -> pb.DpReply:
+        if request.method not in DP_RHO_METHODS:
+            raise DataError(f"method must be one of {', '.join(DP_RHO_METHODS)}, got {request.method!r}")
+        d, D = len(request.low), request.n_frequencies
+        if D < 1 or len(request.rho) != D * d:
+            raise DataError(f"rho has {len(request.rho)} numbers; expected n_frequencies x features = {D} x {d}")
+        mechanism = request.mechanism
+        release, remaining = self.core.dp_weights(
+            method=request.method, mechanism=mechanism, epsilon=request.epsilon if mechanism != NON_PRIVATE else None,
+            C=request.c, rho=np.asarray(request.rho).reshape(D, d), low=np.asarray(request.low), high=np.asarray(request.high),
+            huber_h=request.huber_h or DEFAULT_HUBER_H,
+        )
+        return pb.DpReply(entity_id=self.core.id, n_train=release.n, weights=release.weights.tolist(), mechanism=release.mechanism,
+                          epsilon=release.epsilon or 0.0, noise=release.noise, budget_remaining=remaining if remaining is not None else 0.0)
+
+    @unary_handler
+    def DpEvaluate(self, request: pb.ModelMessage, context: grpc.ServicerContext) -> pb.BaselineReply:
+        return pb.BaselineReply(entity_id=self.core.id, **self.core.dp_evaluate(request.model_json))
 

@@ -153,6 +153,46 @@ class BaselineReply(_message.Message):
     rmse: float
     def __init__(self, entity_id: _Optional[str] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., error_rate: _Optional[float] = ..., auc: _Optional[float] = ..., relative_error: _Optional[float] = ..., rmse: _Optional[float] = ...) -> None: ...
 
+class DpRequest(_message.Message):
+    __slots__ = ("method", "mechanism", "epsilon", "c", "n_frequencies", "rho", "low", "high", "huber_h")
+    METHOD_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    C_FIELD_NUMBER: _ClassVar[int]
+    N_FREQUENCIES_FIELD_NUMBER: _ClassVar[int]
+    RHO_FIELD_NUMBER: _ClassVar[int]
+    LOW_FIELD_NUMBER: _ClassVar[int]
+    HIGH_FIELD_NUMBER: _ClassVar[int]
+    HUBER_H_FIELD_NUMBER: _ClassVar[int]
+    method: str
+    mechanism: str
+    epsilon: float
+    c: float
+    n_frequencies: int
+    rho: _containers.RepeatedScalarFieldContainer[float]
+    low: _containers.RepeatedScalarFieldContainer[float]
+    high: _containers.RepeatedScalarFieldContainer[float]
+    huber_h: float
+    def __init__(self, method: _Optional[str] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., c: _Optional[float] = ..., n_frequencies: _Optional[int] = ..., rho: _Optional[_Iterable[float]] = ..., low: _Optional[_Iterable[float]] = ..., high: _Optional[_Iterable[float]] = ..., huber_h: _Optional[float] = ...) -> None: ...
+
+class DpReply(_message.Message):
+    __slots__ = ("entity_id", "n_train", "weights", "mechanism", "epsilon", "noise", "budget_remaining")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    N_TRAIN_FIELD_NUMBER: _ClassVar[int]
+    WEIGHTS_FIELD_NUMBER: _ClassVar[int]
+    MECHANISM_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    NOISE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_REMAINING_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    n_train: int
+    weights: _containers.RepeatedScalarFieldContainer[float]
+    mechanism: str
+    epsilon: float
+    noise: str
+    budget_remaining: float
+    def __init__(self, entity_id: _Optional[str] = ..., n_train: _Optional[int] = ..., weights: _Optional[_Iterable[float]] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., noise: _Optional[str] = ..., budget_remaining: _Optional[float] = ...) -> None: ...
+
 class PredictRequest(_message.Message):
     __slots__ = ("ids",)
     IDS_FIELD_NUMBER: _ClassVar[int]

@@ -64,6 +64,16 @@ class EntityStub:
                 request_serializer=common_dot_rpc_dot_ppsvm__pb2.BaselineRequest.SerializeToString,
                 response_deserializer=common_dot_rpc_dot_ppsvm__pb2.BaselineReply.FromString,
                 _registered_method=True)
+        self.DpWeights = channel.unary_unary(
+                '/ppsvm.v1.Entity/DpWeights',
+                request_serializer=common_dot_rpc_dot_ppsvm__pb2.DpRequest.SerializeToString,
+                response_deserializer=common_dot_rpc_dot_ppsvm__pb2.DpReply.FromString,
+                _registered_method=True)
+        self.DpEvaluate = channel.unary_unary(
+                '/ppsvm.v1.Entity/DpEvaluate',
+                request_serializer=common_dot_rpc_dot_ppsvm__pb2.ModelMessage.SerializeToString,
+                response_deserializer=common_dot_rpc_dot_ppsvm__pb2.BaselineReply.FromString,
+                _registered_method=True)
 
 
 class EntityServicer:
@@ -110,6 +120,21 @@ class EntityServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DpWeights(self, request, context):
+        """Train on the entity's rows mapped with zhat and release DP weights.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DpEvaluate(self, request, context):
+        """Error figures of a DP model (the model file) on the entity's held-out records;
+        like LocalBaseline, only the figures leave.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EntityServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -141,6 +166,16 @@ def add_EntityServicer_to_server(servicer, server):
             'LocalBaseline': grpc.unary_unary_rpc_method_handler(
                     servicer.LocalBaseline,
                     request_deserializer=common_dot_rpc_dot_ppsvm__pb2.BaselineRequest.FromString,
+                    response_serializer=common_dot_rpc_dot_ppsvm__pb2.BaselineReply.SerializeToString,
+            ),
+            'DpWeights': grpc.unary_unary_rpc_method_handler(
+                    servicer.DpWeights,
+                    request_deserializer=common_dot_rpc_dot_ppsvm__pb2.DpRequest.FromString,
+                    response_serializer=common_dot_rpc_dot_ppsvm__pb2.DpReply.SerializeToString,
+            ),
+            'DpEvaluate': grpc.unary_unary_rpc_method_handler(
+                    servicer.DpEvaluate,
+                    request_deserializer=common_dot_rpc_dot_ppsvm__pb2.ModelMessage.FromString,
                     response_serializer=common_dot_rpc_dot_ppsvm__pb2.BaselineReply.SerializeToString,
             ),
     }
@@ -305,6 +340,60 @@ class Entity:
             target,
             '/ppsvm.v1.Entity/LocalBaseline',
             common_dot_rpc_dot_ppsvm__pb2.BaselineRequest.SerializeToString,
+            common_dot_rpc_dot_ppsvm__pb2.BaselineReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DpWeights(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppsvm.v1.Entity/DpWeights',
+            common_dot_rpc_dot_ppsvm__pb2.DpRequest.SerializeToString,
+            common_dot_rpc_dot_ppsvm__pb2.DpReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DpEvaluate(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppsvm.v1.Entity/DpEvaluate',
+            common_dot_rpc_dot_ppsvm__pb2.ModelMessage.SerializeToString,
             common_dot_rpc_dot_ppsvm__pb2.BaselineReply.FromString,
             options,
             channel_credentials,

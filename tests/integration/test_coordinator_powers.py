@@ -51,6 +51,12 @@ REVIEWED_FIELDS = {
     # the numbers are the entities' own, relayed, never the coordinator's choice.
     "ppsvm.v1.SignedRange.low",
     "ppsvm.v1.SignedRange.high",
+    # The DP mode's rho and public scaling: they never reach a kernel against the entity's B_j;
+    # whatever they are, zhat has norm 1 and only noised weights charged to the entity's
+    # privacy ledger leave (EntityCore.dp_weights).
+    "ppsvm.v1.DpRequest.rho",
+    "ppsvm.v1.DpRequest.low",
+    "ppsvm.v1.DpRequest.high",
 }
 NUMBERS = {
     FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64,
@@ -107,7 +113,7 @@ def test_no_rpc_to_set_B_or_to_kernel_a_supplied_matrix(entity) -> None:
     channel, entity_id, _ = entity
     service = pb.DESCRIPTOR.services_by_name["Entity"]
     assert {m.name for m in service.methods} == {
-        "Metadata", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "LocalBaseline",
+        "Metadata", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "LocalBaseline", "DpWeights", "DpEvaluate",
     }, "the Entity service changed: review what each new method lets a coordinator do"
     rng = np.random.default_rng(0)
     matrix = rng.random((5, 15)).tobytes()

@@ -1,0 +1,115 @@
+"""The DP training mode over real entity processes: releases, the ledger, the public-only path.
+
+Three row blocks of WDBC (s = 1) are the private entities; 80 other WDBC records
+are the public pool the coordinator learns the scaling, kernel width and rho from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from common.dataset import DatasetOptions, load_dataset
+from common.dp import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling, train_linear_svm
+from common.dp_model import DpModel
+from common.rpc import ppsvm_pb2 as pb
+from entity.cell import load_cell
+
+from .conftest import WDBC, ppsvm
+
+N_PUBLIC = 80
+BUDGET = 2.5
+
+
+@pytest.fixture
+def dp_federation(federation, tmp_path: Path):
+    """WDBC minus N_PUBLIC records over 3 row-block entities with a budget; the public records apart."""
+    data = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
+    order = np.random.default_rng(5).permutation(len(data.y))
+    public, private = order[:N_PUBLIC], order[N_PUBLIC:]
+    public_csv = tmp_path / "public.csv"
+    rows = [",".join(["id", "label", *data.feature_names])]
+    rows += [",".join([data.ids[k], "1" if data.y[k] > 0 else "-1", *map(repr, data.X[k].tolist())]) for k in public]
+    public_csv.write_text("\n".join(rows) + "\n")
+    private_csv = tmp_path / "private.csv"
+    private_csv.write_text("\n".join(",".join([data.ids[k], "M" if data.y[k] > 0 else "B", *map(repr, data.X[k].tolist())])
+                                      for k in private) + "\n")
+    privacy = f"\n[privacy]\nepsilon_total = {BUDGET}\nnon_private_allow_unnoised_weights = true\n"
+    run = federation(3, 1, data=private_csv, options=["--label", "1", "--positive", "M", "--id-column", "0"], extra_config=privacy)
+    return run, public_csv
+
+
+def train(run, public: Path, *options: str, check: bool = True):
+    return ppsvm("coordinator", "train", "--federation", str(run.federation_path), "--model-out", str(run.split_dir / "dp.json"),
+                 "--public", str(public), "--json", *options, check=check)
+
+
+def budget(run, entity: str) -> dict:
+    return json.loads(ppsvm("entity", "--config", str(run.split_dir / f"{entity}.toml"), "--budget", "--json").stdout)
+
+
+def test_unnoised_release_equals_the_independent_svm(dp_federation) -> None:
+    """With the entities' own consent to a NOT PRIVATE release, the model is exactly the n-weighted SVM mean."""
+    run, public = dp_federation
+    train(run, public, "--method", "dp-hybrid", "--mechanism", "none", "--frequencies", "20", "--seed", "3")
+    model = DpModel.from_json((run.split_dir / "dp.json").read_text())
+    assert model.private is False and model.epsilon is None
+    # Independently: rho from the public records only (same seed), then each cell's exact SVM.
+    X_public = load_cell(public).X_train
+    low, high = public_scaling(X_public)
+    scaled = apply_scaling(X_public, low, high)
+    rho = learn_frequencies(scaled, public_kernel_width(scaled), 20, np.random.default_rng(3)).rho
+    np.testing.assert_allclose(np.asarray(model.rho), rho, rtol=0, atol=1e-12)
+    weights, counts = [], []
+    for entity in ("r0c0", "r1c0", "r2c0"):
+        cell = load_cell(run.split_dir / f"{entity}.csv")
+        weights.append(train_linear_svm(fourier_features(apply_scaling(cell.X_train, low, high), rho), cell.y_train, 1.0).w)
+        counts.append(len(cell.y_train))
+    np.testing.assert_allclose(np.asarray(model.weights), np.average(weights, axis=0, weights=counts), atol=1e-8)
+    assert budget(run, "r0c0")["spent"] == 0.0  # a non-private release is not a DP release
+
+
+def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
+    run, public = dp_federation
+    for epsilon in ("1", "1"):
+        summary = json.loads(train(run, public, "--method", "dp-hybrid", "--epsilon", epsilon, "--frequencies", "20").stdout)
+        assert summary["private"] is True and summary["epsilon"] == 1.0
+    ledger = budget(run, "r1c0")
+    assert ledger["spent"] == pytest.approx(2.0) and ledger["remaining"] == pytest.approx(0.5)
+    assert len(ledger["entries"]) == 2 and all(e["state"] == "spent" for e in ledger["entries"])
+    refused = train(run, public, "--method", "private-svm", "--epsilon", "1", check=False)
+    assert refused.returncode == 1
+    assert "privacy budget exhausted: requested epsilon 1 but only 0.5 of 2.5 remains" in refused.stderr
+    assert "PERMISSION_DENIED" in refused.stderr
+    assert budget(run, "r1c0")["spent"] == pytest.approx(2.0)  # the refusal spent nothing
+    report = ppsvm("entity", "--config", str(run.split_dir / "r2c0.toml"), "--budget").stdout
+    assert "dp-hybrid weights" in report and "laplace" in report
+    evaluation = json.loads(ppsvm("coordinator", "evaluate", "--federation", str(run.federation_path), "--model",
+                                  str(run.split_dir / "dp.json"), "--json").stdout.splitlines()[-1])
+    assert set(evaluation) >= {"error_rate", "auc", "n_test", "private"} and evaluation["private"] is True
+    # Independently: the held-out error of the model file, from the cells.
+    model = DpModel.from_json((run.split_dir / "dp.json").read_text())
+    cells = [load_cell(run.split_dir / f"{e}.csv") for e in ("r0c0", "r1c0", "r2c0")]
+    decision = model.decision(np.vstack([c.X_test for c in cells]))
+    labels = np.concatenate([c.y_test for c in cells])
+    assert evaluation["error_rate"] == pytest.approx(float(np.mean(np.where(decision >= 0, 1, -1) != labels)), abs=1e-12)
+
+
+def test_public_only_needs_no_entity_and_non_private_release_needs_consent(dp_federation) -> None:
+    run, public = dp_federation
+    summary = json.loads(train(run, public, "--method", "public-only").stdout)
+    assert summary["n_public"] == N_PUBLIC and summary["n_train"] == 0
+    for config in run.split_dir.glob("r*c0.toml"):
+        config.write_text(config.read_text().replace("non_private_allow_unnoised_weights = true", ""))
+    run.processes.stop()
+    refused = train(run, public, "--method", "dp-hybrid", "--mechanism", "none", check=False)
+    assert refused.returncode == 1
+
+
+def test_no_release_field_could_carry_an_unnoised_intercept() -> None:
+    """DpReply has weights and bookkeeping only: no intercept or other model number leaves un-noised."""
+    assert {f.name for f in pb.DpReply.DESCRIPTOR.fields} == {
+        "entity_id", "n_train", "weights", "mechanism", "epsilon", "noise", "budget_remaining"}
