@@ -74,6 +74,8 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
         tls = None if federation.insecure else federation.tls
         server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=tls)
         print(f"listening on {host_of(listen)}:{port}", flush=True)
-        stop.wait()
+        # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
+        while not stop.wait(timeout=0.5):
+            pass
         server.stop(2.0).wait()
     return 0

@@ -55,7 +55,9 @@ def serve_entity(config: EntityConfig, listen: str | None = None, *, insecure: b
     if config.non_private_override:
         print(NOT_PRIVATE_BANNER, file=sys.stderr, flush=True)
     print(f"listening on {host_of(config.listen)}:{port}", flush=True)
-    stop.wait()
+    # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
+    while not stop.wait(timeout=0.5):
+        pass
     logger.info("entity %s: shutting down", config.id)
     server.stop(SHUTDOWN_GRACE_S).wait()
     return 0
