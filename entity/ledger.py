@@ -33,7 +33,6 @@ import logging
 import math
 import numbers
 import os
-import tempfile
 import threading
 import uuid
 from collections.abc import Iterator
@@ -45,6 +44,7 @@ from types import TracebackType
 from typing import Any
 
 from common.errors import ConfigError, PrivacyError
+from common.files import PRIVATE_MODE, write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -506,23 +506,7 @@ class PrivacyLedger:
             "total_epsilon": self.total_epsilon,
             "entries": [dataclasses.asdict(entry) for entry in entries],
         }
-        fd, temp_name = tempfile.mkstemp(dir=self.path.parent, prefix=f".{self.path.name}.", suffix=".tmp")
-        try:
-            with os.fdopen(fd, "w", encoding="utf-8") as handle:
-                json.dump(document, handle, indent=2)
-                handle.write("\n")
-                handle.flush()
-                os.fsync(handle.fileno())
-            os.replace(temp_name, self.path)
-        except BaseException:
-            Path(temp_name).unlink(missing_ok=True)
-            raise
-        # Make the rename itself durable: without it a power cut can bring back the old file.
-        directory = os.open(self.path.parent, os.O_RDONLY | os.O_DIRECTORY)
-        try:
-            os.fsync(directory)
-        finally:
-            os.close(directory)
+        write_atomic(self.path, json.dumps(document, indent=2) + "\n", PRIVATE_MODE)
 
 
 def _is_amount(value: Any, *, allow_zero: bool) -> bool:
