@@ -45,29 +45,10 @@ class EntityProcesses:
         self.stop()
 
     def _wait_ready(self, process: subprocess.Popen[str], config: Path) -> str:
-        lines: queue.Queue[str | None] = queue.Queue()
-
-        def pump() -> None:
-            assert process.stdout is not None
-            for line in process.stdout:
-                lines.put(line)
-            lines.put(None)
-
-        threading.Thread(target=pump, daemon=True).start()
-        deadline = time.monotonic() + START_TIMEOUT_S
-        while True:
-            try:
-                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
-            except queue.Empty:
-                raise EntityError(f"entity {config.name} did not start within {START_TIMEOUT_S:g} s") from None
-            if line is None:
-                process.wait()
-                stderr = process.stderr.read() if process.stderr else ""
-                raise EntityError(f"entity {config.name} exited with code {process.returncode}:\n{stderr.strip()}")
-            if line.startswith(READY_PREFIX):
-                # Drain stderr so a chatty entity never blocks on a full pipe.
-                threading.Thread(target=_drain, args=(process,), daemon=True).start()
-                return line[len(READY_PREFIX):].strip()
+        address = read_listening_address(process, f"entity {config.name}")
+        # Drain stderr so a chatty entity never blocks on a full pipe.
+        threading.Thread(target=_drain, args=(process,), daemon=True).start()
+        return address
 
     def stop(self) -> None:
         """SIGTERM every process, then SIGKILL any still running after a grace period."""
@@ -80,6 +61,37 @@ class EntityProcesses:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+def read_listening_address(process: subprocess.Popen[str], name: str, timeout: float = START_TIMEOUT_S) -> str:
+    """Wait for the ``listening on HOST:PORT`` line a ppsvm server prints once it accepts calls; the address.
+
+    Raises
+    ------
+    EntityError
+        The process exited first (with its stderr when piped) or did not get ready within ``timeout``.
+    """
+    lines: queue.Queue[str | None] = queue.Queue()
+
+    def pump() -> None:
+        assert process.stdout is not None
+        for line in process.stdout:
+            lines.put(line)
+        lines.put(None)
+
+    threading.Thread(target=pump, daemon=True).start()
+    deadline = time.monotonic() + timeout
+    while True:
+        try:
+            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+        except queue.Empty:
+            raise EntityError(f"{name} did not start within {timeout:g} s") from None
+        if line is None:
+            process.wait()
+            stderr = process.stderr.read() if process.stderr else ""
+            raise EntityError(f"{name} exited with code {process.returncode}:\n{stderr.strip()}")
+        if line.startswith(READY_PREFIX):
+            return line[len(READY_PREFIX):].strip()
 
 
 def _drain(process: subprocess.Popen[str]) -> None:

@@ -32,6 +32,7 @@ import pytest
 from common.config import load_federation
 from common.model import Model
 from coordinator.federation import Session
+from coordinator.processes import read_listening_address
 
 from .conftest import REPO, RunningFederation
 from .test_training import central_model
@@ -133,21 +134,8 @@ def start_entity(config: Path, address: str, log: Path) -> subprocess.Popen[str]
             [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", address],
             stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
         )
-    lines: queue.Queue[str | None] = queue.Queue()
-
-    def pump() -> None:
-        assert process.stdout is not None
-        for line in process.stdout:
-            lines.put(line)
-        lines.put(None)
-
-    threading.Thread(target=pump, daemon=True).start()
     try:
-        line = lines.get(timeout=ENTITY_START_TIMEOUT_S)
-        if line is None or not line.startswith("listening on "):
-            process.wait(timeout=10)
-            raise AssertionError(f"entity {config.stem} did not restart on {address} (said {line!r}); log:\n{log.read_text()}")
-        listening = line[len("listening on "):].strip()
+        listening = read_listening_address(process, f"entity {config.stem} (log {log})", ENTITY_START_TIMEOUT_S)
         assert listening == address, f"entity {config.stem} restarted on {listening}, not on its old address {address}"
     except BaseException:
         if process.poll() is None:
