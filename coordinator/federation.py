@@ -187,26 +187,29 @@ class Session:
         The entities compute the same from the signed ranges relayed with each kernel request.
         """
         ranges = self.each(lambda c: c.feature_range())
+        signed = {j: [ranges[e.id] for e in self.column_block(j)] for j in self.federation.column_blocks}
+        # One assignment, so a concurrent reader (the prediction service) sees every block or none.
+        self.signed_ranges = signed
         scaling = []
-        for j in self.federation.column_blocks:
-            self.signed_ranges[j] = [ranges[e.id] for e in self.column_block(j)]
-            lows = np.vstack([r.low for r in self.signed_ranges[j]])
-            highs = np.vstack([r.high for r in self.signed_ranges[j]])
+        for j, members in signed.items():
+            lows = np.vstack([r.low for r in members])
+            highs = np.vstack([r.high for r in members])
             scaling.append(ColumnScaling(j, tuple(lows.min(axis=0).tolist()), tuple(highs.max(axis=0).tolist())))
         return tuple(scaling)
 
-    def _ranges_for(self, scaling: Sequence[ColumnScaling]) -> dict[int, list[pb.SignedRange]]:
+    def ranges_for(self, scaling: Sequence[ColumnScaling]) -> dict[int, list[pb.SignedRange]]:
         """The signed ranges to relay, checked to give ``scaling`` (e.g. a model's) in every column block."""
         if not self.signed_ranges:
             self.column_scaling()
+        signed = self.signed_ranges
         for expected in scaling:
-            ranges = self.signed_ranges[expected.column_block]
+            ranges = signed[expected.column_block]
             low = np.min([r.low for r in ranges], axis=0).tolist()
             high = np.max([r.high for r in ranges], axis=0).tolist()
             if (tuple(low), tuple(high)) != (expected.low, expected.high):
                 raise DataError(f"column block {expected.column_block}: the entities' feature ranges differ from the model's "
                                 "scaling: their training data changed since the model was trained; train again")
-        return self.signed_ranges
+        return signed
 
     def kernel(
         self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], blocks: Sequence[RowBlockRecords], part: str,
@@ -218,7 +221,7 @@ class Session:
         ndarray, shape (sum of row-block sizes, mbar)
         """
         start = time.perf_counter()
-        ranges = self._ranges_for(scaling)
+        ranges = self.ranges_for(scaling)
         fetched = self.each(
             lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, ranges[c.entity.column_block], record_set=RECORD_SETS[part]))
         )
@@ -244,7 +247,7 @@ class Session:
         """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar)."""
 
         members = self.row_block(row_block)
-        ranges = self._ranges_for(scaling)
+        ranges = self.ranges_for(scaling)
         fetched = self.each(
             lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids))),
             members,

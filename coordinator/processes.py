@@ -15,6 +15,9 @@ from common.errors import EntityError
 
 READY_PREFIX = "listening on "
 START_TIMEOUT_S = 60.0
+# Entities started together share the CPU: each takes a few CPU seconds (imports, reading its
+# cell), so the wait for a group grows with its size (32 at once needed over 60 s on 2 cores).
+START_SECONDS_PER_PROCESS = 5.0
 
 
 class EntityProcesses:
@@ -45,7 +48,8 @@ class EntityProcesses:
         self.stop()
 
     def _wait_ready(self, process: subprocess.Popen[str], config: Path) -> str:
-        address = read_listening_address(process, f"entity {config.name}")
+        timeout = START_TIMEOUT_S + START_SECONDS_PER_PROCESS * len(self.configs)
+        address = read_listening_address(process, f"entity {config.name}", timeout)
         # Drain stderr so a chatty entity never blocks on a full pipe.
         threading.Thread(target=_drain, args=(process,), daemon=True).start()
         return address

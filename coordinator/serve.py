@@ -69,6 +69,8 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
     stop = stop_on_signals()
     with Session(federation, deadline) as session:
         session.load_metadata()
+        # Fetch the signed ranges once, before serving, and refuse a model whose scaling they contradict.
+        session.ranges_for(model.scaling)
         servicer = CoordinatorServicer(session, model)
         # Prediction clients need a certificate from the federation CA; any identity may ask.
         tls = None if federation.insecure else federation.tls

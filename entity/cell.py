@@ -209,9 +209,14 @@ class EntityCore:
             arrays["test_labels"] = self.cell.y_test
         return arrays
 
+    @cached_property
+    def own_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-feature min and max of the training rows, computed once (every kernel request checks them)."""
+        return self.cell.X_train.min(axis=0), self.cell.X_train.max(axis=0)
+
     def feature_range(self) -> dict[str, np.ndarray]:
         """Per-feature min and max over the training records (allowed by rule 1), tagged under the secret."""
-        low, high = self.cell.X_train.min(axis=0), self.cell.X_train.max(axis=0)
+        low, high = self.own_range
         return {"low": low, "high": high, "tag": np.array([range_tag(self._secret, self.id, low, high)])}
 
     def block_scaling(self, ranges: Sequence[SignedRange]) -> tuple[np.ndarray, np.ndarray]:
@@ -243,7 +248,7 @@ class EntityCore:
             lows.append(low)
             highs.append(high)
         own = given.index(self.id)
-        if not (np.array_equal(lows[own], self.cell.X_train.min(axis=0)) and np.array_equal(highs[own], self.cell.X_train.max(axis=0))):
+        if not (np.array_equal(lows[own], self.own_range[0]) and np.array_equal(highs[own], self.own_range[1])):
             raise PrivacyError(f"entity {self.id}: the range relayed as its own is not the one it holds")
         return np.min(lows, axis=0), np.max(highs, axis=0)
 
