@@ -20,6 +20,7 @@ import numpy as np
 
 from common.errors import ConfigError
 from common.files import write_atomic
+from common.model import number, read_document
 
 FORMAT = "ppsvm-dp-model"
 FORMAT_VERSION = 1
@@ -102,12 +103,10 @@ class DpModel:
 
     @classmethod
     def from_json(cls, text: str, source: str = "model") -> DpModel:
+        document = read_document(text, source, FORMAT, FORMAT_VERSION)
         try:
-            document = json.loads(text)
-            if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
-                raise ConfigError(f"{source} is not a ppsvm DP model file")
-            if document.pop("version", None) != FORMAT_VERSION:
-                raise ConfigError(f"{source}: unsupported DP model format version")
+            for key in ("kernel_width", "C"):
+                document[key] = number(document, key, source)
             for key in ("low", "high", "weights", "dual_coef"):
                 document[key] = tuple(float(v) for v in document.get(key, ()))
             for key in ("rho", "basis"):
@@ -158,6 +157,6 @@ def parse_any_model(text: str, source: str) -> Any:
 
     try:
         kind = json.loads(text).get("format")
-    except (ValueError, AttributeError) as exc:
-        raise ConfigError(f"{source} is not a ppsvm model file: {exc}") from exc
+    except (ValueError, AttributeError, RecursionError) as exc:
+        raise ConfigError(f"{source} is not a ppsvm model file: {type(exc).__name__}") from None
     return DpModel.from_json(text, source) if kind == FORMAT else Model.from_json(text, source)

@@ -21,6 +21,33 @@ FORMAT = "ppsvm-model"
 FORMAT_VERSION = 1
 
 
+def number(document: dict[str, Any], key: str, source: str) -> float:
+    """``document[key]`` as a float; ConfigError naming the key when it is missing or not a number."""
+    value = document.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{source}: {key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def read_document(text: str, source: str, expected_format: str, version: int) -> dict[str, Any]:
+    """The JSON object of a ppsvm file of ``expected_format``, without its format and version keys.
+
+    Raises
+    ------
+    ConfigError
+        Not JSON (or nested too deeply to parse), not an object, another format or version.
+    """
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{source} is not a ppsvm model file: not JSON ({type(exc).__name__})") from None
+    if not isinstance(document, dict) or document.pop("format", None) != expected_format:
+        raise ConfigError(f"{source} is not a ppsvm model file of format {expected_format!r}")
+    if document.pop("version", None) != version:
+        raise ConfigError(f"{source}: unsupported {expected_format} version")
+    return document
+
+
 @dataclass(frozen=True)
 class ColumnScaling:
     """Per-feature [low, high] of one column block; features map to (x - low) / (high - low)."""
@@ -79,13 +106,14 @@ class Model:
 
     @classmethod
     def from_json(cls, text: str, source: str = "model") -> Model:
+        """Parse and validate a model file's text; ConfigError naming ``source`` when it is not one."""
+        document = read_document(text, source, FORMAT, FORMAT_VERSION)
         try:
-            document = json.loads(text)
-            if not isinstance(document, dict) or document.pop("format", None) != FORMAT:
-                raise ConfigError(f"{source} is not a ppsvm model file")
-            if document.pop("version", None) != FORMAT_VERSION:
-                raise ConfigError(f"{source}: unsupported model format version")
             document["u"] = tuple(float(x) for x in document["u"])
+            for key in ("gamma", "mu", "nu"):
+                document[key] = number(document, key, source)
+            if not isinstance(document["mbar"], int) or isinstance(document["mbar"], bool):
+                raise ValueError(f"mbar must be a whole number, got {document['mbar']!r}")
             document["scaling"] = tuple(
                 ColumnScaling(s["column_block"], tuple(s["low"]), tuple(s["high"])) for s in document["scaling"]
             )

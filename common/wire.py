@@ -126,6 +126,9 @@ class _Receiving:
                 f"array {self.name!r}: stream truncated, {self.received} of {self.expected} bytes "
                 f"for shape {self.shape} and dtype {self.dtype.str}"
             )
-        if self.dtype.kind == "U" and self.expected and np.frombuffer(self.buffer, "<u4").max() > _MAX_UNICODE:
-            raise WireError(f"array {self.name!r}: text holds code points beyond U+10FFFF")
+        if self.dtype.kind == "U" and self.expected:
+            points = np.frombuffer(self.buffer, "<u4")
+            # Beyond U+10FFFF or a lone surrogate: not text, and it could not be encoded again later.
+            if points.max() > _MAX_UNICODE or ((points >= 0xD800) & (points <= 0xDFFF)).any():
+                raise WireError(f"array {self.name!r}: text holds code points that are not Unicode characters (surrogates or beyond U+10FFFF)")
         return np.frombuffer(self.buffer, dtype=self.dtype).reshape(self.shape)

@@ -87,7 +87,14 @@ class EntityClient:
 
     def records(self) -> dict[str, np.ndarray]:
         """train_ids, test_ids and, where held, train_labels and test_labels."""
-        return self._arrays("Records", self.stub.Records, pb.Empty(), ("train_ids", "test_ids"))
+        arrays = self._arrays("Records", self.stub.Records, pb.Empty(), ("train_ids", "test_ids"))
+        for part in ("train", "test"):
+            ids, labels = arrays[f"{part}_ids"], arrays.get(f"{part}_labels")
+            if ids.ndim != 1 or ids.dtype.kind != "U":
+                raise EntityError(f"{self.name} sent {part} ids of shape {ids.shape} and dtype {ids.dtype}")
+            if labels is not None and (labels.shape != ids.shape or labels.dtype.kind != "f" or not np.isfinite(labels).all()):
+                raise EntityError(f"{self.name} sent {part}_labels of shape {labels.shape} for {ids.size} ids, or labels that are not finite numbers")
+        return arrays
 
     def feature_range(self) -> pb.SignedRange:
         """The entity's per-feature min and max with its tag, ready to relay to its column block."""
@@ -95,6 +102,8 @@ class EntityClient:
         low, high, tag = arrays["low"], arrays["high"], arrays["tag"]
         if low.ndim != 1 or high.shape != low.shape or tag.shape != (1,) or tag.dtype.kind != "U":
             raise EntityError(f"{self.name} sent a feature range of shapes {low.shape}, {high.shape} and a tag of shape {tag.shape}")
+        if not (np.isfinite(low).all() and np.isfinite(high).all()) or (high < low).any():
+            raise EntityError(f"{self.name} sent a feature range that is not finite numbers with min <= max")
         return pb.SignedRange(entity_id=self.entity.id, low=low.tolist(), high=high.tolist(), tag=str(tag[0]))
 
     def kernel_block(self, request: pb.KernelRequest) -> np.ndarray:
@@ -102,6 +111,8 @@ class EntityClient:
         block = self._arrays("KernelBlock", self.stub.KernelBlock, request, ("kernel",))["kernel"]
         if block.ndim != 2 or block.shape[1] != request.mbar or block.dtype != np.float64:
             raise EntityError(f"{self.name} sent a kernel block of shape {block.shape} and dtype {block.dtype}; expected (rows, {request.mbar}) float64")
+        if not np.isfinite(block).all():
+            raise EntityError(f"{self.name} sent a kernel block with non-finite entries")
         return block
 
     def accept_model(self, model_json: str) -> str:

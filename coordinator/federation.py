@@ -142,7 +142,15 @@ class Session:
     def align_records(self) -> list[RowBlockRecords]:
         """Match records by id across the column blocks of each row block; check labels agree."""
         records = self.each(lambda c: c.records())
-        return [self._align_row_block(i, records) for i in self.federation.row_blocks]
+        blocks = [self._align_row_block(i, records) for i in self.federation.row_blocks]
+        holder: dict[str, int] = {}
+        for block in blocks:
+            for record in (*block.train_ids.tolist(), *block.test_ids.tolist()):
+                if holder.setdefault(record, block.row_block) != block.row_block:
+                    raise DataError(f"record id {record!r} is held by row blocks {holder[record]} and {block.row_block} "
+                                    f"(entities {self.row_block(holder[record])[0].id} and {self.row_block(block.row_block)[0].id}); "
+                                    "ids must be unique across the federation")
+        return blocks
 
     def _align_row_block(self, i: int, records: dict[str, dict[str, np.ndarray]]) -> RowBlockRecords:
         members = self.row_block(i)

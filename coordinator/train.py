@@ -12,13 +12,13 @@ import numpy as np
 
 from common.config import Federation
 from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
-from common.errors import ConfigError, EntityError, PrivacyError
+from common.errors import ConfigError, DataError, EntityError, PrivacyError
 from common.kernels import KERNELS, KernelName, rescale_gaussian
 from common.lp import FORMULATIONS, Formulation, Task, solve_lp
 from common.model import Model, ModelEntity
 from common.privacy import NOT_PRIVATE_BANNER
 from common.tuning import search_grid, tune
-from coordinator.federation import Session
+from coordinator.federation import RowBlockRecords, Session
 
 logger = logging.getLogger(__name__)
 
@@ -87,6 +87,8 @@ def train(federation: Federation, options: TrainOptions) -> Model:
     with Session(federation, options.deadline) as session:
         session.load_metadata()
         blocks = session.align_records()
+        if options.task == "classify":
+            _check_labels(session, blocks)
         widths = [session.n_features(j) for j in federation.column_blocks]
         n_train = sum(len(b.train_ids) for b in blocks)
         mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
@@ -130,6 +132,19 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             "seconds": time.perf_counter() - started, "tuning": tuning,
         },
     )
+
+
+def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
+    """Classification needs labels in {-1, +1} and both classes among the training records."""
+    for block in blocks:
+        odd = sorted(set(np.unique(block.train_labels).tolist()) - {-1.0, 1.0})
+        if odd:
+            holders = [e.id for e in session.row_block(block.row_block) if session.metadata[e.id].has_labels]
+            raise DataError(f"row block {block.row_block} (labels from entity {', '.join(holders)}): labels must be -1 or +1 "
+                            f"for classification, got {odd[:5]}")
+    labels = np.concatenate([b.train_labels for b in blocks])
+    if len(np.unique(labels)) < 2:
+        raise DataError(f"every training record has label {labels[0]:+g}: classification needs both classes")
 
 
 def _log_progress(done: int, total: int) -> None:

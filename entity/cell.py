@@ -12,17 +12,18 @@ import csv
 import hmac
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 import numpy as np
 
 from common.config import NON_PRIVATE_WEIGHTS_KEY, EntityConfig
-from common.dp import NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
+from common.dp import MECHANISMS, NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
 from common.dp_model import DpModel, parse_any_model
+from common.constants import MAX_ARRAY_BYTES
 from common.errors import ConfigError, DataError, PrivacyError
 from common.kernels import KernelName, kernel, scale_to_unit
 from common.lp import Task
@@ -97,48 +98,79 @@ def load_cell(path: Path) -> Cell:
         handle = path.open(newline="", encoding="utf-8")
     except OSError as exc:
         raise DataError(f"cannot read data file {path}: {exc.strerror}") from exc
-    with handle:
-        reader = csv.reader(handle)
-        header = next(reader, None)
-        if not header:
-            raise DataError(f"{path}: empty file (expected a header line starting with 'id')")
-        header = [name.strip() for name in header]
-        if header[0] != "id":
-            raise DataError(f"{path}, line 1: the first column must be 'id', got {header[0]!r}")
-        has_label = "label" in header
-        has_split = "split" in header
-        features = [k for k, name in enumerate(header) if name not in RESERVED_COLUMNS]
-        if not features:
-            raise DataError(f"{path}, line 1: no feature columns (only {', '.join(header)})")
-        label_at = header.index("label") if has_label else -1
-        split_at = header.index("split") if has_split else -1
-        ids: list[str] = []
-        labels: list[float] = []
-        is_test: list[bool] = []
-        values: list[list[float]] = []
-        first_line: dict[str, int] = {}
-        for line, row in enumerate(reader, start=2):
-            if not row or all(not field.strip() for field in row):
-                continue
-            if len(row) != len(header):
-                raise DataError(f"{path}, line {line}: {len(row)} fields, the header has {len(header)}")
-            record = row[0].strip()
-            if not record:
-                raise DataError(f"{path}, line {line}, column 'id': empty record id")
-            if record in first_line:
-                raise DataError(f"{path}, line {line}: duplicate record id {record!r} (first on line {first_line[record]})")
-            first_line[record] = line
-            ids.append(record)
-            if has_label:
-                labels.append(_number(row[label_at], path, line, "label"))
-            if has_split:
-                role = row[split_at].strip()
-                if role not in ("train", "test"):
-                    raise DataError(f"{path}, line {line}, column 'split': expected 'train' or 'test', got {role!r}")
-                is_test.append(role == "test")
-            else:
-                is_test.append(False)
-            values.append([_number(row[k], path, line, header[k]) for k in features])
+    try:
+        with handle:
+            return _read_cell(path, handle)
+    except UnicodeDecodeError:
+        raise DataError(_not_utf8(path)) from None
+
+
+def _rows(reader: Any, path: Path) -> Iterator[list[str]]:
+    """The CSV records, with the csv module's own errors (e.g. a field over its size limit) naming the line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(f"{path}, line {reader.line_num}: not readable as CSV: {exc}") from None
+        yield row
+
+
+def _not_utf8(path: Path) -> str:
+    """Where a file stops being UTF-8 (the decoder's own offset is within a buffer, not the file)."""
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return f"{path}, line {line}: not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r})"
+    return f"{path}: not UTF-8 text"
+
+
+def _read_cell(path: Path, handle: TextIO) -> Cell:
+    """The cell in ``handle`` (already open); see :func:`load_cell`."""
+    reader = _rows(csv.reader(handle), path)
+    header = next(reader, None)
+    if not header:
+        raise DataError(f"{path}: empty file (expected a header line starting with 'id')")
+    header = [name.strip() for name in header]
+    if header[0] != "id":
+        raise DataError(f"{path}, line 1: the first column must be 'id', got {header[0]!r}")
+    has_label = "label" in header
+    has_split = "split" in header
+    features = [k for k, name in enumerate(header) if name not in RESERVED_COLUMNS]
+    if not features:
+        raise DataError(f"{path}, line 1: no feature columns (only {', '.join(header)})")
+    label_at = header.index("label") if has_label else -1
+    split_at = header.index("split") if has_split else -1
+    ids: list[str] = []
+    labels: list[float] = []
+    is_test: list[bool] = []
+    values: list[list[float]] = []
+    first_line: dict[str, int] = {}
+    for line, row in enumerate(reader, start=2):  # lines as the csv module counts records
+        if not row or all(not field.strip() for field in row):
+            continue
+        if len(row) != len(header):
+            raise DataError(f"{path}, line {line}: {len(row)} fields, the header has {len(header)}")
+        record = row[0].strip()
+        if not record:
+            raise DataError(f"{path}, line {line}, column 'id': empty record id")
+        if record in first_line:
+            raise DataError(f"{path}, line {line}: duplicate record id {record!r} (first on line {first_line[record]})")
+        first_line[record] = line
+        ids.append(record)
+        if has_label:
+            labels.append(_number(row[label_at], path, line, "label"))
+        if has_split:
+            role = row[split_at].strip()
+            if role not in ("train", "test"):
+                raise DataError(f"{path}, line {line}, column 'split': expected 'train' or 'test', got {role!r}")
+            is_test.append(role == "test")
+        else:
+            is_test.append(False)
+        values.append([_number(row[k], path, line, header[k]) for k in features])
     if not ids:
         raise DataError(f"{path}: no records (the cell is empty)")
     X = np.asarray(values, dtype=np.float64)
@@ -273,6 +305,11 @@ class EntityCore:
         """
         n = self.cell.n_features
         check_mbar(mbar, n, self.config.non_private_override, self.id)
+        if kernel_name == "gaussian" and not (math.isfinite(mu) and mu > 0):
+            raise DataError(f"entity {self.id}: the Gaussian width mu must be a finite number > 0, got {mu}")
+        rows = max(len(self.cell.train_ids), len(self.cell.test_ids))
+        if mbar * max(rows, n) * 8 > MAX_ARRAY_BYTES:  # only reachable with the non-private override
+            raise DataError(f"entity {self.id}: mbar = {mbar} would need more than {MAX_ARRAY_BYTES >> 30} GiB for B_j or the block")
         low, high = self.block_scaling(ranges)
         if record_set == "train":
             X = self.cell.X_train
@@ -314,6 +351,14 @@ class EntityCore:
         DataError
             A cell without labels, or rho / scaling that do not fit its features.
         """
+        if mechanism not in (*MECHANISMS, NON_PRIVATE):
+            raise DataError(f"mechanism must be one of {', '.join((*MECHANISMS, NON_PRIVATE))}, got {mechanism!r}")
+        numbers = {"C": C, "huber_h": huber_h} | ({} if mechanism == NON_PRIVATE else {"epsilon": epsilon})
+        bad = {name: value for name, value in numbers.items() if value is None or not (math.isfinite(value) and value > 0)}
+        if bad:
+            raise DataError(f"entity {self.id}: {', '.join(bad)} must be finite numbers > 0, got {bad}")
+        if not (np.isfinite(rho).all() and np.isfinite(low).all() and np.isfinite(high).all()):
+            raise DataError(f"entity {self.id}: rho and the scaling must be finite numbers")
         cell = self.cell
         if cell.y_train is None:
             raise DataError(f"entity {self.id} holds no labels: DP training needs row blocks with every feature and the label (s = 1)")
@@ -358,9 +403,14 @@ class EntityCore:
             n_train, n_test (shapes) and error_rate/auc (classify) or relative_error/rmse (regress):
             nothing else about the cell or the model trained on it leaves the entity.
         """
+        for name, value in (("nu", nu), ("mu", mu)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise DataError(f"entity {self.id}: {name} must be a finite number > 0 (or 0 to tune), got {value}")
         cell = self.cell
         if cell.y_train is None or cell.y_test is None:
             raise DataError(f"entity {self.id} holds no labels, so it cannot train alone")
+        if task == "classify" and len(np.unique(cell.y_train)) < 2:
+            raise DataError(f"entity {self.id}: its training records are all of one class, so it cannot train alone")
         if len(cell.test_ids) == 0:
             raise DataError(f"entity {self.id} holds no held-out records to evaluate on")
         fraction = min(1.0, _BASELINE_BASIS_ROWS / len(cell.train_ids))

@@ -16,10 +16,6 @@ honest entity, and `ppsvm coordinator train` runs as a process against them. Two
 process instead, to stay fast: the malformed cells go through the CLI entry point (`main`, the same
 code as the console script; three of them also as real processes), and the lying entities of the
 last section are in-process gRPC servers that the coordinator's own code calls.
-
-Cases the product does not handle yet are marked ``xfail(strict=True)`` naming the input, what
-happens and where it should be checked: when one is fixed, its test passes and strict xfail fails,
-so the mark must go.
 """
 
 from __future__ import annotations
@@ -71,8 +67,6 @@ CALL_TIMEOUT_S = 30.0
 CLEAR_CODES = {grpc.StatusCode.INVALID_ARGUMENT, grpc.StatusCode.PERMISSION_DENIED, grpc.StatusCode.FAILED_PRECONDITION}
 GRPC_MAX_MESSAGE = 4 * 1024 * 1024
 OVERRIDE = "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
-# What a test raises when the product answers wrongly: a failed assert, or pytest.raises that saw no error.
-FAILED_CHECK = (AssertionError, pytest.fail.Exception)
 
 Rows = list[list[str]]
 
@@ -313,15 +307,9 @@ BROKEN_CELLS: list[Any] = [
     ("only-held-out-records", _cell_case(lambda r: set_column(r, "split", lambda k, old: "test")), ["every record is marked 'test'"]),
     pytest.param(
         "not-utf8", _cell_case(raw=b"id,label,split,x1\nJos\xe9,1,train,2.0\n"), ["line 2", "UTF-8"],
-        marks=pytest.mark.xfail(strict=True, raises=UnicodeDecodeError, reason=(
-            "a cell that is not UTF-8 escapes load_cell as UnicodeDecodeError: `ppsvm entity` dies with a traceback "
-            "instead of naming the file and line (entity/cell.py load_cell, the csv.reader loop)")),
     ),
     pytest.param(
-        "oversized-field", _cell_case(raw=b"id,label,split,x1\na,1,train," + b"1" * 200_000 + b"\n"), ["line 2", "x1"],
-        marks=pytest.mark.xfail(strict=True, raises=csv.Error, reason=(
-            "a field over csv's 131072-character limit escapes load_cell as _csv.Error: `ppsvm entity` dies with a "
-            "traceback instead of naming the file, line and column (entity/cell.py load_cell, the csv.reader loop)")),
+        "oversized-field", _cell_case(raw=b"id,label,split,x1\na,1,train," + b"1" * 200_000 + b"\n"), ["line 2", "not readable as CSV"],
     ),
 ]
 
@@ -411,18 +399,10 @@ REFUSED_FEDERATIONS: list[Any] = [
      ["column block 1", "different column-group secrets", "r0c1", "r1c1"]),
     ("no-labels", (("r0c0-unlabelled", 0, 0),), ["row block 0: no entity holds labels for its records"]),
     pytest.param(
-        "single-class", (("r0c0-positive", 0, 0),), ["need both classes"],
-        marks=pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-            "single-class labels reach common/lp.py _validate, whose ValueError is not a PpsvmError: "
-            "`ppsvm coordinator train` dies with a traceback (check in coordinator/train.py train, before the "
-            "kernel fetch, as a DataError naming the row blocks)")),
+        "single-class", (("r0c0-positive", 0, 0),), ["needs both classes"],
     ),
     pytest.param(
         "id-in-two-row-blocks", (("r0c0", 0, 0), ("r1c0-dupe", 1, 0)), [FirstIdOf("r0c0"), "r0c0", "r1c0"],
-        marks=pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-            "a record id held by two row blocks is accepted: training succeeds and writes a model, and "
-            "`coordinator serve` maps the id to the last row block (coordinator/federation.py align_records "
-            "checks uniqueness only within a row block)")),
     ),
 ]
 
@@ -494,22 +474,14 @@ def _nan_range(ranges: Any) -> list[pb.SignedRange]:
     return [first, *ranges[1:]]
 
 
-def _mu_xfail(value: str, answer: str) -> Any:
-    return pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-        f"a Gaussian KernelBlock with mu = {value} is answered {answer}: mu is never checked on the entity "
-        "(entity/servicer.py KernelBlock / entity/cell.py EntityCore.kernel_block should refuse a non-finite or "
-        "non-positive mu as a DataError -> INVALID_ARGUMENT; common/kernels.py gaussian_kernel raises a plain ValueError)"))
-
-
 ABSURD_KERNEL_REQUESTS: list[Any] = [
     ("mbar-2**31", _with(mbar=2**31), grpc.StatusCode.PERMISSION_DENIED, "refuses mbar = 2147483648"),
     ("mbar-uint32-max", _with(mbar=2**32 - 1), grpc.StatusCode.PERMISSION_DENIED, "privacy rule 3 needs mbar <= 14"),
     ("mbar-zero", _with(mbar=0), grpc.StatusCode.PERMISSION_DENIED, "mbar must be >= 1, got 0"),
-    pytest.param("mu-nan", _with(mu=math.nan), grpc.StatusCode.INVALID_ARGUMENT, "mu", marks=_mu_xfail("NaN", "INTERNAL")),
-    pytest.param("mu-negative", _with(mu=-1.0), grpc.StatusCode.INVALID_ARGUMENT, "mu", marks=_mu_xfail("-1", "INTERNAL")),
-    pytest.param("mu-zero", _with(mu=0.0), grpc.StatusCode.INVALID_ARGUMENT, "mu", marks=_mu_xfail("0", "INTERNAL")),
-    pytest.param("mu-inf", _with(mu=math.inf), grpc.StatusCode.INVALID_ARGUMENT, "mu",
-                 marks=_mu_xfail("inf", "OK with an all-zero block (NaN where a record equals a point of B_j)")),
+    pytest.param("mu-nan", _with(mu=math.nan), grpc.StatusCode.INVALID_ARGUMENT, "mu"),
+    pytest.param("mu-negative", _with(mu=-1.0), grpc.StatusCode.INVALID_ARGUMENT, "mu"),
+    pytest.param("mu-zero", _with(mu=0.0), grpc.StatusCode.INVALID_ARGUMENT, "mu"),
+    pytest.param("mu-inf", _with(mu=math.inf), grpc.StatusCode.INVALID_ARGUMENT, "mu"),
     ("kernel-enum-7", _with(kernel=7), grpc.StatusCode.INVALID_ARGUMENT, "kernel must be LINEAR or GAUSSIAN"),
     ("kernel-unspecified", _with(kernel=pb.KERNEL_UNSPECIFIED), grpc.StatusCode.INVALID_ARGUMENT, "kernel must be LINEAR or GAUSSIAN"),
     ("record-set-enum-9", _with(record_set=9), grpc.StatusCode.INVALID_ARGUMENT, "record_set must be TRAIN or TEST"),
@@ -545,10 +517,6 @@ def test_absurd_kernel_request_gets_a_clear_status_and_the_entity_keeps_serving(
     grid.assert_serving("r0c0")
 
 
-@pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-    "an entity with the non-private override answers KernelBlock(mbar = 2**31) with INTERNAL (MemoryError from "
-    "derive_B allocating 2**31 x n_j doubles): no bound on mbar or on the reply size before allocating "
-    "(entity/cell.py EntityCore.kernel_block, before derive_B: refuse rows * mbar * 8 > MAX_ARRAY_BYTES as INVALID_ARGUMENT)"))
 def test_absurd_mbar_on_an_entity_with_the_override(grid: Grid) -> None:
     """With the rule-3 override nothing but the request bounds mbar: 2**31 random points must be refused by size
     (the process runs under an address-space cap, so the attempt fails fast), and the entity keeps serving."""
@@ -580,20 +548,14 @@ def test_stream_cancelled_by_the_caller_leaves_the_entity_serving(grid: Grid) ->
     grid.assert_serving("r0c0")
 
 
-def _baseline_xfail(what: str) -> Any:
-    return pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-        f"LocalBaseline with {what} is answered INTERNAL (a ValueError from common/lp.py or common/kernels.py): "
-        "entity/servicer.py LocalBaseline checks task and kernel only; nu and mu must be finite and > 0 (or 0 = tune)"))
-
-
 ABSURD_BASELINES: list[Any] = [
     ("task-bogus", dict(task="cluster", kernel=pb.LINEAR, nu=1.0), "task must be classify or regress"),
     ("kernel-enum-9", dict(task="classify", kernel=9, nu=1.0), "kernel LINEAR or GAUSSIAN"),
-    pytest.param("nu-nan", dict(task="classify", kernel=pb.GAUSSIAN, nu=math.nan, mu=0.1), "nu", marks=_baseline_xfail("nu = NaN")),
-    pytest.param("nu-negative", dict(task="classify", kernel=pb.GAUSSIAN, nu=-1.0, mu=0.1), "nu", marks=_baseline_xfail("nu = -1")),
-    pytest.param("nu-inf", dict(task="classify", kernel=pb.GAUSSIAN, nu=math.inf, mu=0.1), "nu", marks=_baseline_xfail("nu = inf")),
-    pytest.param("mu-negative", dict(task="classify", kernel=pb.GAUSSIAN, nu=1.0, mu=-1.0), "mu", marks=_baseline_xfail("mu = -1")),
-    pytest.param("mu-inf", dict(task="classify", kernel=pb.GAUSSIAN, nu=1.0, mu=math.inf), "mu", marks=_baseline_xfail("mu = inf")),
+    pytest.param("nu-nan", dict(task="classify", kernel=pb.GAUSSIAN, nu=math.nan, mu=0.1), "nu"),
+    pytest.param("nu-negative", dict(task="classify", kernel=pb.GAUSSIAN, nu=-1.0, mu=0.1), "nu"),
+    pytest.param("nu-inf", dict(task="classify", kernel=pb.GAUSSIAN, nu=math.inf, mu=0.1), "nu"),
+    pytest.param("mu-negative", dict(task="classify", kernel=pb.GAUSSIAN, nu=1.0, mu=-1.0), "mu"),
+    pytest.param("mu-inf", dict(task="classify", kernel=pb.GAUSSIAN, nu=1.0, mu=math.inf), "mu"),
 ]
 
 
@@ -608,10 +570,6 @@ def test_absurd_baseline_request_gets_a_clear_status(grid: Grid, case: str, fiel
     grid.assert_serving("r0c0")
 
 
-@pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-    "LocalBaseline on a single-class cell is answered INTERNAL (ValueError 'need both classes' from common/lp.py, "
-    "or 'no cross-validation fold had both classes' from common/tuning.py): entity/cell.py EntityCore.local_baseline "
-    "should refuse it as a DataError naming the entity"))
 def test_baseline_on_a_single_class_cell(grid: Grid) -> None:
     """An entity whose labels are all +1 cannot train alone: FAILED_PRECONDITION or INVALID_ARGUMENT naming it."""
     with grid.channel("r0c0-positive") as channel:
@@ -635,26 +593,14 @@ def _model_json(**replace: str) -> bytes:
     return text.encode()
 
 
-def _model_xfail(what: str, error: str, where: str) -> Any:
-    return pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-        f"AcceptModel with {what} is answered INTERNAL ({error}): {where}"))
-
-
 HOSTILE_MODELS: list[Any] = [
     ("not-utf8", lambda: b"\xff\xfe{}", grpc.StatusCode.FAILED_PRECONDITION, "not UTF-8"),
     ("not-json", lambda: b"model, please", grpc.StatusCode.FAILED_PRECONDITION, "is not a ppsvm model file"),
     ("other-format", lambda: b'{"format": "onnx"}', grpc.StatusCode.FAILED_PRECONDITION, "not a ppsvm model file"),
     ("over-4-MB", lambda: b" " * (GRPC_MAX_MESSAGE + 1), grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max"),
-    pytest.param("nested-100000-deep", lambda: b"[" * 100_000 + b"]" * 100_000, grpc.StatusCode.FAILED_PRECONDITION, "model",
-                 marks=_model_xfail("JSON nested 100,000 deep", "RecursionError",
-                                    "json.loads in common/dp_model.py parse_any_model (and common/model.py Model.from_json) "
-                                    "raises RecursionError, which neither catches")),
-    pytest.param("gamma-a-string", lambda: _model_json(gamma='"x"'), grpc.StatusCode.FAILED_PRECONDITION, "gamma",
-                 marks=_model_xfail('"gamma": "x"', "TypeError", "common/model.py Model.from_json runs np.isfinite on unchecked "
-                                    "field types outside its try block")),
-    pytest.param("gamma-null", lambda: _model_json(gamma="null"), grpc.StatusCode.FAILED_PRECONDITION, "gamma",
-                 marks=_model_xfail('"gamma": null', "TypeError", "common/model.py Model.from_json runs np.isfinite on unchecked "
-                                    "field types outside its try block")),
+    pytest.param("nested-100000-deep", lambda: b"[" * 100_000 + b"]" * 100_000, grpc.StatusCode.FAILED_PRECONDITION, "model"),
+    pytest.param("gamma-a-string", lambda: _model_json(gamma='"x"'), grpc.StatusCode.FAILED_PRECONDITION, "gamma"),
+    pytest.param("gamma-null", lambda: _model_json(gamma="null"), grpc.StatusCode.FAILED_PRECONDITION, "gamma"),
 ]
 
 
@@ -837,16 +783,6 @@ def _nan_first(array: np.ndarray) -> np.ndarray:
     return array
 
 
-def _coordinator_xfail(reply: str, error: str, where: str) -> Any:
-    return pytest.mark.xfail(strict=True, raises=error_types(error), reason=(
-        f"an entity that {reply} makes the coordinator die with a bare {error} (a traceback from the CLI) instead of "
-        f"an EntityError naming it: {where}"))
-
-
-def error_types(name: str) -> type[BaseException]:
-    return {"ValueError": ValueError, "UnicodeEncodeError": UnicodeEncodeError}[name]
-
-
 HOSTILE_REPLIES: list[Any] = [
     ("records-stream-truncated", "r0c0-solo",
      {"Records": lambda core, request: iter([header("train_ids", "<U8", [10]), pb.ArrayChunk(data=b"\x00" * 17)])},
@@ -863,33 +799,13 @@ HOSTILE_REPLIES: list[Any] = [
     ("kernel-aborted-mid-stream", "r0c0-solo", {"KernelBlock": aborted}, "refused KernelBlock"),
     ("kernel-missing", "r0c0-solo", {"KernelBlock": lambda core, request: iter(())}, "did not send array(s) kernel"),
     ("not-array-chunks", "r0c0-solo", {"garbage": lambda core, request: iter(())}, "KernelBlock"),
-    pytest.param("records-labels-one-short", "r0c0-solo", {"Records": records_with(train_labels=lambda a: a[:-1])}, "train_labels",
-                 marks=_coordinator_xfail("sends one label fewer than ids", "ValueError",
-                                          "coordinator/federation.py _align_row_block (aligned[order] = held) never checks the "
-                                          "labels' length (nor dtype) against the ids")),
-    pytest.param("records-labels-nan", "r0c0-solo", {"Records": records_with(train_labels=_nan_first)}, "label",
-                 marks=_coordinator_xfail("sends a NaN label", "ValueError",
-                                          "labels are never checked after decoding (coordinator/federation.py _align_row_block); "
-                                          "common/lp.py _validate raises ValueError")),
-    pytest.param("cell-labels-zero-one", "r0c0-zero-one", {}, "label",
-                 marks=_coordinator_xfail("holds labels 0/1 in its cell (load_cell accepts any finite label)", "ValueError",
-                                          "classification labels are checked only in common/lp.py _validate (ValueError); "
-                                          "coordinator/train.py train should refuse labels other than +-1 naming the entity")),
+    pytest.param("records-labels-one-short", "r0c0-solo", {"Records": records_with(train_labels=lambda a: a[:-1])}, "train_labels"),
+    pytest.param("records-labels-nan", "r0c0-solo", {"Records": records_with(train_labels=_nan_first)}, "label"),
+    pytest.param("cell-labels-zero-one", "r0c0-zero-one", {}, "label"),
     pytest.param("kernel-nan-entries", "r0c0-solo", {"KernelBlock": kernel_with(lambda block: np.where(block > 0.5, math.nan, block))},
-                 "non-finite",
-                 marks=_coordinator_xfail("sends a kernel block with NaN entries", "ValueError",
-                                          "coordinator/client.py EntityClient.kernel_block checks shape and dtype but not finiteness; "
-                                          "common/lp.py _validate raises ValueError")),
-    pytest.param("range-tag-lone-surrogate", "r0c0-solo", {"FeatureRange": range_with(tag="\ud800")}, "tag",
-                 marks=_coordinator_xfail("sends a range tag holding a lone surrogate (U+D800)", "UnicodeEncodeError",
-                                          "common/wire.py _Receiving.finish refuses code points above U+10FFFF but not surrogates, "
-                                          "and coordinator/client.py feature_range puts the text in a protobuf string")),
-    pytest.param("range-nan-low", "r0c0-solo", {"FeatureRange": range_with(_nan_first), "KernelBlock": own_ranges_kernel}, "range",
-                 marks=pytest.mark.xfail(strict=True, raises=FAILED_CHECK, reason=(
-                     "an entity that publishes a NaN minimum (validly tagged under its own secret) is not named: training "
-                     "fails later in coordinator/federation.py Session._ranges_for with 'their training data changed since "
-                     "the model was trained' (NaN != NaN), a wrong reason naming no entity; coordinator/client.py "
-                     "EntityClient.feature_range should refuse non-finite ranges or low > high"))),
+                 "non-finite"),
+    pytest.param("range-tag-lone-surrogate", "r0c0-solo", {"FeatureRange": range_with(tag="\ud800")}, "tag"),
+    pytest.param("range-nan-low", "r0c0-solo", {"FeatureRange": range_with(_nan_first), "KernelBlock": own_ranges_kernel}, "range"),
 ]
 
 

@@ -85,12 +85,12 @@ def _model_file(tmp_path: Path, text: str) -> Path:
 @pytest.mark.parametrize(
     ("mangle", "fragment"),
     [
-        (lambda d: "{not json", "is not a valid ppsvm model file"),
+        (lambda d: "{not json", "is not a ppsvm model file: not JSON"),
         (lambda d: json.dumps({**d, "format": "other-model"}), "is not a ppsvm model file"),
         (lambda d: json.dumps({k: v for k, v in d.items() if k != "format"}), "is not a ppsvm model file"),
-        (lambda d: json.dumps({**d, "version": 2}), "unsupported model format version"),
+        (lambda d: json.dumps({**d, "version": 2}), "unsupported ppsvm-model version"),
         (lambda d: json.dumps({**d, "u": [1.0, 2.0]}), "u has 2 entries but mbar is 3"),
-        (lambda d: json.dumps({k: v for k, v in d.items() if k != "gamma"}), "is not a valid ppsvm model file"),
+        (lambda d: json.dumps({k: v for k, v in d.items() if k != "gamma"}), "'gamma' must be a number, got None"),
         (lambda d: json.dumps({**d, "extra": 1}), "is not a valid ppsvm model file"),
         (lambda d: json.dumps({**d, "u": ["x", 1, 2]}), "is not a valid ppsvm model file"),
         (lambda d: json.dumps([d]), "is not a ppsvm model file"),
