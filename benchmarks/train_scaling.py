@@ -37,7 +37,7 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from benchmarks._shared import (  # noqa: E402
-    AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, load_average, machine_info, median, peak_rss_mib,
+    AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, fixed_secret, load_average, machine_info, median, peak_rss_mib,
     print_machine, relative_gap, seconds_text, synthetic, table, timed, write_json,
 )
 
@@ -133,6 +133,8 @@ def split(m_train: int, seed: int, out_dir: Path) -> tuple[Path, np.ndarray, np.
     result = split_dataset(dataset, SplitOptions(rows=ENTITY_ROWS, cols=ENTITY_COLS, out_dir=out_dir,
                                                  test_fraction=TEST_FRACTION, seed=seed, overwrite=True))
     assert result.n_train == m_train, (result.n_train, m_train)
+    # A fixed secret, so B and with it the test error are the same on every rerun (production secrets are random).
+    (out_dir / "column-block-0.secret").write_text(fixed_secret("train_scaling", m_train, seed), encoding="utf-8")
     return result.federation_path, X, y
 
 
