@@ -261,7 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ppsvm",
         description="Privacy-preserving SVM classification and regression over checkerboard-partitioned data via "
-                    "random kernels (Mangasarian & Wild; Fung & Mangasarian). Entities publish only K(A_ij, B_j').",
+                    "random kernels (Mangasarian & Wild; Fung & Mangasarian): entities publish only K(A_ij, B_j'). "
+                    "Also a differentially private hybrid RBF SVM (Li et al. 2014; coordinator train --method dp-hybrid), "
+                    "where entities publish noised weights within their privacy budget. Every channel is mutual TLS.",
     )
     parser.add_argument("--version", action="version", version=f"ppsvm {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
