@@ -11,6 +11,17 @@ PUBLIC_MODE = 0o666  # narrowed by the process umask, like any new file
 PRIVATE_MODE = 0o600  # cell data, configs with secrets, private keys, ledgers
 
 
+def _read_umask() -> int:
+    current = os.umask(0)
+    os.umask(current)
+    return current
+
+
+# Read once, at import: reading it means setting it, and a gRPC thread creating a file in
+# that instant would get no umask at all.
+_UMASK = _read_umask()
+
+
 def _sync_directory(directory: Path) -> None:
     """Make a rename in ``directory`` durable (the rename itself lives in the directory entry)."""
     descriptor = os.open(directory, os.O_RDONLY)
@@ -25,7 +36,7 @@ def write_atomic(path: Path, text: str, mode: int = PUBLIC_MODE) -> None:
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
-        os.fchmod(handle, mode & ~_umask())
+        os.fchmod(handle, mode & ~_UMASK)
         with os.fdopen(handle, "w", encoding="utf-8") as stream:
             stream.write(text)
             stream.flush()
@@ -35,12 +46,6 @@ def write_atomic(path: Path, text: str, mode: int = PUBLIC_MODE) -> None:
         Path(temporary).unlink(missing_ok=True)
         raise
     _sync_directory(path.parent)
-
-
-def _umask() -> int:
-    current = os.umask(0)
-    os.umask(current)
-    return current
 
 
 def write_all(out_dir: Path, files: dict[str, tuple[str, int]]) -> None:
