@@ -69,8 +69,9 @@ class Session:
 
     def __init__(self, federation: Federation, deadline: float = DEFAULT_DEADLINE_S) -> None:
         self.federation = federation
-        tls = choose_tls(federation.tls, insecure=federation.insecure, source=federation.source)
-        self.clients = {e.id: EntityClient(e, tls, deadline) for e in federation.entities}
+        # The coordinator's TLS material, or None when plaintext was asked for: also what serve listens with.
+        self.tls = choose_tls(federation.tls, insecure=federation.insecure, source=federation.source)
+        self.clients = {e.id: EntityClient(e, self.tls, deadline) for e in federation.entities}
         self._pool = ThreadPoolExecutor(max_workers=min(32, len(self.clients)), thread_name_prefix="entity-call")
         self.metadata: dict[str, pb.BlockMetadata] = {}
         # Per column block, its members' signed feature ranges (see column_scaling).

@@ -73,8 +73,7 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
         session.ranges_for(model.scaling)
         servicer = CoordinatorServicer(session, model)
         # Prediction clients need a certificate from the federation CA; any identity may ask.
-        tls = None if federation.insecure else federation.tls
-        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=tls)
+        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=session.tls)
         print(f"listening on {host_of(listen)}:{port}", flush=True)
         # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
         while not stop.wait(timeout=0.5):
