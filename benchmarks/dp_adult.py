@@ -95,6 +95,7 @@ from common.dp import (  # noqa: E402
     l2_sensitivity, output_perturbation, private_weights, public_kernel_width, public_scaling, random_frequencies,
     train_kernel_svm, train_linear_svm,
 )
+from common.kernels import gaussian_kernel  # noqa: E402
 from common.metrics import auc, error_rate  # noqa: E402
 
 NAME = "dp_adult"
@@ -187,12 +188,6 @@ def load_adult(path: Path, log_capital: bool) -> tuple[np.ndarray, np.ndarray, l
     return X, y, names, checks
 
 
-def rbf(A: np.ndarray, B: np.ndarray, gamma: float) -> np.ndarray:
-    """exp(-gamma ||a - b||^2) for every row pair; shape (len(A), len(B))."""
-    squared = (A * A).sum(1)[:, None] + (B * B).sum(1)[None, :] - 2.0 * A @ B.T
-    return np.exp(-gamma * np.maximum(squared, 0.0))
-
-
 def figures(y: np.ndarray, scores: np.ndarray) -> dict[str, float]:
     return {"auc": auc(y, scores), "error_rate": error_rate(y, scores)}
 
@@ -209,8 +204,8 @@ def public_only(X: np.ndarray, y: np.ndarray, public: np.ndarray, test: np.ndarr
     low, high = public_scaling(X[public])
     scaled = apply_scaling(X[public], low, high)
     width = public_kernel_width(scaled)
-    model = train_kernel_svm(rbf(scaled, scaled, width), y[public], C)
-    scores = decision(rbf(apply_scaling(X[test], low, high), scaled, width), model)
+    model = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y[public], C)
+    scores = decision(gaussian_kernel(apply_scaling(X[test], low, high), scaled, width), model)
     return {**figures(y[test], scores), "positives": int((y[public] > 0).sum()), "kernel_width": width}
 
 
@@ -306,8 +301,8 @@ def run_rep(X: np.ndarray, y: np.ndarray, seed: int, cfg: dict[str, Any], check:
     if cfg["exact_rows"] > 0:
         subsample = rng(seed, TAG_EXACT).choice(private, size=cfg["exact_rows"], replace=False)
         A = apply_scaling(X[subsample], low, high)
-        model = train_kernel_svm(rbf(A, A, width), y[subsample], C)
-        out["plain"]["exact-rbf/subsample"] = figures(y[test], decision(rbf(test_scaled, A, width), model))
+        model = train_kernel_svm(gaussian_kernel(A, A, width), y[subsample], C)
+        out["plain"]["exact-rbf/subsample"] = figures(y[test], decision(gaussian_kernel(test_scaled, A, width), model))
     for size in cfg["public_sizes"]:
         out["public_only"][str(size)] = public_only(X, y, pool[:size], test, C)
         for c_value in cfg["extra_C"]:

@@ -85,17 +85,23 @@ class DpModel:
 
     def decision(self, X: np.ndarray) -> np.ndarray:
         """Decision values for raw feature rows X of shape (m, d); returns shape (m,)."""
-        from common.dp import apply_scaling, fourier_features
+        from common.dp import apply_scaling, decision, fourier_features
+        from common.kernels import gaussian_kernel
 
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features:
             raise ConfigError(f"X has shape {X.shape}; the model expects {self.n_features} features")
         scaled = apply_scaling(X, np.asarray(self.low), np.asarray(self.high))
         if self.method == "public-only":
-            basis = np.asarray(self.basis)
-            squared = ((scaled[:, None, :] - basis[None, :, :]) ** 2).sum(axis=2)
-            return (np.exp(-self.kernel_width * squared) + 1.0) @ np.asarray(self.dual_coef)
+            return decision(gaussian_kernel(scaled, np.asarray(self.basis), self.kernel_width), self._public_svm)
         return fourier_features(scaled, np.asarray(self.rho)) @ np.asarray(self.weights)
+
+    @property
+    def _public_svm(self) -> Any:
+        """The public-only model's dual coefficients as common.dp's KernelSVM, so one function predicts."""
+        from common.dp import KernelSVM
+
+        return KernelSVM(dual_coef=np.asarray(self.dual_coef), objective=float("nan"), sweeps=0)
 
     def to_json(self) -> str:
         document = {"format": FORMAT, "version": FORMAT_VERSION, **asdict(self)}

@@ -81,7 +81,7 @@ def _transport(federation: Federation) -> list[Finding]:
         return [Finding(FAIL, "transport", "plaintext (--insecure or no [tls] table): anyone on the network path sees the kernel "
                                            "blocks, ids and labels, and any process can call the entities")]
     try:
-        ca, cert, _ = federation.tls.read()
+        _, cert, _ = federation.tls.read()
     except PpsvmError as error:
         return [Finding(FAIL, "transport", str(error))]
     name, expires = certificate_identity(cert)

@@ -27,6 +27,7 @@ from common.dp import (
 )
 from common.dp_model import METHODS, DpEntity, DpModel
 from common.errors import ConfigError, DataError
+from common.kernels import gaussian_kernel
 from common.rpc import ppsvm_pb2 as pb
 from coordinator.federation import Session
 from coordinator.train import distribute
@@ -98,8 +99,7 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     width = public_kernel_width(scaled)
     common = {"low": tuple(low.tolist()), "high": tuple(high.tolist()), "kernel_width": width, "C": options.C}
     if options.method == "public-only":
-        squared = ((scaled[:, None, :] - scaled[None, :, :]) ** 2).sum(axis=2)
-        svm = train_kernel_svm(np.exp(-width * squared), y_public, options.C)
+        svm = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y_public, options.C)
         return DpModel(method="public-only", mechanism="public", epsilon=None, private=True,
                        basis=tuple(map(tuple, scaled.tolist())), dual_coef=tuple(svm.dual_coef.tolist()),
                        training={"n_public": len(y_public), "seconds": time.perf_counter() - started}, **common)
