@@ -55,6 +55,28 @@ def coordinator_channel(federation_path: Path, entity: FederationEntity | str) -
     return open_channel(entity.address, tls=federation.tls, peer=entity.id)
 
 
+DP_SPLIT_OPTIONS = ["--label", "1", "--positive", "M", "--id-column", "0"]
+
+
+def public_and_private(tmp: Path, n_public: int) -> tuple[Path, Path]:
+    """WDBC cut in two: ``n_public`` records as a public file (cell format) and the rest as a raw file to split."""
+    import numpy as np
+
+    from common.dataset import DatasetOptions, load_dataset
+
+    data = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
+    order = np.random.default_rng(5).permutation(len(data.y))
+    public, private = order[:n_public], order[n_public:]
+    public_csv = tmp / "public.csv"
+    rows = [",".join(["id", "label", *data.feature_names])]
+    rows += [",".join([data.ids[k], "1" if data.y[k] > 0 else "-1", *map(repr, data.X[k].tolist())]) for k in public]
+    public_csv.write_text("\n".join(rows) + "\n")
+    private_csv = tmp / "private.csv"  # raw, like the UCI file: id, M/B label, features (split with DP_SPLIT_OPTIONS)
+    private_csv.write_text("\n".join(",".join([data.ids[k], "M" if data.y[k] > 0 else "B", *map(repr, data.X[k].tolist())])
+                                      for k in private) + "\n")
+    return public_csv, private_csv
+
+
 def split(tmp: Path, data: Path, rows: int, cols: int, *options: str) -> Path:
     ppsvm("split", str(data), "--rows", str(rows), "--cols", str(cols), "--out", str(tmp), *options)
     return tmp

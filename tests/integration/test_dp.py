@@ -12,13 +12,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.dataset import DatasetOptions, load_dataset
 from common.dp import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling, train_linear_svm
 from common.dp_model import DpModel
 from common.rpc import ppsvm_pb2 as pb
 from entity.cell import load_cell
 
-from .conftest import WDBC, ppsvm
+from .conftest import DP_SPLIT_OPTIONS, ppsvm, public_and_private
 
 N_PUBLIC = 80
 BUDGET = 2.5
@@ -27,18 +26,9 @@ BUDGET = 2.5
 @pytest.fixture
 def dp_federation(federation, tmp_path: Path):
     """WDBC minus N_PUBLIC records over 3 row-block entities with a budget; the public records apart."""
-    data = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
-    order = np.random.default_rng(5).permutation(len(data.y))
-    public, private = order[:N_PUBLIC], order[N_PUBLIC:]
-    public_csv = tmp_path / "public.csv"
-    rows = [",".join(["id", "label", *data.feature_names])]
-    rows += [",".join([data.ids[k], "1" if data.y[k] > 0 else "-1", *map(repr, data.X[k].tolist())]) for k in public]
-    public_csv.write_text("\n".join(rows) + "\n")
-    private_csv = tmp_path / "private.csv"
-    private_csv.write_text("\n".join(",".join([data.ids[k], "M" if data.y[k] > 0 else "B", *map(repr, data.X[k].tolist())])
-                                      for k in private) + "\n")
+    public_csv, private_csv = public_and_private(tmp_path, N_PUBLIC)
     privacy = f"\n[privacy]\nepsilon_total = {BUDGET}\nnon_private_allow_unnoised_weights = true\n"
-    run = federation(3, 1, data=private_csv, options=["--label", "1", "--positive", "M", "--id-column", "0"], extra_config=privacy)
+    run = federation(3, 1, data=private_csv, options=DP_SPLIT_OPTIONS, extra_config=privacy)
     return run, public_csv
 
 

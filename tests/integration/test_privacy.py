@@ -7,6 +7,7 @@ overrides it, and then every output says the run was not private.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -15,6 +16,7 @@ import grpc
 import numpy as np
 import pytest
 
+from common.dp import apply_scaling, fourier_features
 from common.config import federation_at_addresses, load_entity_config, load_federation
 from common.grpc_util import create_server
 from common.kernels import gaussian_kernel
@@ -22,12 +24,13 @@ from common.model import Model
 from common.randomness import derive_B
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
-from coordinator.evaluate import entity_alone, evaluate_model
+from coordinator.dp_train import DpOptions, train_dp
+from coordinator.evaluate import entity_alone, evaluate_dp_model, evaluate_model
 from coordinator.train import TrainOptions, train_and_save
 from entity.cell import EntityCore
 from entity.servicer import EntityServicer
 
-from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, split
+from .conftest import DP_SPLIT_OPTIONS, WDBC, WDBC_OPTIONS, coordinator_channel, public_and_private, split
 
 MBAR = 6
 
@@ -37,43 +40,57 @@ class Spy:
 
     def __init__(self, servicer: EntityServicer) -> None:
         self._servicer = servicer
-        self.sent: list[bytes] = []
+        self.replies: list[Any] = []
+
+    @property
+    def sent(self) -> list[bytes]:
+        """Every reply as it went on the wire."""
+        return [reply.SerializeToString() for reply in self.replies]
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._servicer, name)
 
         def unary(request: Any, context: grpc.ServicerContext) -> Any:
             reply = method(request, context)
-            self.sent.append(reply.SerializeToString())
+            self.replies.append(reply)
             return reply
 
         def stream(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             for reply in method(request, context):
-                self.sent.append(reply.SerializeToString())
+                self.replies.append(reply)
                 yield reply
 
         return stream if name in ("Records", "FeatureRange", "KernelBlock") else unary
 
 
+@contextlib.contextmanager
+def serve_spied(split_dir: Path) -> Iterator[tuple[Path, dict[str, Spy], dict[str, EntityCore]]]:
+    """Every cell of a split served in this process behind a Spy, with TLS; the live federation file."""
+    planned = load_federation(split_dir / "federation.toml")
+    servers, spies, cores, addresses = [], {}, {}, []
+    try:
+        for entity in planned.entities:
+            config = load_entity_config(split_dir / f"{entity.id}.toml")
+            core = EntityCore(config)
+            spy = Spy(EntityServicer(core, split_dir))
+            server, port = create_server("127.0.0.1:0", lambda s, spy=spy: pb_grpc.add_EntityServicer_to_server(spy, s),
+                                         tls=config.tls, allowed_peers={config.coordinator_identity})
+            servers.append(server)
+            spies[entity.id], cores[entity.id] = spy, core
+            addresses.append(f"127.0.0.1:{port}")
+        live = split_dir / "federation.live.toml"
+        live.write_text(federation_at_addresses(planned, addresses))
+        yield live, spies, cores
+    finally:
+        for server in servers:
+            server.stop(0)
+
+
 @pytest.fixture
 def spied(tmp_path: Path) -> Iterator[tuple[Path, Path, dict[str, Spy], dict[str, EntityCore]]]:
     split_dir = split(tmp_path / "split", WDBC, 2, 2, *WDBC_OPTIONS)
-    planned = load_federation(split_dir / "federation.toml")
-    servers, spies, cores, addresses = [], {}, {}, []
-    for entity in planned.entities:
-        config = load_entity_config(split_dir / f"{entity.id}.toml")
-        core = EntityCore(config)
-        spy = Spy(EntityServicer(core, split_dir))
-        server, port = create_server("127.0.0.1:0", lambda s, spy=spy: pb_grpc.add_EntityServicer_to_server(spy, s),
-                                     tls=config.tls, allowed_peers={config.coordinator_identity})
-        servers.append(server)
-        spies[entity.id], cores[entity.id] = spy, core
-        addresses.append(f"127.0.0.1:{port}")
-    live = split_dir / "federation.live.toml"
-    live.write_text(federation_at_addresses(planned, addresses))
-    yield split_dir, live, spies, cores
-    for server in servers:
-        server.stop(0)
+    with serve_spied(split_dir) as (live, spies, cores):
+        yield split_dir, live, spies, cores
 
 
 def _float_bytes(values: np.ndarray) -> set[bytes]:
@@ -102,12 +119,39 @@ def test_no_data_row_and_no_B_entry_leaves_an_entity(spied) -> None:
             assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
         for value in _float_bytes(B):
             assert value not in wire, f"entity {entity_id} sent an entry of its B_j"
-        # Single values of A may appear only as the allowed per-feature min and max, or where they
-        # coincide with a label.
-        allowed = _float_bytes(cell.X_train.min(axis=0)) | _float_bytes(cell.X_train.max(axis=0))
-        allowed |= _float_bytes(np.array([1.0, -1.0]))
-        leaked = [v for v in _float_bytes(X) - allowed if v in wire]
-        assert not leaked, f"entity {entity_id} sent feature values other than its min/max: {leaked[:3]}"
+        _assert_no_feature_value_but_min_max(entity_id, wire, X, cell.X_train)
+
+
+def _assert_no_feature_value_but_min_max(
+    entity_id: str, wire: bytes, X: np.ndarray, X_train: np.ndarray, published: tuple[float, ...] = (),
+) -> None:
+    """Single values of A may appear only as the allowed per-feature min and max, or where they coincide with a
+    label or another number the protocol publishes (``published``, e.g. epsilon and the remaining budget)."""
+    allowed = _float_bytes(X_train.min(axis=0)) | _float_bytes(X_train.max(axis=0)) | _float_bytes(np.array([1.0, -1.0, *published]))
+    leaked = [v for v in _float_bytes(X) - allowed if v in wire]
+    assert not leaked, f"entity {entity_id} sent feature values other than its min/max: {leaked[:3]}"
+
+
+def test_dp_mode_sends_only_noised_weights_and_figures(tmp_path: Path) -> None:
+    """DpWeights and DpEvaluate: no row (raw, scaled or mapped by zhat) and no feature value leaves; the weights do."""
+    public, private = public_and_private(tmp_path, 60)
+    split_dir = split(tmp_path / "split", private, 2, 1, *DP_SPLIT_OPTIONS)
+    for config in split_dir.glob("r*c0.toml"):
+        config.write_text(config.read_text() + "\n[privacy]\nepsilon_total = 3\n")
+    with serve_spied(split_dir) as (live, spies, cores):
+        federation = load_federation(live)
+        model = train_dp(federation, DpOptions(method="dp-hybrid", public=public, epsilon=1.0, n_frequencies=20))
+        evaluate_dp_model(federation, model)
+    for entity_id, core in cores.items():
+        wire = b"".join(spies[entity_id].sent)
+        X = np.vstack([core.cell.X_train, core.cell.X_test])
+        scaled = apply_scaling(X, np.array(model.low), np.array(model.high))
+        mapped = fourier_features(scaled, np.array(model.rho))
+        release = next(reply for reply in spies[entity_id].replies if isinstance(reply, pb.DpReply))
+        assert np.array(release.weights).tobytes() in wire, "positive control: the spy must see the released weights"
+        for row in (*X, *scaled, *mapped):
+            assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
+        _assert_no_feature_value_but_min_max(entity_id, wire, X, core.cell.X_train, (release.epsilon, release.budget_remaining))
 
 
 def test_entity_refuses_mbar_not_below_its_width(spied) -> None:
