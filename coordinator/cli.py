@@ -6,6 +6,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -253,6 +254,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         seed=args.seed, train=_train_options(args, {}), out=Path(args.out) if args.out else None, json=args.json,
         insecure=args.insecure,
     )
+    # `kill` or `docker stop` must not orphan the entities either: SIGTERM unwinds like Ctrl-C.
+    signal.signal(signal.SIGTERM, signal.default_int_handler)
     run_demo(options)
     return 0
 

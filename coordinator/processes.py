@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import os
 import queue
+import signal
 import subprocess
 import sys
 import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
-from types import TracebackType
+from types import FrameType, TracebackType
 
 from common.errors import EntityError
 
@@ -33,11 +36,12 @@ class EntityProcesses:
     def __enter__(self) -> EntityProcesses:
         try:
             for config in self.configs:
-                self.processes.append(subprocess.Popen(
-                    [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", f"{self.host}:0",
-                     *(["--insecure"] if self.insecure else [])],
-                    stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(),
-                ))
+                with _signals_held():
+                    self.processes.append(subprocess.Popen(
+                        [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", f"{self.host}:0",
+                         *(["--insecure"] if self.insecure else [])],
+                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=_child_env(),
+                    ))
             self.addresses = [self._wait_ready(p, c) for p, c in zip(self.processes, self.configs)]
         except BaseException:
             self.stop()
@@ -65,6 +69,31 @@ class EntityProcesses:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+
+
+@contextmanager
+def _signals_held() -> Iterator[None]:
+    """Hold SIGINT and SIGTERM until the block ends, then deliver them to the usual handlers.
+
+    A Ctrl-C raised inside ``Popen`` (after the fork, while it waits for the exec) loses the
+    child it has just started: no Popen object comes back, so nothing could ever stop it.
+    """
+    if threading.current_thread() is not threading.main_thread():
+        yield  # Python runs signal handlers in the main thread only: nothing can interrupt this one.
+        return
+    received: list[int] = []
+
+    def hold(signum: int, frame: FrameType | None) -> None:
+        received.append(signum)
+
+    previous = {signum: signal.signal(signum, hold) for signum in (signal.SIGINT, signal.SIGTERM)}
+    try:
+        yield
+    finally:
+        for signum, handler in previous.items():
+            signal.signal(signum, handler)
+        for signum in dict.fromkeys(received):
+            signal.raise_signal(signum)
 
 
 def read_listening_address(process: subprocess.Popen[str], name: str, timeout: float = START_TIMEOUT_S) -> str:

@@ -1,0 +1,38 @@
+"""Signals that arrive while a child is being started are held, then delivered once it is recorded."""
+
+from __future__ import annotations
+
+import os
+import signal
+
+import pytest
+
+from coordinator.processes import _signals_held
+
+
+def test_ctrl_c_inside_the_block_is_raised_after_it() -> None:
+    reached_end_of_block = False
+    with pytest.raises(KeyboardInterrupt):
+        with _signals_held():
+            os.kill(os.getpid(), signal.SIGINT)
+            reached_end_of_block = True
+    assert reached_end_of_block
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+
+
+def test_sigterm_reaches_the_handler_in_place_before_the_block() -> None:
+    seen: list[int] = []
+    previous = signal.signal(signal.SIGTERM, lambda signum, frame: seen.append(signum))
+    try:
+        with _signals_held():
+            os.kill(os.getpid(), signal.SIGTERM)
+            assert seen == []
+        assert seen == [signal.SIGTERM]
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def test_a_quiet_block_changes_nothing() -> None:
+    with _signals_held():
+        pass
+    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
