@@ -63,7 +63,7 @@ def kernel(name: KernelName, A: np.ndarray, B: np.ndarray, mu: float = 1.0) -> n
     raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
 
 
-def assemble(name: KernelName, blocks: Sequence[np.ndarray]) -> np.ndarray:
+def assemble(name: KernelName, blocks: Sequence[np.ndarray], columns: np.ndarray | None = None) -> np.ndarray:
     """Combine the column-block kernels of one row block.
 
     Parameters
@@ -71,11 +71,15 @@ def assemble(name: KernelName, blocks: Sequence[np.ndarray]) -> np.ndarray:
     name : {"linear", "gaussian"}
     blocks : sequence of ndarray, each shape (m_i, mbar)
         K(A_ij, B_j') for j = 1..s, rows aligned by record.
+    columns : ndarray of int, shape (p, s), optional
+        Column c combines column ``columns[c, j]`` of block j: the kernel against the point
+        [B_1[k_1] ... B_s[k_s]] (see :func:`product_columns`). None: column k of every block,
+        the paper's B = [B_1 ... B_s] (p = mbar).
 
     Returns
     -------
-    ndarray, shape (m_i, mbar)
-        sum_j K_ij (linear) or prod_j K_ij elementwise (Gaussian).
+    ndarray, shape (m_i, mbar) or (m_i, p)
+        sum_j (linear) or elementwise prod_j (Gaussian) of the selected block columns.
     """
     if name not in KERNELS:
         raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
@@ -84,13 +88,58 @@ def assemble(name: KernelName, blocks: Sequence[np.ndarray]) -> np.ndarray:
     shapes = {block.shape for block in blocks}
     if len(shapes) != 1:
         raise ValueError(f"kernel blocks of one row block differ in shape: {sorted(shapes)}")
-    result = np.array(blocks[0], dtype=np.float64, copy=True)
-    for block in blocks[1:]:
+    if columns is not None and (columns.ndim != 2 or columns.shape[1] != len(blocks)):
+        raise ValueError(f"columns has shape {columns.shape}; expected (p, {len(blocks)}) for {len(blocks)} blocks")
+    picked = blocks if columns is None else [block[:, columns[:, j]] for j, block in enumerate(blocks)]
+    result = np.array(picked[0], dtype=np.float64, copy=True)
+    for block in picked[1:]:
         if name == "linear":
             result += block
         else:
             result *= block
     return result
+
+
+def product_columns(mbar: int, n_blocks: int, count: int, seed: int) -> np.ndarray:
+    """Kernel columns that pair rows of different B_j's: points from the Cartesian product of their rows.
+
+    The coordinator already holds K(A_ij, B_j') for every j; combining column k_j of each
+    block gives the kernel against the point [B_1[k_1] ... B_s[k_s]] at no cost to privacy
+    (no new request, each entity still publishes mbar < n_j columns). Up to mbar^s points
+    instead of mbar.
+
+    Parameters
+    ----------
+    mbar : int
+        Rows of every B_j.
+    n_blocks : int
+        s, the number of column blocks.
+    count : int
+        Points wanted; at least mbar (the paper's points come first), at most mbar^s.
+    seed : int
+        Seed for choosing the other points when mbar^s exceeds ``count``.
+
+    Returns
+    -------
+    ndarray of int, shape (min(max(count, mbar), mbar^s), n_blocks)
+        Row k < mbar is (k, ..., k), the paper's kernel; the rest distinct and random.
+    """
+    if mbar < 1 or n_blocks < 1:
+        raise ValueError(f"mbar and the number of blocks must be >= 1, got {mbar} and {n_blocks}")
+    total = mbar**n_blocks
+    count = min(max(count, mbar), total)
+    chosen = {(k,) * n_blocks: None for k in range(mbar)}
+    rng = np.random.default_rng(seed)
+    if count > total // 2:
+        # Dense: draw from the full list, so the loop below never hunts for the last few points.
+        every = np.array(np.unravel_index(rng.permutation(total), (mbar,) * n_blocks)).T
+        for point in map(tuple, every.tolist()):
+            if len(chosen) == count:
+                break
+            chosen.setdefault(point, None)
+    while len(chosen) < count:
+        chosen.setdefault(tuple(rng.integers(0, mbar, n_blocks).tolist()), None)
+    return np.array(list(chosen), dtype=np.int64).reshape(count, n_blocks)
 
 
 def rescale_gaussian(K: np.ndarray, mu_from: float, mu_to: float) -> np.ndarray:

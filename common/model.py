@@ -61,6 +61,12 @@ class ColumnScaling:
         return len(self.low)
 
 
+def _column_row(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"columns must hold whole numbers, got {value!r}")
+    return value
+
+
 @dataclass(frozen=True)
 class ModelEntity:
     id: str
@@ -74,10 +80,14 @@ class Model:
 
     Attributes
     ----------
-    u : tuple of float, length mbar
+    u : tuple of float, one per kernel column (mbar, or len(columns))
     scaling : tuple of ColumnScaling, one per column block
     private : bool
         False when some entity's non-private override allowed mbar >= n_j.
+    columns : tuple of tuple of int, optional
+        The product basis (``coordinator train --basis product``): kernel column c combines
+        column ``columns[c][j]`` of each block K(x_j', B_j'). None: the paper's basis, column k
+        of every block.
     training : dict
         How it was trained (records, formulation, objective, seconds, tuning).
     """
@@ -92,12 +102,18 @@ class Model:
     private: bool
     scaling: tuple[ColumnScaling, ...]
     entities: tuple[ModelEntity, ...]
+    columns: tuple[tuple[int, ...], ...] | None = None
     training: dict[str, Any] = field(default_factory=dict)
 
+    @property
+    def column_index(self) -> np.ndarray | None:
+        """``columns`` as the (p, s) array :func:`common.kernels.assemble` takes, or None."""
+        return None if self.columns is None else np.array(self.columns, dtype=np.int64).reshape(len(self.columns), -1)
+
     def decision(self, K: np.ndarray) -> np.ndarray:
-        """K u - gamma for assembled kernel rows K of shape (m, mbar); returns shape (m,)."""
-        if K.ndim != 2 or K.shape[1] != self.mbar:
-            raise ValueError(f"kernel rows have shape {K.shape}; the model expects (m, {self.mbar})")
+        """K u - gamma for assembled kernel rows K of shape (m, len(u)); returns shape (m,)."""
+        if K.ndim != 2 or K.shape[1] != len(self.u):
+            raise ValueError(f"kernel rows have shape {K.shape}; the model expects (m, {len(self.u)})")
         return K @ np.asarray(self.u) - self.gamma
 
     def to_json(self) -> str:
@@ -118,13 +134,21 @@ class Model:
                 ColumnScaling(s["column_block"], tuple(s["low"]), tuple(s["high"])) for s in document["scaling"]
             )
             document["entities"] = tuple(ModelEntity(**e) for e in document["entities"])
+            if document.get("columns") is not None:
+                document["columns"] = tuple(tuple(_column_row(k) for k in row) for row in document["columns"])
             model = cls(**document)
         except (KeyError, TypeError, ValueError) as exc:
             if isinstance(exc, ConfigError):
                 raise
             raise ConfigError(f"{source} is not a valid ppsvm model file: {exc}") from exc
-        if len(model.u) != model.mbar:
+        if model.columns is None and len(model.u) != model.mbar:
             raise ConfigError(f"{source}: u has {len(model.u)} entries but mbar is {model.mbar}")
+        if model.columns is not None:
+            if len(model.u) != len(model.columns):
+                raise ConfigError(f"{source}: u has {len(model.u)} entries but there are {len(model.columns)} columns")
+            s = len(model.scaling)
+            if any(len(row) != s or not all(0 <= k < model.mbar for k in row) for row in model.columns):
+                raise ConfigError(f"{source}: every entry of columns must list {s} block rows, each in [0, mbar = {model.mbar})")
         if not np.isfinite([*model.u, model.gamma, model.mu, model.nu]).all():
             raise ConfigError(f"{source}: u, gamma, mu and nu must be finite numbers")
         return model

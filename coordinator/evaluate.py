@@ -48,7 +48,7 @@ def evaluate_model(federation: Federation, model: Model | DpModel, deadline: flo
         n_test = sum(len(b.test_ids) for b in blocks)
         if n_test == 0:
             raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")
-        K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, "test")
+        K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, "test", model.column_index)
     targets = np.concatenate([b.test_labels for b in blocks])
     return {**figures_for(model.task, targets, model.decision(K)), "n_test": n_test, "private": model.private}
 

@@ -222,12 +222,15 @@ class Session:
 
     def kernel(
         self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], blocks: Sequence[RowBlockRecords], part: str,
+        columns: np.ndarray | None = None,
     ) -> np.ndarray:
         """Assemble K(A, B') for the training or held-out records of all row blocks, stacked in row-block order.
 
+        ``columns`` (shape (p, s)) selects the product basis, see :func:`common.kernels.assemble`.
+
         Returns
         -------
-        ndarray, shape (sum of row-block sizes, mbar)
+        ndarray, shape (sum of row-block sizes, mbar or p)
         """
         start = time.perf_counter()
         ranges = self.ranges_for(scaling)
@@ -245,15 +248,16 @@ class Session:
                 reordered = np.empty_like(raw)
                 reordered[order[entity.id]] = raw
                 aligned.append(reordered)
-            rows.append(assemble(kernel, aligned))
+            rows.append(assemble(kernel, aligned, columns))
         K = np.vstack(rows)
         logger.info("assembled %s kernel %s from %d entities in %.2f s", part, K.shape, len(fetched), time.perf_counter() - start)
         return K
 
     def kernel_rows_for_ids(
         self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], row_block: int, ids: list[str],
+        columns: np.ndarray | None = None,
     ) -> np.ndarray:
-        """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar)."""
+        """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar or p)."""
 
         members = self.row_block(row_block)
         ranges = self.ranges_for(scaling)
@@ -261,4 +265,4 @@ class Session:
             lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids))),
             members,
         )
-        return assemble(kernel, [fetched[e.id] for e in members])
+        return assemble(kernel, [fetched[e.id] for e in members], columns)

@@ -45,7 +45,9 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             by_block.setdefault(self.row_block_of[record], []).append(record)
         decision: dict[str, float] = {}
         for row_block, members in by_block.items():
-            K = self.session.kernel_rows_for_ids(self.model.kernel, self.model.mbar, self.model.mu, self.model.scaling, row_block, members)
+            K = self.session.kernel_rows_for_ids(
+                self.model.kernel, self.model.mbar, self.model.mu, self.model.scaling, row_block, members, self.model.column_index,
+            )
             decision.update(zip(members, self.model.decision(K).tolist()))
         with self._lock:
             self.served += len(ids)

@@ -11,9 +11,9 @@ from pathlib import Path
 import numpy as np
 
 from common.config import Federation
-from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
+from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, REFERENCE_ROW_FRACTION, TASKS
 from common.errors import ConfigError, DataError, EntityError, PrivacyError
-from common.kernels import KERNELS, KernelName, rescale_gaussian
+from common.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
 from common.lp import FORMULATIONS, Formulation, Task, solve_lp
 from common.model import Model, ModelEntity
 from common.privacy import NOT_PRIVATE_BANNER
@@ -21,6 +21,10 @@ from common.tuning import search_grid, tune
 from coordinator.federation import RowBlockRecords, Session
 
 logger = logging.getLogger(__name__)
+
+# "paper": B = [B_1 ... B_s], mbar points. "product": points from the Cartesian product of the
+# B_j's rows, formed by the coordinator from the same blocks (see common.kernels.product_columns).
+BASES = ("paper", "product")
 
 
 @dataclass(frozen=True)
@@ -33,6 +37,10 @@ class TrainOptions:
         Random points per column block. Auto: the papers' rule min(n_j) - 1, capped at 10% of the training rows.
     nu, mu : float or None
         Auto: k-fold cross-validation on the assembled kernel (mu through the power identity).
+    basis : {"paper", "product"}
+        "product" adds kernel columns that pair rows of different B_j's, up to 10% of the
+        training rows in all (the pooled reference's basis size); the entities' blocks and
+        requests are exactly the paper's.
     """
 
     task: Task = "classify"
@@ -45,8 +53,11 @@ class TrainOptions:
     formulation: Formulation = "highs-dual"
     deadline: float = DEFAULT_DEADLINE_S
     distribute: bool = True
+    basis: str = "paper"
 
     def __post_init__(self) -> None:
+        if self.basis not in BASES:
+            raise ConfigError(f"basis must be one of {', '.join(BASES)}, got {self.basis!r}")
         if self.task not in TASKS:
             raise ConfigError(f"task must be 'classify' or 'regress', got {self.task!r}")
         if self.kernel not in KERNELS:
@@ -98,7 +109,13 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         # Auto-tuned Gaussian blocks are fetched once at mu = 1/n: the scaled squared distance
         # is at most about n, so exp never underflows and every other width is a power of it.
         mu_fetch = options.mu if options.mu is not None else 1.0 / n_total
-        K = session.kernel(options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train")
+        columns = None
+        if options.basis == "product":
+            count = math.ceil(REFERENCE_ROW_FRACTION * n_train)
+            columns = product_columns(mbar, len(widths), count, options.seed)
+            logger.info("product basis: %d points from %d rows of each of %d B_j", len(columns), mbar, len(widths))
+        K = session.kernel(options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train",
+                           columns)
         target = np.concatenate([b.train_labels for b in blocks])
         nu, mu, tuning = options.nu, options.mu, None
         if nu is None or (mu is None and options.kernel == "gaussian"):
@@ -126,6 +143,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         nu=float(nu), mbar=mbar, u=tuple(solution.u.tolist()), gamma=solution.gamma, private=private,
         scaling=scaling,
         entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
+        columns=None if columns is None else tuple(map(tuple, columns.tolist())),
         training={
             "n_train": int(n_train), "n_features": widths, "formulation": solution.formulation,
             "objective": solution.objective, "lp_seconds": solution.seconds,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.kernels import assemble, gaussian_kernel, kernel, linear_kernel, rescale_gaussian
+from common.kernels import assemble, gaussian_kernel, kernel, linear_kernel, product_columns, rescale_gaussian
 from common.randomness import derive_B
 
 M_ROWS, N_FEATURES, MBAR = 37, 11, 7
@@ -162,3 +162,46 @@ def test_blocks_of_different_shapes_refused() -> None:
 def test_no_blocks_refused() -> None:
     with pytest.raises(ValueError, match="no kernel blocks"):
         assemble("linear", [])
+
+
+# ---------------------------------------------------------------- product basis
+
+
+@pytest.mark.parametrize("name", ["linear", "gaussian"])
+def test_product_columns_equal_the_kernel_against_the_combined_points(name: str) -> None:
+    """Column c of the assembled blocks is the kernel against [B_1[k_1] ... B_s[k_s]], computed centrally."""
+    rng = np.random.default_rng(7)
+    widths, mbar, mu = (3, 4, 2), 2, 0.7
+    A = rng.random((9, sum(widths)))
+    B_blocks = [derive_B(bytes([j]) * 16, mbar, n_j) for j, n_j in enumerate(widths)]
+    columns = product_columns(mbar, len(widths), 8, seed=3)
+    edges = np.cumsum((0, *widths))
+    blocks = [kernel(name, A[:, edges[j]:edges[j + 1]], B_j, mu) for j, B_j in enumerate(B_blocks)]
+    points = np.hstack([B_j[columns[:, j]] for j, B_j in enumerate(B_blocks)])
+    np.testing.assert_allclose(assemble(name, blocks, columns), kernel(name, A, points, mu), rtol=0, atol=1e-12)
+    # The first mbar columns are the paper's kernel against B = [B_1 ... B_s].
+    np.testing.assert_allclose(assemble(name, blocks, columns)[:, :mbar], assemble(name, blocks), rtol=0, atol=0)
+
+
+@pytest.mark.parametrize(("mbar", "s", "count", "expected"), [
+    (3, 4, 40, 40), (2, 3, 100, 8), (5, 1, 50, 5), (4, 2, 1, 4), (2, 8, 52, 52), (33, 8, 35, 35),
+])
+def test_product_columns_shape_order_and_distinctness(mbar: int, s: int, count: int, expected: int) -> None:
+    columns = product_columns(mbar, s, count, seed=0)
+    assert columns.shape == (expected, s)
+    assert (columns[:mbar] == np.arange(mbar)[:, None]).all()  # the paper's points first
+    assert len({tuple(row) for row in columns.tolist()}) == expected
+    assert columns.min() >= 0 and columns.max() < mbar
+    np.testing.assert_array_equal(columns, product_columns(mbar, s, count, seed=0))
+
+
+def test_product_columns_depend_on_the_seed_only_beyond_the_paper_points() -> None:
+    a, b = product_columns(3, 4, 20, seed=0), product_columns(3, 4, 20, seed=1)
+    np.testing.assert_array_equal(a[:3], b[:3])
+    assert not np.array_equal(a, b)
+
+
+def test_columns_of_the_wrong_width_are_refused() -> None:
+    blocks = [np.ones((2, 3)), np.ones((2, 3))]
+    with pytest.raises(ValueError, match="expected \\(p, 2\\)"):
+        assemble("linear", blocks, np.zeros((4, 3), dtype=np.int64))

@@ -47,6 +47,29 @@ def test_model_json_round_trip() -> None:
     assert document["u"] == [0.1, -2.0, 1e-300]
 
 
+def test_model_with_product_columns_round_trips_and_predicts() -> None:
+    columns = ((0, 0), (1, 2), (2, 1), (1, 1))
+    model = make_model(u=(0.5, -1.0, 2.0, 0.25), columns=columns)
+    again = Model.from_json(model.to_json())
+    assert again == model and again.columns == columns
+    assert again.column_index.shape == (4, 2)
+    K = np.arange(8.0).reshape(2, 4)
+    np.testing.assert_allclose(again.decision(K), K @ np.array([0.5, -1.0, 2.0, 0.25]) + 0.3)
+
+
+@pytest.mark.parametrize(("columns", "message"), [
+    (((0, 0), (1, 1)), "u has 3 entries but there are 2 columns"),
+    (((0, 0), (1, 1), (3, 0)), r"each in \[0, mbar = 3\)"),
+    (((0,), (1,), (2,)), "must list 2 block rows"),
+    (((0, 0), (1, 1), (2, True)), "whole numbers"),
+])
+def test_model_columns_are_validated(columns: tuple, message: str) -> None:
+    document = json.loads(make_model().to_json())
+    document["columns"] = [list(row) for row in columns]
+    with pytest.raises(ConfigError, match=message):
+        Model.from_json(json.dumps(document))
+
+
 def test_model_save_and_load(tmp_path: Path) -> None:
     path = tmp_path / "sub" / "model.json"
     make_model().save(path)
