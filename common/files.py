@@ -48,8 +48,8 @@ def write_atomic(path: Path, text: str, mode: int = PUBLIC_MODE) -> None:
     _sync_directory(path.parent)
 
 
-def write_all(out_dir: Path, files: dict[str, tuple[str, int]]) -> None:
-    """Write several files (name -> (text, mode)) into ``out_dir``: all of them, or none.
+def write_all(out_dir: Path, files: dict[str, tuple[str | bytes, int]]) -> None:
+    """Write several files (name -> (text or bytes, mode)) into ``out_dir``: all of them, or none.
 
     Every file is staged under a temporary name first and renamed into place
     only once all were written. On failure, removes the temporary files, the
@@ -61,13 +61,14 @@ def write_all(out_dir: Path, files: dict[str, tuple[str, int]]) -> None:
     staged: dict[Path, Path] = {}
     placed: list[Path] = []
     try:
-        for name, (text, mode) in files.items():
+        for name, (content, mode) in files.items():
             temporary = out_dir / f".{name}.{secrets.token_hex(4)}.tmp"
             # O_EXCL: never write through a file or symlink someone else put there.
             descriptor = os.open(temporary, os.O_WRONLY | os.O_CREAT | os.O_EXCL, mode)
             staged[temporary] = out_dir / name
-            with open(descriptor, "w", encoding="utf-8", newline="") as handle:
-                handle.write(text)
+            data = content.encode("utf-8") if isinstance(content, str) else content
+            with open(descriptor, "wb") as handle:
+                handle.write(data)
                 handle.flush()
                 os.fsync(handle.fileno())
         for temporary, final in staged.items():

@@ -200,7 +200,7 @@ def split_dataset(
                 }
             )
     for j in range(options.cols):
-        files[_secret_name(j)] = (new_secret_hex() + "\n", PRIVATE_MODE)
+        files[secret_file_name(j)] = (new_secret_hex() + "\n", PRIVATE_MODE)
     for filename, pem in make_certificates([DEFAULT_COORDINATOR_NAME, *entity_names]).items():
         # Without the CA key nobody can mint another identity this federation would trust.
         if filename != CA_KEY_FILE:
@@ -331,7 +331,8 @@ def _address(options: SplitOptions, i: int, j: int) -> str:
     return f"{host}:{port}"
 
 
-def _secret_name(column_block: int) -> str:
+def secret_file_name(column_block: int) -> str:
+    """The file, beside the federation file, that holds column block ``column_block``'s secret."""
     return f"column-block-{column_block}.secret"
 
 
@@ -346,7 +347,7 @@ def _entity_toml(name: str, address: str, column_block: int, members: list[str])
                     "listen": address,
                     "data": f"{name}.csv",
                     "column_block": column_block,
-                    "secret_file": _secret_name(column_block),
+                    "secret_file": secret_file_name(column_block),
                     "column_block_members": members,
                 },
             ),

@@ -14,6 +14,7 @@ from typing import Any
 from common.config import federation_at_addresses, load_federation
 from common.dataset import DatasetOptions, load_dataset
 from common.partition import SplitOptions, split_dataset
+from common.shipped import WDBC
 from coordinator.evaluate import entity_alone, evaluate_model, mean_figures
 from coordinator.processes import EntityProcesses
 from coordinator.reference import LABEL as REFERENCE_LABEL
@@ -22,10 +23,9 @@ from coordinator.train import TrainOptions, train_and_save
 
 logger = logging.getLogger(__name__)
 
-SHIPPED_DATA = Path(__file__).resolve().parents[1] / "common" / "data"
 # The default dataset: Wisconsin Diagnostic Breast Cancer, id in column 0, label M/B in column 1.
-DEFAULT_DATA = SHIPPED_DATA / "wdbc.data"
-DEFAULT_DATASET_OPTIONS = DatasetOptions(label=1, positive="M", drop=(0,), id_column=0)
+DEFAULT_DATA = WDBC.path
+DEFAULT_DATASET_OPTIONS = WDBC.options
 
 
 @dataclass(frozen=True)
