@@ -2,10 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
-import dataclasses
 import datetime
-import hashlib
 import json
 import os
 import platform
@@ -13,7 +10,7 @@ import resource
 import statistics
 import sys
 import time
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
@@ -178,75 +175,6 @@ def seconds_text(values: list[float]) -> str:
     return text if len(values) >= 3 else f"{text} ({len(values)} run{'s' if len(values) > 1 else ''})"
 
 
-# --- Helpers for the paper-reproduction benchmarks (wdbc_partitions.py, sinc.py) ---
-
-
 def package_versions(names: tuple[str, ...] = ("numpy", "scipy", "highspy", "grpcio", "protobuf", "cvxpy")) -> dict[str, str]:
     """Python and the given packages' installed versions ("not installed" when absent)."""
     return {"python": platform.python_version(), **{name: _package(name) for name in names}}
-
-
-def fixed_secret(name: str, *parts: object) -> str:
-    """A reproducible column-block secret for benchmark ``name`` (production secrets are random)."""
-    return hashlib.sha256("/".join(map(str, ("ppsvm-benchmark", name, *parts))).encode()).hexdigest() + "\n"
-
-
-@contextlib.contextmanager
-def serve_split(split: Any, work: Path, timings: dict[str, float] | None = None) -> Iterator[Any]:
-    """Serve every cell of ``split`` (a common.partition.SplitResult) as an in-process gRPC entity on loopback.
-
-    Each entity listens on 127.0.0.1 at a free port (the same servicer code as ``ppsvm entity``);
-    a copy of the federation file pointing at those ports is written to
-    ``work/federation.live.toml`` and its loaded Federation is yielded. All servers are
-    stopped on exit. With ``timings``, the seconds taken to start and to stop the servers
-    are stored under "start_servers" and "stop_servers".
-    """
-    # Imported here so the scripts that only time LPs do not load the gRPC server code.
-    from common.config import federation_at_addresses, load_entity_config, load_federation
-    from entity.server import start_entity
-
-    started = time.perf_counter()
-    planned = load_federation(split.federation_path)
-    servers = []
-    try:
-        ports: dict[str, int] = {}
-        for path in split.entity_config_paths:
-            config = dataclasses.replace(load_entity_config(path), listen="127.0.0.1:0")
-            server, port = start_entity(config)  # with the split's TLS certificates, as deployed
-            servers.append(server)
-            ports[config.id] = port
-        live_path = work / "federation.live.toml"
-        addresses = [f"127.0.0.1:{ports[e.id]}" for e in planned.entities]
-        live_path.write_text(federation_at_addresses(planned, addresses), encoding="utf-8")
-        federation = load_federation(live_path)
-        if timings is not None:
-            timings["start_servers"] = time.perf_counter() - started
-        yield federation
-    finally:
-        started = time.perf_counter()
-        for server in servers:
-            server.stop(0).wait()
-        if timings is not None:
-            timings["stop_servers"] = time.perf_counter() - started
-
-
-def grid_edge(value: float, grid: Iterable[float]) -> str | None:
-    """"low" or "high" when ``value`` is (to rounding) the smallest or largest grid value, else None.
-
-    A tuned value on the edge of the grid searched suggests the grid should extend further that way.
-    """
-    values = [float(v) for v in grid]
-    if len(values) < 2:
-        return None  # a single fixed value was not searched
-    if np.isclose(value, min(values), rtol=1e-9, atol=0.0):
-        return "low"
-    if np.isclose(value, max(values), rtol=1e-9, atol=0.0):
-        return "high"
-    return None
-
-
-def write_results(name: str, text: str, payload: dict[str, Any]) -> Path:
-    """Write results/<name>.md (``text``) and results/<name>.json (``payload``, via write_json)."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    (RESULTS / f"{name}.md").write_text(text, encoding="utf-8")
-    return write_json(name, payload)

@@ -28,7 +28,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks._shared import fixed_secret, package_versions, table, write_json  # noqa: E402
+from benchmarks._shared import package_versions, table, write_json  # noqa: E402
+from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
 from common.attacks import (  # noqa: E402
     FIT_TOLERANCE, Reconstruction, reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear,
 )

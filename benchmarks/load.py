@@ -69,8 +69,9 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from benchmarks._shared import (  # noqa: E402
-    fixed_secret, load_average, machine_info, package_versions, peak_rss_mib, print_machine, table, write_json,
+    load_average, machine_info, package_versions, peak_rss_mib, print_machine, table, write_json,
 )
+from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
 
 NAME = "load"
 TEST_FRACTION = 0.05

@@ -37,9 +37,10 @@ sys.path.insert(0, str(ROOT))
 import numpy as np  # noqa: E402
 
 from benchmarks._shared import (  # noqa: E402
-    AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, fixed_secret, load_average, machine_info, median, peak_rss_mib,
+    AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, load_average, machine_info, median, peak_rss_mib,
     print_machine, relative_gap, seconds_text, synthetic, table, timed, write_json,
 )
+from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
 
 NAME = "train_scaling"
 ENTITY_ROWS, ENTITY_COLS = 4, 1

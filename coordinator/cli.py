@@ -22,6 +22,7 @@ from common.kernels import KERNELS
 from common.lp import FORMULATIONS
 from common.model import Model
 from common.partition import SplitOptions, split_dataset
+from coordinator.reproduce import cli as reproduce_cli
 from entity import cli as entity_cli
 
 logger = logging.getLogger("ppsvm")
@@ -107,7 +108,17 @@ def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distrib
         task=args.task or task_table.get("task", "classify"), kernel=args.kernel or task_table.get("kernel", "gaussian"),
         mbar=setting("mbar"), nu=setting("nu"), mu=setting("mu"),
         folds=args.folds, seed=args.seed, formulation=args.lp_formulation, deadline=args.deadline, distribute=distribute,
+        basis=args.basis,
     )
+
+
+def _add_basis_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--basis", choices=("paper", "product"), default="paper",
+        help="paper (default): B = [B_1 ... B_s], mbar random points. product (our addition): also points "
+             "pairing rows of different B_j's, formed by the coordinator from the same blocks (no new request, "
+             "nothing more leaves an entity), up to 10%% of the training rows; helps when many partitions leave "
+             "a small mbar")
 
 
 def _federation(args: argparse.Namespace) -> Federation:
@@ -284,6 +295,7 @@ def build_parser() -> argparse.ArgumentParser:
     train.add_argument("--json", action="store_true", help="print a JSON summary")
     _add_task_arguments(train)
     _add_dp_arguments(train)
+    _add_basis_argument(train)
     train.set_defaults(run=cmd_train)
 
     evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")
@@ -364,7 +376,10 @@ def build_parser() -> argparse.ArgumentParser:
     _add_task_arguments(demo)
     _add_connection_arguments(demo, federation=False)
     add_dataset_arguments(demo)
+    _add_basis_argument(demo)
     demo.set_defaults(run=cmd_demo)
+
+    reproduce_cli.register(commands)
     return parser
 
 

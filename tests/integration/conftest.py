@@ -8,6 +8,7 @@ import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import grpc
 import pytest
@@ -107,3 +108,14 @@ def federation(tmp_path: Path) -> Iterator[callable]:
     yield start
     for processes in started:
         processes.stop()
+
+
+def without_run_details(value: Any) -> Any:
+    """A reproduce JSON document minus what two identical runs may differ in: timings (every
+    "seconds" key) and the software and machine it ran on."""
+    if isinstance(value, dict):
+        return {key: without_run_details(item) for key, item in value.items()
+                if key not in ("seconds", "versions", "machine")}
+    if isinstance(value, list):
+        return [without_run_details(item) for item in value]
+    return value

@@ -51,8 +51,12 @@ class CentralModel:
         return {"relative_error": float(np.linalg.norm(decision - self.y_test) / np.linalg.norm(self.y_test))}
 
 
-def central_model(split_dir: Path, kernel: str, mbar: int, nu: float, mu: float, task: str = "classify") -> CentralModel:
-    """Pool every cell, scale with the pooled min/max, K against the concatenated B_j, solve the LP."""
+def central_model(split_dir: Path, kernel: str, mbar: int, nu: float, mu: float, task: str = "classify",
+                  columns: np.ndarray | None = None) -> CentralModel:
+    """Pool every cell, scale with the pooled min/max, K against the concatenated B_j, solve the LP.
+
+    With ``columns`` (the product basis), point c is [B_1[columns[c, 0]] ... B_s[columns[c, s-1]]].
+    """
     X, y, X_test, y_test = pool_cells(split_dir)
     federation = load_federation(split_dir / "federation.toml")
     B_blocks = []
@@ -60,7 +64,8 @@ def central_model(split_dir: Path, kernel: str, mbar: int, nu: float, mu: float,
         config = load_entity_config(split_dir / f"{federation.cell(0, j).id}.toml")
         B_blocks.append(derive_B(config.read_secret(), mbar, _width(split_dir, j)))
     low, high = X.min(axis=0), X.max(axis=0)
-    central = CentralModel(np.empty(0), 0.0, task, kernel, mu, np.hstack(B_blocks), low,
+    B = np.hstack(B_blocks if columns is None else [B_j[columns[:, j]] for j, B_j in enumerate(B_blocks)])
+    central = CentralModel(np.empty(0), 0.0, task, kernel, mu, B, low,
                            np.where(high > low, high - low, 1.0), X_test, y_test)
     solution = solve_lp(task, central.kernel_rows(X), y, nu)
     central.u, central.gamma = solution.u, solution.gamma
@@ -152,6 +157,25 @@ def test_unreachable_entity_is_named(federation) -> None:
     assert result.returncode == 1
     assert "r1c0" in result.stderr and "unreachable" in result.stderr
     assert not (run.split_dir / "model.json").exists()
+
+
+@pytest.mark.parametrize("kernel", ["gaussian", "linear"])
+def test_product_basis_model_equals_central(federation, kernel: str) -> None:
+    """The product basis pairs rows of different B_j's: the same LP as centrally against those points."""
+    run = federation(1, 4)
+    mu = 1.0 / 30
+    run.train("--kernel", kernel, "--basis", "product", "--mbar", "3", "--nu", "10", "--mu", str(mu))
+    model = Model.load(run.split_dir / "model.json")
+    assert model.mbar == 3 and model.columns is not None
+    # 10% of the training rows, out of 3^4 = 81 possible points; the paper's 3 come first.
+    assert 3 < len(model.columns) <= 81 and model.columns[:3] == ((0,) * 4, (1,) * 4, (2,) * 4)
+    central = central_model(run.split_dir, kernel, 3, 10.0, mu if kernel == "gaussian" else 0.0,
+                            columns=np.array(model.columns))
+    np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=0)
+    assert abs(model.gamma - central.gamma) < 1e-8
+    result = run.evaluate()
+    assert result["private"] is True
+    assert result["error_rate"] == pytest.approx(central.test_figures()["error_rate"], abs=1e-12)
 
 
 def test_serve_predicts_by_record_id(federation) -> None:
