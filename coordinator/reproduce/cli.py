@@ -13,9 +13,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "reproduce",
         help="regenerate the papers' tables and figures (Markdown, JSON, PNG)",
         description=(
-            "Regenerate a paper's table or figures on the datasets shipped with ppsvm, over real gRPC entity "
-            "servers, and write TARGET.md, TARGET.json (exact settings, seeds, software versions) and PNG "
-            f"figures into --out. Needs matplotlib: {INSTALL_HINT}."
+            "Regenerate a paper's table or figures on the datasets shipped with ppsvm (table1 and sinc over real "
+            "gRPC entity servers with mutual TLS; dp in one process with the functions entities and coordinator "
+            "call) and write TARGET.md, TARGET.json (exact settings, seeds, software versions) and PNG figures "
+            f"into --out. Needs matplotlib: {INSTALL_HINT}."
         ),
     )
     targets = parser.add_subparsers(dest="target", required=True, metavar="TARGET")

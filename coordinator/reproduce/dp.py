@@ -1062,7 +1062,9 @@ def figure_rho_time(timing: list[dict[str, Any]], settings: Settings) -> Any:
     ax.set_xticks(settings.timing_public)
     ax.set_xticklabels([str(n) for n in settings.timing_public])
     ax.xaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
-    ax.yaxis.set_major_formatter(matplotlib.ticker.ScalarFormatter())
+    # Timings span about two decades: label 1, 2, 5 of each so that values can be read off.
+    ax.yaxis.set_major_locator(matplotlib.ticker.LogLocator(base=10, subs=(1.0, 2.0, 5.0)))
+    ax.yaxis.set_major_formatter(matplotlib.ticker.FuncFormatter(lambda value, _: f"{value:g}"))
     ax.yaxis.set_minor_formatter(matplotlib.ticker.NullFormatter())
     ax.set_xlabel(f"public records (their pairs, capped at {MAX_FREQUENCY_PAIRS:,}, enter the fit)")
     ax.set_ylabel("seconds to learn rho (median of runs)")
@@ -1236,8 +1238,8 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
             "(mapping, training, release, averaging), not over gRPC. "
             "The differential-privacy noise is seeded here so that reruns give identical figures; the product's "
             "training (ppsvm coordinator train) draws it from a cryptographically seeded generator. "
-            f"Writes {NAME}.md, {NAME}.json, {FIGURE_AUC} and {FIGURE_RHO_TIME}. The full run takes about 4-6 "
-            "minutes on 2 cores."
+            f"Writes {NAME}.md, {NAME}.json, {FIGURE_AUC} and {FIGURE_RHO_TIME}. The full run takes about 4 "
+            "minutes on 2 idle cores (most of it timing rho) and much longer on a loaded machine."
         ),
     )
     report.add_common_arguments(

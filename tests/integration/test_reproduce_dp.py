@@ -5,11 +5,10 @@ from __future__ import annotations
 import json
 import subprocess
 from pathlib import Path
-from typing import Any
 
 import pytest
 
-from .conftest import ppsvm
+from .conftest import ppsvm, without_run_details
 
 pytestmark = pytest.mark.slow
 
@@ -21,15 +20,6 @@ TIMEOUT_S = 600
 
 def reproduce(out: Path) -> subprocess.CompletedProcess[str]:
     return ppsvm("reproduce", "dp", "--quick", "--out", str(out), "--no-progress", timeout=TIMEOUT_S)
-
-
-def without_timings(value: Any) -> Any:
-    """The document minus everything that may differ on a rerun: "seconds" anywhere, versions, machine."""
-    if isinstance(value, dict):
-        return {k: without_timings(v) for k, v in value.items() if k not in ("seconds", "versions", "machine")}
-    if isinstance(value, list):
-        return [without_timings(v) for v in value]
-    return value
 
 
 @pytest.fixture(scope="module")
@@ -96,7 +86,7 @@ def test_rerun_gives_identical_json(quick: tuple[subprocess.CompletedProcess[str
     reproduce(tmp_path / "again")
     first = json.loads((quick[1] / "dp.json").read_text(encoding="utf-8"))
     second = json.loads((tmp_path / "again" / "dp.json").read_text(encoding="utf-8"))
-    assert without_timings(first) == without_timings(second)
+    assert without_run_details(first) == without_run_details(second)
 
 
 def test_bad_option_is_a_clear_error(tmp_path: Path) -> None:
