@@ -108,7 +108,8 @@ def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distrib
         task=args.task or task_table.get("task", "classify"), kernel=args.kernel or task_table.get("kernel", "gaussian"),
         mbar=setting("mbar"), nu=setting("nu"), mu=setting("mu"),
         folds=args.folds, seed=args.seed, formulation=args.lp_formulation, deadline=args.deadline, distribute=distribute,
-        basis=args.basis,
+        # `coordinator baselines` has no --basis: entities alone use their own rows as basis.
+        basis=getattr(args, "basis", "paper"),
     )
 
 
@@ -265,7 +266,9 @@ def cmd_demo(args: argparse.Namespace) -> int:
         seed=args.seed, train=_train_options(args, {}), out=Path(args.out) if args.out else None, json=args.json,
         insecure=args.insecure,
     )
-    # `kill` or `docker stop` must not orphan the entities either: SIGTERM unwinds like Ctrl-C.
+    # Ctrl-C, `kill` and `docker stop` all unwind through the cleanup that stops the entities, even
+    # where the demo was started with SIGINT ignored (as a shell does for background jobs).
+    signal.signal(signal.SIGINT, signal.default_int_handler)
     signal.signal(signal.SIGTERM, signal.default_int_handler)
     run_demo(options)
     return 0
