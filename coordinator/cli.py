@@ -274,7 +274,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
     return 0
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ppsvm",
         description="Privacy-preserving SVM classification and regression over checkerboard-partitioned data via "
@@ -382,12 +382,13 @@ def build_parser() -> argparse.ArgumentParser:
     _add_basis_argument(demo)
     demo.set_defaults(run=cmd_demo)
 
-    reproduce_cli.register(commands)
+    reproduce_cli.register(commands, with_targets=reproduce_targets)
     return parser
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    args = build_parser().parse_args(argv)
+    argv = list(sys.argv[1:] if argv is None else argv)
+    args = build_parser(reproduce_targets="reproduce" in argv).parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
     logging.basicConfig(level=level, format="ppsvm: %(message)s", stream=sys.stderr)
     try:

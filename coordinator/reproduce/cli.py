@@ -4,11 +4,16 @@ from __future__ import annotations
 
 import argparse
 
-from coordinator.reproduce import dp, sinc, table1
 from coordinator.reproduce.report import INSTALL_HINT
 
 
-def register(subparsers: argparse._SubParsersAction) -> None:
+def register(subparsers: argparse._SubParsersAction, *, with_targets: bool = True) -> None:
+    """Add ``reproduce``; its targets only ``with_targets``.
+
+    The target modules import plotting, statistics and dataset code that an entity or a
+    training run never needs: ``ppsvm`` adds them only when the command line asks for
+    ``reproduce``, so every other command starts in half the time.
+    """
     parser = subparsers.add_parser(
         "reproduce",
         help="regenerate the papers' tables and figures (Markdown, JSON, PNG)",
@@ -20,6 +25,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         ),
     )
     targets = parser.add_subparsers(dest="target", required=True, metavar="TARGET")
-    for module in (table1, sinc, dp):
-        module.add_parser(targets)
+    if with_targets:
+        from coordinator.reproduce import dp, sinc, table1
+
+        for module in (table1, sinc, dp):
+            module.add_parser(targets)
 
