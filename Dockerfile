@@ -7,6 +7,8 @@
 # as read-only bind mounts (see docker-compose.yml).
 ARG BASE_IMAGE=python:3.11-slim
 FROM ${BASE_IMAGE}
+# Lets `docker image prune --filter label=org.ppsvm.image` remove only ppsvm's own superseded builds.
+LABEL org.ppsvm.image=ppsvm
 
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \

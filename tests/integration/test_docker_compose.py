@@ -72,3 +72,7 @@ def test_compose_demo_trains_and_evaluates_privately() -> None:
         assert evaluation["n_test"] == 171, evaluation
     finally:
         subprocess.run([*compose, "down", "-v"], cwd=REPO, capture_output=True, timeout=300)
+        # Each build untags the previous ppsvm:local; with the vfs storage driver every such
+        # dangling image keeps GBs of disk (CI filled the disk once). Only ppsvm's own are pruned.
+        subprocess.run(["docker", "image", "prune", "-f", "--filter", "label=org.ppsvm.image"],
+                       capture_output=True, timeout=300)
