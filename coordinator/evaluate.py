@@ -29,6 +29,30 @@ def check_model_matches(model: Model, federation: Federation) -> None:
         raise ConfigError(f"the model was trained on a different federation than {federation.source}: {differ}")
 
 
+def assembled_decisions(
+    federation: Federation, model: Model, parts: tuple[str, ...] = ("test",), deadline: float = DEFAULT_DEADLINE_S,
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Decision values of the training and/or held-out records, from kernel rows the entities assemble.
+
+    Returns
+    -------
+    dict
+        Each of ``parts`` ("train", "test") to (ids (k,), targets (k,), decision values (k,)), in row-block order.
+    """
+    check_model_matches(model, federation)
+    found: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    with Session(federation, deadline) as session:
+        session.load_metadata()
+        blocks = session.align_records()
+        for part in parts:
+            if part == "test" and not any(len(b.test_ids) for b in blocks):
+                raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")
+            K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, part, model.column_index)
+            found[part] = (np.concatenate([getattr(b, f"{part}_ids") for b in blocks]),
+                           np.concatenate([getattr(b, f"{part}_labels") for b in blocks]), model.decision(K))
+    return found
+
+
 def evaluate_model(federation: Federation, model: Model | DpModel, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
     """Decision values of the held-out records, assembled from the entities, and their figures.
 
@@ -41,16 +65,8 @@ def evaluate_model(federation: Federation, model: Model | DpModel, deadline: flo
     """
     if isinstance(model, DpModel):
         return evaluate_dp_model(federation, model, deadline)
-    check_model_matches(model, federation)
-    with Session(federation, deadline) as session:
-        session.load_metadata()
-        blocks = session.align_records()
-        n_test = sum(len(b.test_ids) for b in blocks)
-        if n_test == 0:
-            raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")
-        K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, "test", model.column_index)
-    targets = np.concatenate([b.test_labels for b in blocks])
-    return {**figures_for(model.task, targets, model.decision(K)), "n_test": n_test, "private": model.private}
+    ids, targets, decision = assembled_decisions(federation, model, ("test",), deadline)["test"]
+    return {**figures_for(model.task, targets, decision), "n_test": len(ids), "private": model.private}
 
 
 def evaluate_dp_model(federation: Federation, model: DpModel, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:

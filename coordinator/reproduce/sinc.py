@@ -32,7 +32,7 @@ from typing import Any
 
 import numpy as np
 
-from common.config import NON_PRIVATE_OVERRIDE_KEY, Federation
+from common.config import NON_PRIVATE_OVERRIDE_KEY
 from common.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, REFERENCE_ROW_FRACTION
 from common.dataset import Dataset
 from common.errors import ConfigError
@@ -42,7 +42,7 @@ from common.model import Model
 from common.partition import SplitOptions, split_dataset
 from common.privacy import NOT_PRIVATE_BANNER
 from common.tuning import search_grid
-from coordinator.federation import RowBlockRecords, Session
+from coordinator.evaluate import assembled_decisions
 from coordinator.reference import pool_cells
 from coordinator.reproduce.inprocess import fixed_secret, serve_split, set_secrets
 from coordinator.reproduce.report import (
@@ -283,27 +283,6 @@ def _write_override(split_configs: Sequence[Path]) -> None:
             handle.write(f"\n[privacy]\n{NON_PRIVATE_OVERRIDE_KEY} = true\n")
 
 
-def _assembled_decisions(federation: Federation, model: Model) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
-    """Decision values of every record the entities hold, from kernel rows assembled from their blocks.
-
-    Returns
-    -------
-    dict
-        "train" and "test" (the held-out records, fresh and plotting-grid points) to
-        (ids (k,), targets (k,), decision values (k,)), in row-block order.
-    """
-    with Session(federation) as session:
-        session.load_metadata()
-        blocks: list[RowBlockRecords] = session.align_records()
-        found: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
-        for part in ("train", "test"):
-            K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, part)
-            ids = np.concatenate([getattr(b, f"{part}_ids") for b in blocks])
-            targets = np.concatenate([getattr(b, f"{part}_labels") for b in blocks])
-            found[part] = (ids, targets, model.decision(K))
-    return found
-
-
 def _of_kind(ids: np.ndarray, kind: str) -> np.ndarray:
     """Mask (k,) of the ids "<kind>-<index>"."""
     return np.char.startswith(ids.astype(str), f"{kind}-")
@@ -350,7 +329,7 @@ def joint_run(data: SincData, mbar: int, mus: Sequence[float | None], work: Path
         model = candidates[chosen][1]
         seconds["train"] = time.perf_counter() - started
         started = time.perf_counter()
-        decisions = _assembled_decisions(federation, model)
+        decisions = assembled_decisions(federation, model, ("train", "test"))
         seconds["evaluate"] = time.perf_counter() - started
     train_ids, train_targets, train_fitted = decisions["train"]
     held_ids, held_targets, held_fitted = decisions["test"]
