@@ -107,6 +107,7 @@ from common.dp import (
     apply_scaling,
     decision,
     fourier_features,
+    frequency_objective,
     l2_sensitivity,
     laplace_output_perturbation,
     laplace_scale,
@@ -121,7 +122,7 @@ from common.dp import (
 )
 from common.errors import ConfigError, DataError
 from common.kernels import gaussian_kernel
-from common.metrics import auc, error_rate
+from common.metrics import evaluate
 from common.shipped import SHIPPED_DATA
 from coordinator.reproduce import report
 
@@ -361,11 +362,6 @@ def load_adult(path: Path, log_capital: bool) -> tuple[np.ndarray, np.ndarray, l
 # --- one repetition -------------------------------------------------------------------------------
 
 
-def figures(y: np.ndarray, scores: np.ndarray) -> dict[str, float]:
-    """AUC and error rate of decision values ``scores`` (m,) against labels ``y`` (m,)."""
-    return {"auc": auc(y, scores), "error_rate": error_rate(y, scores)}
-
-
 def kernel_mse(rho: np.ndarray, P: np.ndarray, i: np.ndarray, j: np.ndarray, gamma: float) -> float:
     """Mean squared error of zhat(x_i)'zhat(x_j) against exp(-gamma ||x_i - x_j||^2) over pairs (i, j).
 
@@ -382,9 +378,9 @@ def kernel_mse(rho: np.ndarray, P: np.ndarray, i: np.ndarray, j: np.ndarray, gam
     -------
     float
     """
-    Z = fourier_features(P, rho)
-    target = np.exp(-gamma * ((P[i] - P[j]) ** 2).sum(1))
-    return float(np.mean(((Z[i] * Z[j]).sum(1) - target) ** 2))
+    differences = P[i] - P[j]
+    # zhat(x_i)'zhat(x_j) = (1/D) sum_k cos(rho_k'(x_i - x_j)): the very error learn_frequencies minimises.
+    return frequency_objective(rho, differences, np.exp(-gamma * (differences**2).sum(1)))[0]
 
 
 def public_only(X: np.ndarray, y: np.ndarray, public: np.ndarray, test: np.ndarray, C: float) -> dict[str, Any]:
@@ -408,7 +404,7 @@ def public_only(X: np.ndarray, y: np.ndarray, public: np.ndarray, test: np.ndarr
     width = public_kernel_width(scaled)
     model = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y[public], C)
     scores = decision(gaussian_kernel(apply_scaling(X[test], low, high), scaled, width), model)
-    return {**figures(y[test], scores), "positives": int((y[public] > 0).sum()), "kernel_width": width}
+    return {**evaluate("classify", y[test], scores), "positives": int((y[public] > 0).sum()), "kernel_width": width}
 
 
 def split_indices(m: int, seed: int) -> tuple[list[np.ndarray], np.ndarray, np.ndarray]:
@@ -491,7 +487,8 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
                     np.mean(np.isclose(alpha, c_value / len(alpha), rtol=1e-9, atol=0.0)))
             mean_exact = np.average(exact, axis=0, weights=counts)
             bucket = out["plain"] if headline else out["other_C"][key(c_value)]
-            bucket[NON_PRIVATE if map_name == "dp-hybrid" else "non-private/random-rho"] = figures(y[test], Zt @ mean_exact)
+            exact_name = NON_PRIVATE if map_name == "dp-hybrid" else "non-private/random-rho"
+            bucket[exact_name] = evaluate("classify", y[test], Zt @ mean_exact)
             bucket = out["epsilon"] if headline else out["other_C"][key(c_value)]
             # Objective perturbation re-solves a perturbed problem per release: headline C only.
             mechanisms = ["laplace"]
@@ -512,7 +509,7 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
                             releases.append(private_weights(Z, y[e], C=c_value, epsilon=eps, mechanism="objective",
                                                             rng=gen, huber_h=DEFAULT_HUBER_H).weights)
                     model = np.average(releases, axis=0, weights=counts)
-                    bucket.setdefault(f"{map_name}/{mechanism}", {})[key(eps)] = figures(y[test], Zt @ model)
+                    bucket.setdefault(f"{map_name}/{mechanism}", {})[key(eps)] = evaluate("classify", y[test], Zt @ model)
                     if map_name == "dp-hybrid" and mechanism != "objective":
                         noise = diagnostics["noise_to_signal"].setdefault(key(c_value), {}).setdefault(mechanism, {})
                         noise[key(eps)] = {
@@ -523,14 +520,14 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
                 out["decomposition_check"] = decomposition_check(Zs[0], y[entities[0]], exact[0], C, D, epsilons[0], seed)
         if map_name == "dp-hybrid":
             pooled = train_linear_svm(np.vstack(Zs), y[private], C)
-            out["plain"]["non-private/pooled-learned-rho"] = figures(y[test], Zt @ pooled.w)
+            out["plain"]["non-private/pooled-learned-rho"] = evaluate("classify", y[test], Zt @ pooled.w)
     out["diagnostics"] = diagnostics
 
     if settings.exact_rows > 0:
         subsample = rng(seed, TAG_EXACT).choice(private, size=settings.exact_rows, replace=False)
         A = apply_scaling(X[subsample], low, high)
         model = train_kernel_svm(gaussian_kernel(A, A, width), y[subsample], C)
-        out["plain"][EXACT_RBF] = figures(y[test], decision(gaussian_kernel(test_scaled, A, width), model))
+        out["plain"][EXACT_RBF] = evaluate("classify", y[test], decision(gaussian_kernel(test_scaled, A, width), model))
     for size in settings.public_sizes:
         out["public_only"][str(size)] = public_only(X, y, pool[:size], test, C)
         for c_value in settings.other_C:
