@@ -58,17 +58,20 @@ def software_versions() -> dict[str, str]:
     return found
 
 
-def machine() -> dict[str, Any]:
-    """Where the figures were measured (timings depend on it, errors do not)."""
-    cpu = platform.processor() or "unknown"
+def cpu_model() -> str:
+    """The processor's model name (Linux /proc/cpuinfo), else what the platform says."""
     try:
         for line in Path("/proc/cpuinfo").read_text().splitlines():
             if line.startswith("model name"):
-                cpu = line.split(":", 1)[1].strip()
-                break
+                return line.split(":", 1)[1].strip()
     except OSError:
         pass
-    return {"cpu": cpu, "cpus": os.cpu_count(), "platform": platform.platform(),
+    return platform.processor() or "unknown"
+
+
+def machine() -> dict[str, Any]:
+    """Where the figures were measured (timings depend on it, errors do not)."""
+    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(),
             "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
 
 
