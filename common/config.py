@@ -275,6 +275,18 @@ def _tls_table(document: dict[str, Any], path: Path, extra_keys: tuple[str, ...]
     return TlsFiles(ca=ca, cert=cert, key=key, source=path)
 
 
+FEDERATION_TABLES = ("task", "tls", "entity")
+FEDERATION_ENTITY_KEYS = ("id", "address", "row_block", "column_block")
+# What only an entity's own config may hold: the federation file is the coordinator's, and is shared.
+_PRIVATE_KEYS = ("data", "secret", "secret_file", "secret_env", "secrets")
+
+
+def _refuse_private_keys(table: dict[str, Any], where: str) -> None:
+    for key in _PRIVATE_KEYS:
+        if key in table:
+            raise ConfigError(f"{where}: {key!r} does not belong in the federation file (keep it in the entity's own config)")
+
+
 def load_federation(path: str | Path) -> Federation:
     """Read and validate a federation file: unique ids and addresses, a complete r x s grid.
 
@@ -285,6 +297,10 @@ def load_federation(path: str | Path) -> Federation:
     """
     path = Path(path)
     document = _read_toml(path)
+    _refuse_private_keys(document, str(path))
+    unknown = sorted(set(document) - set(FEDERATION_TABLES))
+    if unknown:
+        raise ConfigError(f"{path}: unknown key(s) or table(s) {', '.join(unknown)}; allowed: {', '.join(FEDERATION_TABLES)}")
     entries = document.get("entity")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: no [[entity]] entries")
@@ -301,9 +317,10 @@ def load_federation(path: str | Path) -> Federation:
         )
         if entity.row_block < 0 or entity.column_block < 0:
             raise ConfigError(f"{where}: row_block and column_block must be >= 0")
-        for forbidden in ("data", "secret", "secret_file", "secret_env"):
-            if forbidden in entry:
-                raise ConfigError(f"{where}: {forbidden!r} does not belong in the federation file (keep it in the entity's own config)")
+        _refuse_private_keys(entry, where)
+        unknown = sorted(set(entry) - set(FEDERATION_ENTITY_KEYS))
+        if unknown:
+            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(FEDERATION_ENTITY_KEYS)}")
         entities.append(entity)
     _check_unique(path, [e.id for e in entities], "entity id")
     _check_unique(path, [e.address for e in entities], "address")

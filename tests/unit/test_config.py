@@ -248,6 +248,19 @@ def test_federation_refuses_private_keys(tmp_path: Path, key: str) -> None:
     _expect_federation_error(tmp_path, text, "[[entity]] #2", f"{key!r} does not belong in the federation file")
 
 
+@pytest.mark.parametrize("line", ['data = "all.csv"', 'secret_file = "s.secret"', "[secrets]\nr0c0 = 'x'"])
+def test_federation_refuses_private_keys_at_top_level(tmp_path: Path, line: str) -> None:
+    key = line.split()[0].strip("[]")
+    _expect_federation_error(tmp_path, line + "\n" + fed_text(grid(1, 2)), f"{key!r} does not belong in the federation file")
+
+
+def test_federation_refuses_unknown_keys(tmp_path: Path) -> None:
+    _expect_federation_error(tmp_path, "tsl = 1\n" + fed_text(grid(1, 2)), "unknown key(s) or table(s) tsl",
+                             "allowed: task, tls, entity")
+    text = fed_text(grid(1, 2), extra={0: "port = 5"})
+    _expect_federation_error(tmp_path, text, "[[entity]] #1", "unknown key(s) port", "allowed: id, address")
+
+
 @pytest.mark.parametrize(
     ("entry", "fragments"),
     [
