@@ -50,17 +50,32 @@ def _auto_float(text: str) -> float | str:
         raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
 
 
-def _add_task_arguments(parser: argparse.ArgumentParser) -> None:
-    """Training settings; unset ones come from the federation file's [task] table, then defaults."""
+def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = True) -> None:
+    """Training settings; unset ones come from the federation file's [task] table, then defaults.
+
+    ``random_kernel=False`` (entities alone) leaves out what only the coordinator's random-kernel
+    training uses: mbar, the fold count and the LP formulation.
+    """
     parser.add_argument("--task", choices=TASKS, help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify")
     parser.add_argument("--kernel", choices=KERNELS, help="linear (blocks summed) or gaussian (blocks multiplied elementwise); default gaussian")
-    parser.add_argument("--mbar", type=_auto_int, help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) - 1, at most 10%% of the training rows")
+    if random_kernel:
+        parser.add_argument("--mbar", type=_auto_int, help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) - 1, at most 10%% of the training rows")
     parser.add_argument("--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)")
-    parser.add_argument("--mu", type=_auto_float, help="Gaussian width (a number, or 'auto': tuned on the assembled kernel by the power identity, no new entity requests; default auto)")
-    parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)")
+    tuned = "on the assembled kernel by the power identity, no new entity requests" if random_kernel else "by each entity on its own cell"
+    parser.add_argument("--mu", type=_auto_float, help=f"Gaussian width (a number, or 'auto': tuned {tuned}; default auto)")
+    if random_kernel:
+        parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)")
     parser.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default %(default)s)")
-    parser.add_argument("--lp-formulation", choices=FORMULATIONS, default="highs-dual",
-                        help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)")
+    if random_kernel:
+        parser.add_argument("--lp-formulation", choices=FORMULATIONS, default="highs-dual",
+                            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)")
+
+
+def _setting(args: argparse.Namespace, task_table: dict[str, Any], name: str, default: Any = AUTO) -> Any:
+    """The flag, else the federation file's [task] value, else ``default``; 'auto' becomes None."""
+    value = getattr(args, name)
+    value = task_table.get(name, default) if value is None else value
+    return None if value == AUTO else value
 
 
 def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
@@ -99,17 +114,11 @@ def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distrib
     """Command-line flags, then the federation file's [task] table, then defaults ('auto' means tuned)."""
     from coordinator.train import TrainOptions
 
-    def setting(name: str) -> Any:
-        value = getattr(args, name)
-        value = task_table.get(name, AUTO) if value is None else value
-        return None if value == AUTO else value
-
     return TrainOptions(
-        task=args.task or task_table.get("task", "classify"), kernel=args.kernel or task_table.get("kernel", "gaussian"),
-        mbar=setting("mbar"), nu=setting("nu"), mu=setting("mu"),
+        task=_setting(args, task_table, "task", "classify"), kernel=_setting(args, task_table, "kernel", "gaussian"),
+        mbar=_setting(args, task_table, "mbar"), nu=_setting(args, task_table, "nu"), mu=_setting(args, task_table, "mu"),
         folds=args.folds, seed=args.seed, formulation=args.lp_formulation, deadline=args.deadline, distribute=distribute,
-        # `coordinator baselines` has no --basis: entities alone use their own rows as basis.
-        basis=getattr(args, "basis", "paper"),
+        basis=args.basis,
     )
 
 
@@ -174,8 +183,9 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     from coordinator.evaluate import entity_alone, mean_figures
 
     federation = _federation(args)
-    options = _train_options(args, federation.task)
-    results = entity_alone(federation, options.task, options.kernel, nu=options.nu, mu=options.mu, seed=options.seed, deadline=options.deadline)
+    table = federation.task
+    results = entity_alone(federation, _setting(args, table, "task", "classify"), _setting(args, table, "kernel", "gaussian"),
+                           nu=_setting(args, table, "nu"), mu=_setting(args, table, "mu"), seed=args.seed, deadline=args.deadline)
     rows = [{"entity": r.entity_id, "n_train": r.n_train, "n_test": r.n_test, **r.figures} for r in results]
     if args.json:
         print(json.dumps({"entities": rows, "mean": mean_figures(results)}))
@@ -245,10 +255,9 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from coordinator.reference import LABEL, pooled_reference
 
     federation = load_federation(Path(args.split_dir) / "federation.toml")
-    task = args.task or federation.task.get("task", "classify")
-    kernel = args.kernel or federation.task.get("kernel", "gaussian")
-    nu, mu = (None if value in (None, AUTO) else value for value in (args.nu, args.mu))
-    result = pooled_reference(Path(args.split_dir), task, kernel, nu=nu, mu=mu, seed=args.seed)
+    table = federation.task
+    result = pooled_reference(Path(args.split_dir), _setting(args, table, "task", "classify"), _setting(args, table, "kernel", "gaussian"),
+                              nu=_setting(args, table, "nu"), mu=_setting(args, table, "mu"), seed=args.seed)
     print(json.dumps(result) if args.json else LABEL + "\n" + "\n".join(f"{k:>15}: {v}" for k, v in result.items()))
     return 0
 
@@ -310,7 +319,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     baselines = actions.add_parser("baselines", help="each entity trains on its own cell alone and reports only its held-out error")
     _add_connection_arguments(baselines)
     baselines.add_argument("--json", action="store_true")
-    _add_task_arguments(baselines)
+    _add_task_arguments(baselines, random_kernel=False)
     baselines.set_defaults(run=cmd_baselines)
 
     serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
@@ -363,8 +372,8 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     reference.add_argument("split_dir", help="output directory of 'ppsvm split'")
     reference.add_argument("--task", choices=TASKS)
     reference.add_argument("--kernel", choices=KERNELS)
-    reference.add_argument("--nu", type=_auto_float, help="number or auto (default auto)")
-    reference.add_argument("--mu", type=_auto_float, help="number or auto (default auto)")
+    reference.add_argument("--nu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)")
+    reference.add_argument("--mu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)")
     reference.add_argument("--seed", type=int, default=0)
     reference.add_argument("--json", action="store_true")
     reference.set_defaults(run=cmd_reference)
