@@ -139,9 +139,11 @@ def print_machine(info: dict[str, Any]) -> None:
           "(other jobs may share this machine: figures are wall-clock, not CPU time)")
 
 
-def write_json(name: str, payload: dict[str, Any]) -> Path:
+def write_json(name: str, payload: dict[str, Any], quick: bool = False) -> Path:
+    """Write ``results/<name>.json`` atomically; a ``--quick`` run writes ``<name>-quick.json`` (git-ignored),
+    so trying a script never replaces the committed full-run figures."""
     RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}.json"
+    path = RESULTS / f"{name}{'-quick' if quick else ''}.json"
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, path)

@@ -11,9 +11,9 @@ It then runs common.attacks.reconstruct_by_rescaling: a coordinator that knows
 neither A_ij nor B_j but varies the per-feature scaling (low, high) of its
 kernel requests, answered by the same functions EntityCore.kernel_block uses.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/attacks.py [--features 8] [--rows 100] [--seed 0] [--json]
+    PYTHONPATH=. .venv/bin/python benchmarks/attacks.py [--features 8] [--rows 100] [--seed 0]
 
-Pure computation in this process (no gRPC); --json also writes results/attacks.json.
+Pure computation in this process (no gRPC); prints the tables and writes results/attacks.json.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 import numpy as np  # noqa: E402
 
-from benchmarks._shared import package_versions, table, write_json  # noqa: E402
+from benchmarks._shared import machine_info, table, write_json  # noqa: E402
 from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
 from common.attacks import (  # noqa: E402
     FIT_TOLERANCE, Reconstruction, reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear,
@@ -144,8 +144,7 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
         "still map into [0, 1]), so the entity serves it, and would even if it checked that its range is covered. "
         "tests/integration/test_coordinator_powers.py runs it against a real entity process.",
         "",
-        f"rerun: PYTHONPATH=. .venv/bin/python benchmarks/{NAME}.py --features {n} --rows {rows} --seed {seed}"
-        " [--json: also write benchmarks/results/attacks.json]",
+        f"rerun: PYTHONPATH=. .venv/bin/python benchmarks/{NAME}.py --features {n} --rows {rows} --seed {seed}",
     ]
     return "\n".join(lines)
 
@@ -155,7 +154,6 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--features", type=int, default=8, help="n_j, the column block's width (default 8)")
     parser.add_argument("--rows", type=int, default=100, help="records attacked (default 100)")
     parser.add_argument("--seed", type=int, default=0, help="seed of records, secret and starts (default 0)")
-    parser.add_argument("--json", action="store_true", help=f"also write results/{NAME}.json")
     args = parser.parse_args(argv)
     if args.features < 2 or args.rows < 1:
         parser.error("need --features >= 2 and --rows >= 1")
@@ -166,12 +164,11 @@ def main(argv: list[str] | None = None) -> int:
     total = time.perf_counter() - started
     print(report(args.features, args.rows, args.seed, peer, coordinator))
     print(f"total wall time {total:.0f} s")
-    if args.json:
-        settings = {"features": args.features, "rows": args.rows, "seed": args.seed, "starts": STARTS,
-                    "recovered_below": RECOVERED, "ambiguous_above": AMBIGUOUS, "fit_tolerance": FIT_TOLERANCE, "mu": 1.0 / args.features,
-                    "versions": package_versions(("numpy", "scipy")), "total_seconds": total}
-        path = write_json(NAME, {"settings": settings, "peer": peer, "coordinator": coordinator})
-        print(f"wrote {path}")
+    settings = {"features": args.features, "rows": args.rows, "seed": args.seed, "starts": STARTS,
+                "recovered_below": RECOVERED, "ambiguous_above": AMBIGUOUS, "fit_tolerance": FIT_TOLERANCE, "mu": 1.0 / args.features,
+                "total_seconds": total}
+    path = write_json(NAME, {"machine": machine_info(), "settings": settings, "peer": peer, "coordinator": coordinator})
+    print(f"wrote {path}")
     return 0
 
 

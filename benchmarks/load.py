@@ -640,7 +640,8 @@ def main(argv: list[str] | None = None) -> int:
     path = write_json(NAME, {"machine": info, "versions": package_versions(), "setting": settings,
                              "phases_s": run.phases, "load_average_after_phase": run.load_average, "train": run.train,
                              "serve": run.serve, "entities": run.entities, "loads": run.loads,
-                             "verification": run.verification, "targets": targets, "notes": run.notes, "rerun": rerun})
+                             "verification": run.verification, "targets": targets, "notes": run.notes, "rerun": rerun},
+                      args.quick)
     print(f"wrote {path.relative_to(ROOT)}")
     ok = all(v.startswith("PASS") for v in targets.values())
     return 0 if ok else 1

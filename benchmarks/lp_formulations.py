@@ -127,7 +127,7 @@ def main(argv: list[str] | None = None) -> int:
         "all_objectives_agree": all_agree,
         "peak_rss_mib": peak_rss_mib(),
         "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    })
+    }, args.quick)
     print(f"wrote {path.relative_to(Path(__file__).resolve().parents[1])}")
     return 0 if all_agree else 1
 

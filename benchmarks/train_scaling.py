@@ -309,12 +309,13 @@ def main(argv: list[str] | None = None) -> int:
         for m in sizes:
             results[str(m)] = measure(m, args, work)
             # Written after every size so a run cut short still leaves its figures.
-            write_json(NAME, {"machine": info, "setting": setting, "results": results, "complete": False})
+            write_json(NAME, {"machine": info, "setting": setting, "results": results, "complete": False}, args.quick)
     targets = report(sizes, results)
     info["load_average_at_end"] = load_average()
     info["wall_clock_s"] = time.perf_counter() - started
     print(f"\nload average at end {info['load_average_at_end']}; total {info['wall_clock_s']:.0f} s")
-    path = write_json(NAME, {"machine": info, "setting": setting, "results": results, "targets": targets, "complete": True})
+    path = write_json(NAME, {"machine": info, "setting": setting, "results": results, "targets": targets, "complete": True},
+                      args.quick)
     print(f"wrote {path.relative_to(ROOT)}")
     return 0
 
