@@ -694,7 +694,7 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
             "privacy rule 3 (mbar < n_j) allows only mbar = 1: runs with mbar >= 2 set the entities' explicit "
             f"non-private override ({NON_PRIVATE_OVERRIDE_KEY}) and are labelled NOT PRIVATE, because with as many "
             "random points as features a record's kernel row pins the record down. The full run takes about "
-            "5 minutes on 2 cores (the pooled reference's tuning is half of it)."
+            "6 minutes on 2 cores (the pooled reference's tuning is half of it)."
         ),
     )
     add_common_arguments(parser, quick_help=(

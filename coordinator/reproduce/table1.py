@@ -381,7 +381,7 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
     )
     add_common_arguments(parser, quick_help=(
         f"CI-sized run: every dataset, s in {{{', '.join(map(str, QUICK_PARTITIONS))}}}, "
-        f"{QUICK_FOLDS_RUN} of the {OUTER_FOLDS} folds (about a minute)"))
+        f"{QUICK_FOLDS_RUN} of the {OUTER_FOLDS} folds (one to two minutes on 2 cores)"))
     parser.add_argument("--datasets", default=",".join(TABLE1_DATASETS),
                         help=f"comma-separated, from {', '.join(TABLE1_DATASETS)} (default all)")
     parser.add_argument("--partitions", help="comma-separated numbers of vertical partitions (default 1,2,4,8)")
