@@ -12,13 +12,16 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import json
 import secrets
+from collections.abc import Sequence
 
 import numpy as np
 
 _B_LABEL = b"ppsvm/v1/random-kernel-B"
 _CHECK_LABEL = b"ppsvm/v1/key-check-value"
 _RANGE_LABEL = b"ppsvm/v1/feature-range"
+_FEATURES_LABEL = b"ppsvm/v1/feature-names"
 MIN_SECRET_BYTES = 16
 
 
@@ -57,6 +60,18 @@ def key_check_value(secret: bytes) -> str:
     than B's derivation: the value says nothing about the secret or B.
     """
     return hmac.new(secret, _CHECK_LABEL, hashlib.sha256).hexdigest()[:16]
+
+
+def features_check(secret: bytes, names: Sequence[str]) -> str:
+    """A public fingerprint of a cell's feature columns (names, in order): 16 hex digits of HMAC-SHA256.
+
+    The entities of a column block must hold the same features in the same order, or the
+    assembled kernel silently compares one hospital's weight with another's age. Keyed with
+    the column-block secret, so the coordinator can compare fingerprints but cannot test
+    guesses of the names.
+    """
+    message = _FEATURES_LABEL + b"/" + json.dumps(list(names)).encode("utf-8")
+    return hmac.new(secret, message, hashlib.sha256).hexdigest()[:16]
 
 
 def range_tag(secret: bytes, entity_id: str, low: np.ndarray, high: np.ndarray) -> str:

@@ -137,17 +137,28 @@ class Session:
             widths = {e.id: self.metadata[e.id].n_features for e in members}
             if len(set(widths.values())) != 1:
                 raise DataError(f"column block {j}: entities hold different feature counts {widths}")
-            groups: dict[str, list[str]] = {}
-            for entity in members:
-                groups.setdefault(self.metadata[entity.id].secret_check, []).append(entity.id)
-            if len(groups) > 1:
-                described = "; ".join(", ".join(ids) for ids in groups.values())
+            secret_groups = self._groups(members, "secret_check")
+            if secret_groups:
                 raise ConfigError(
                     f"column block {j}: its entities hold different column-group secrets (key-check values differ: "
-                    f"{described}), so their B_j differ and the assembled kernel would be wrong; give every entity "
+                    f"{secret_groups}), so their B_j differ and the assembled kernel would be wrong; give every entity "
                     "of the block the same secret file"
                 )
+            feature_groups = self._groups(members, "features_check")
+            if feature_groups:
+                raise DataError(
+                    f"column block {j}: its entities hold different feature columns (names or order differ: {feature_groups}), "
+                    "so the assembled kernel would compare unlike features; every entity of a column block must list "
+                    "the same feature columns, with the same names, in the same order"
+                )
         return self.metadata
+
+    def _groups(self, members: Sequence[FederationEntity], field: str) -> str:
+        """Members grouped by a metadata fingerprint, described ("a, b; c"), or "" when all agree."""
+        groups: dict[str, list[str]] = {}
+        for entity in members:
+            groups.setdefault(getattr(self.metadata[entity.id], field), []).append(entity.id)
+        return "; ".join(", ".join(ids) for ids in groups.values()) if len(groups) > 1 else ""
 
     def row_block(self, i: int) -> list[FederationEntity]:
         return sorted((e for e in self.federation.entities if e.row_block == i), key=lambda e: e.column_block)

@@ -31,7 +31,7 @@ from common.local_svm import fit_local
 from common.metrics import evaluate
 from common.files import write_atomic
 from common.privacy import NOT_PRIVATE_BANNER, check_mbar
-from common.randomness import derive_B, key_check_value, range_tag
+from common.randomness import derive_B, features_check, key_check_value, range_tag
 from entity.ledger import PrivacyLedger
 
 logger = logging.getLogger(__name__)
@@ -222,6 +222,7 @@ class EntityCore:
         self.cell = load_cell(config.data)
         self._secret = config.read_secret()
         self.secret_check = key_check_value(self._secret)
+        self.features_check = features_check(self._secret, self.cell.feature_names)
         if config.non_private_override:
             logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
         self.ledger = None

@@ -41,7 +41,7 @@ class EntityServicer(pb_grpc.EntityServicer):
             entity_id=self.core.id, column_block=self.core.config.column_block, n_features=cell.n_features,
             n_train=len(cell.train_ids), n_test=len(cell.test_ids), has_labels=cell.y_train is not None,
             non_private_override=self.core.config.non_private_override, ppsvm_version=__version__,
-            secret_check=self.core.secret_check,
+            secret_check=self.core.secret_check, features_check=self.core.features_check,
         )
 
     @stream_handler

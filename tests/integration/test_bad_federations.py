@@ -66,3 +66,23 @@ def test_entity_with_malformed_cell_does_not_start(federation, tmp_path: Path) -
         federation(1, 2, prepared=split_dir)
     message = str(failed.value)
     assert "r0c0.csv" in message and "line 5" in message and "'abc' is not a number" in message
+
+
+def test_feature_columns_in_another_order_within_a_column_block(federation, tmp_path: Path) -> None:
+    """Two row blocks of one column block, one cell's columns swapped (header and values): each cell is
+    valid on its own, but the kernel would compare unlike features; training stops before any kernel."""
+    split_dir = split(tmp_path / "prepared", WDBC, 2, 1, *WDBC_OPTIONS)
+    with (split_dir / "r1c0.csv").open(newline="") as handle:
+        rows = list(csv.reader(handle))
+    first, second = rows[0].index("x2"), rows[0].index("x3")
+    for row in rows:
+        row[first], row[second] = row[second], row[first]
+    with (split_dir / "r1c0.csv").open("w", newline="") as handle:
+        csv.writer(handle).writerows(rows)
+    run = federation(2, 1, prepared=split_dir)
+    result = run.train("--mbar", "5", "--nu", "1", "--mu", "0.03", check=False)
+    assert result.returncode == 1
+    assert "column block 0" in result.stderr and "different feature columns" in result.stderr
+    assert "r0c0" in result.stderr and "r1c0" in result.stderr
+    assert "assembled train kernel" not in result.stderr  # refused before any kernel block was fetched
+    assert not (run.split_dir / "model.json").exists()

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.randomness import derive_B, new_secret_hex
+from common.randomness import derive_B, features_check, key_check_value, new_secret_hex
 
 SECRET = b"column-block-secret-0123456789ab"
 OTHER = b"column-block-secret-0123456789ac"  # differs in the last byte only
@@ -72,3 +72,25 @@ def test_new_secret_hex_is_fresh_and_long_enough() -> None:
     assert one != two
     assert len(bytes.fromhex(one)) == 32
     derive_B(bytes.fromhex(one), 2, 2)  # usable as a secret
+
+
+def test_features_check_tells_feature_lists_apart() -> None:
+    secret = bytes(range(32))
+    names = ["age", "weight", "blood pressure"]
+    value = features_check(secret, names)
+    assert len(value) == 16 and int(value, 16) >= 0
+    assert features_check(secret, list(names)) == value
+    others = [
+        ["weight", "age", "blood pressure"],  # same features, other order
+        ["age", "weight"],                    # one fewer
+        ["Age", "weight", "blood pressure"],  # other spelling
+        ["age,weight", "blood pressure"],     # joined names are not the same list
+    ]
+    assert len({value, *(features_check(secret, other) for other in others)}) == 1 + len(others)
+
+
+def test_features_check_is_keyed_by_the_secret() -> None:
+    names = ["x0", "x1"]
+    assert features_check(bytes(32), names) != features_check(bytes(range(32)), names)
+    # Not the key-check value under another name: the two fingerprints use different labels.
+    assert features_check(bytes(32), []) != key_check_value(bytes(32))
