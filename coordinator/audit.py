@@ -51,10 +51,12 @@ def audit(federation: Federation, entity_configs: Sequence[EntityConfig] = (), d
     n_features: dict[int, int] = {}
     try:
         with Session(federation, deadline) as session:
-            metadata = session.load_metadata()  # also checks ids, widths and key-check values
+            metadata = session.load_metadata()  # also checks ids, widths, key-check values and feature fingerprints
         findings.append(Finding(OK, "identity", f"all {len(metadata)} entities answered as the ids the federation file names"
                                 + (", each proving it with a certificate from the federation CA" if not federation.insecure else "")))
         findings.append(Finding(OK, "secrets", "every column block's entities hold the same column-group secret (key-check values agree)"))
+        findings.append(Finding(OK, "features", "every column block's entities list the same feature columns in the same order "
+                                "(keyed fingerprints agree)"))
         for j in federation.column_blocks:
             members = session.column_block(j)
             n_features[j] = metadata[members[0].id].n_features

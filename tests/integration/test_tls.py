@@ -145,6 +145,7 @@ def test_audit_reports_conditions_and_what_parties_learn(federation) -> None:
     report = ppsvm("audit", "--federation", str(run.federation_path), *configs)
     assert "[     ok] transport: mutual TLS; the coordinator is 'coordinator'" in report.stdout
     assert "column block 1: every entity refuses mbar >= n_j = 15" in report.stdout
+    assert "[     ok] features: every column block's entities list the same feature columns" in report.stdout
     assert "- coordinator: record ids, labels" in report.stdout and "every checked condition holds" in report.stdout
     plaintext = ppsvm("audit", "--federation", str(run.federation_path), "--insecure", check=False)
     assert plaintext.returncode == 1 and "[   FAIL] transport: plaintext" in plaintext.stdout
