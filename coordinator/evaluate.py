@@ -42,8 +42,7 @@ def assembled_decisions(
     check_model_matches(model, federation)
     found: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     with Session(federation, deadline) as session:
-        session.load_metadata()
-        blocks = session.align_records()
+        blocks, _ = session.survey()  # the signed ranges it fetches are checked against the model's scaling
         for part in parts:
             if part == "test" and not any(len(b.test_ids) for b in blocks):
                 raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")

@@ -96,15 +96,13 @@ def train(federation: Federation, options: TrainOptions) -> Model:
     """
     started = time.perf_counter()
     with Session(federation, options.deadline) as session:
-        session.load_metadata()
-        blocks = session.align_records()
+        blocks, scaling = session.survey()
         if options.task == "classify":
             _check_labels(session, blocks)
         widths = [session.n_features(j) for j in federation.column_blocks]
         n_train = sum(len(b.train_ids) for b in blocks)
         mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
         private = _check_privacy(session, mbar, widths)
-        scaling = session.column_scaling()
         n_total = sum(widths)
         # Auto-tuned Gaussian blocks are fetched once at mu = 1/n: the scaled squared distance
         # is at most about n, so exp never underflows and every other width is a power of it.

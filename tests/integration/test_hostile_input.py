@@ -777,6 +777,13 @@ def range_with(change: Callable[[np.ndarray], np.ndarray] | None = None, tag: st
     return reply
 
 
+def records_id_twice(core: EntityCore, request: Any) -> Iterator[pb.ArrayChunk]:
+    """Records whose first held-out id is also the first training id."""
+    arrays = dict(core.records())
+    arrays["test_ids"] = np.concatenate([arrays["train_ids"][:1], arrays["test_ids"][1:]])
+    yield from encode_arrays(arrays)
+
+
 def _nan_first(array: np.ndarray) -> np.ndarray:
     array = np.array(array, dtype=np.float64)
     array[0] = math.nan
@@ -801,6 +808,7 @@ HOSTILE_REPLIES: list[Any] = [
     ("not-array-chunks", "r0c0-solo", {"garbage": lambda core, request: iter(())}, "KernelBlock"),
     pytest.param("records-labels-one-short", "r0c0-solo", {"Records": records_with(train_labels=lambda a: a[:-1])}, "train_labels"),
     pytest.param("records-labels-nan", "r0c0-solo", {"Records": records_with(train_labels=_nan_first)}, "label"),
+    pytest.param("records-id-twice", "r0c0-solo", {"Records": records_id_twice}, "sent record id"),
     pytest.param("cell-labels-zero-one", "r0c0-zero-one", {}, "label"),
     pytest.param("kernel-nan-entries", "r0c0-solo", {"KernelBlock": kernel_with(lambda block: np.where(block > 0.5, math.nan, block))},
                  "non-finite"),

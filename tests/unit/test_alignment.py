@@ -1,11 +1,11 @@
-"""Record alignment across the column blocks of a row block (record_positions) and across row blocks (shared_record_id)."""
+"""Record alignment across the column blocks of a row block (record_positions); ids listed twice (duplicate_record_id)."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from coordinator.federation import RowBlockRecords, record_positions, shared_record_id
+from coordinator.federation import duplicate_record_id, record_positions
 
 REFERENCE = np.array(["a7", "b2", "c9", "d1", "e5"])
 
@@ -37,52 +37,46 @@ def test_different_record_sets_are_refused(ids: np.ndarray) -> None:
     assert record_positions(REFERENCE, ids) is None
 
 
-def _block(row_block: int, train: list[str], test: list[str]) -> RowBlockRecords:
-    empty = np.zeros(0, dtype=np.int64)
-    return RowBlockRecords(row_block, np.array(train), np.ones(len(train)), np.array(test), np.ones(len(test)),
-                           {"e": empty}, {"e": empty})
+def _ids(*blocks: list[str]) -> dict[int, np.ndarray]:
+    return {i: np.array(block, dtype=str) for i, block in enumerate(blocks)}
 
 
-def _shared_by_loop(blocks: list[RowBlockRecords]) -> set[tuple[str, int, int]]:
-    """Independent: every (id, row block, row block) pair by nested loops."""
-    found = set()
-    for a in blocks:
-        for b in blocks:
-            if a.row_block < b.row_block:
-                held = set(a.train_ids.tolist()) | set(a.test_ids.tolist())
-                found |= {(r, a.row_block, b.row_block) for r in (*b.train_ids.tolist(), *b.test_ids.tolist()) if r in held}
-    return found
+def _duplicates_by_loop(ids_by_row_block: dict[int, np.ndarray]) -> set[tuple[str, int, int]]:
+    """Independent: every (id, row block, row block) pair listing the same id, by nested loops."""
+    listed = [(record, i) for i, ids in ids_by_row_block.items() for record in ids.tolist()]
+    return {(a, i, j) for k, (a, i) in enumerate(listed) for (b, j) in listed[k + 1:] if a == b}
 
 
-def test_ids_unique_across_row_blocks_pass() -> None:
-    blocks = [_block(0, ["a", "b"], ["c"]), _block(1, ["d", "e"], []), _block(2, [], ["f", "g"])]
-    assert shared_record_id(blocks) is None
-    assert shared_record_id([]) is None
-    # Within one row block an id is the entities' business (the cells refuse duplicates).
-    assert shared_record_id([_block(0, ["a"], ["a"]), _block(1, ["b"], [])]) is None
+def test_unique_ids_pass() -> None:
+    assert duplicate_record_id(_ids(["a", "b", "c"], ["d", "e"], [], ["f", "g"])) is None
+    assert duplicate_record_id({}) is None
 
 
 @pytest.mark.parametrize(
-    "blocks",
+    "ids_by_row_block",
     [
-        [_block(0, ["a", "b"], ["c"]), _block(1, ["d", "b"], [])],              # train in both
-        [_block(0, ["a", "b"], ["c"]), _block(1, ["d"], ["c"])],                # test in both
-        [_block(0, ["a"], ["zz"]), _block(1, ["zz", "q"], []), _block(2, ["r"], ["a"])],
-        [_block(0, ["long-id-0001"], []), _block(1, ["x"], ["long-id-0001"])],  # different string widths
+        _ids(["a", "b", "c"], ["d", "b"]),                         # in two row blocks
+        _ids(["a", "zz"], ["zz", "q"], ["r", "a"]),                # two ids, each in two row blocks
+        _ids(["long-id-0001"], ["x", "long-id-0001"]),             # different string widths
+        _ids(["a", "b", "a"], ["c"]),                              # twice in one row block
     ],
 )
-def test_an_id_in_two_row_blocks_is_found(blocks: list[RowBlockRecords]) -> None:
-    shared = shared_record_id(blocks)
-    assert shared is not None
-    assert shared in _shared_by_loop(blocks)
+def test_a_repeated_id_is_found(ids_by_row_block: dict[int, np.ndarray]) -> None:
+    found = duplicate_record_id(ids_by_row_block)
+    assert found is not None
+    assert found in _duplicates_by_loop(ids_by_row_block)
+
+
+def test_a_repeat_within_one_row_block_names_it_twice() -> None:
+    assert duplicate_record_id(_ids(["x"], ["a", "b", "a"])) == ("a", 1, 1)
 
 
 @pytest.mark.parametrize("seed", range(3))
-def test_shared_id_agrees_with_loops_on_random_federations(seed: int) -> None:
+def test_agrees_with_loops_on_random_federations(seed: int) -> None:
     rng = np.random.default_rng(seed)
-    names = [f"id{k}" for k in range(200)]
-    blocks = [_block(i, rng.choice(names, 30, replace=False).tolist(), []) for i in range(4)]
-    expected = _shared_by_loop(blocks)
-    shared = shared_record_id(blocks)
-    assert (shared is None) == (not expected)
-    assert shared is None or shared in expected
+    names = [f"id{k}" for k in range(400)]
+    ids_by_row_block = {i: rng.choice(names, 30, replace=False) for i in range(4)}
+    expected = _duplicates_by_loop(ids_by_row_block)
+    found = duplicate_record_id(ids_by_row_block)
+    assert (found is None) == (not expected)
+    assert found is None or found in expected
