@@ -1,7 +1,8 @@
 """Arrays on the wire: dtype + shape + raw bytes in ~1 MiB chunks, never pickle.
 
 A stream is a sequence of :class:`ArrayChunk` messages; each array starts with a
-header (name, dtype, shape) followed by its bytes. The receiver validates the
+header (name, dtype, shape) that carries its first bytes, and further messages
+carry the rest. The receiver validates the
 dtype against an allow-list, refuses absurd sizes before allocating, and checks
 that exactly ``prod(shape) * itemsize`` bytes arrived.
 """
@@ -40,9 +41,12 @@ def encode_arrays(arrays: Mapping[str, np.ndarray], chunk_bytes: int = CHUNK_BYT
         if not _DTYPE_PATTERN.fullmatch(dtype.str):
             raise WireError(f"array {name!r}: dtype {dtype.str!r} is not allowed on the wire")
         data = np.asarray(array, dtype=dtype, order="C")  # keeps 0-d arrays 0-d
-        yield pb.ArrayChunk(header=pb.ArrayHeader(name=name, dtype=dtype.str, shape=list(data.shape)))
         raw = data.reshape(-1).view(np.uint8)
-        for start in range(0, raw.size, chunk_bytes):
+        # The header rides with the first bytes: every message of a stream costs the receiver
+        # a fixed ~0.2 ms in gRPC's Python layer, so small arrays take one message, not two.
+        header = pb.ArrayHeader(name=name, dtype=dtype.str, shape=list(data.shape))
+        yield pb.ArrayChunk(header=header, data=raw[:chunk_bytes].tobytes())
+        for start in range(chunk_bytes, raw.size, chunk_bytes):
             yield pb.ArrayChunk(data=raw[start : start + chunk_bytes].tobytes())
 
 
@@ -60,19 +64,19 @@ def decode_arrays(
     arrays: dict[str, np.ndarray] = {}
     current: _Receiving | None = None
     for chunk in chunks:
-        part = chunk.WhichOneof("part")
-        if part == "header":
+        has_header = chunk.HasField("header")
+        if not has_header and not chunk.data:
+            raise WireError("empty chunk: neither header nor data")
+        if has_header:
             if current is not None:
                 arrays[current.name] = current.finish()
             current = _Receiving(chunk.header, max_bytes)
             if current.name in arrays:
                 raise WireError(f"array {current.name!r} sent twice in one stream")
-        elif part == "data":
+        if chunk.data:
             if current is None:
                 raise WireError("array data arrived before any header")
             current.add(chunk.data)
-        else:
-            raise WireError("empty chunk: neither header nor data")
     if current is not None:
         arrays[current.name] = current.finish()
     return arrays

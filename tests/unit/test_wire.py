@@ -114,8 +114,10 @@ def test_several_arrays_in_one_stream_keep_names_and_order() -> None:
     assert list(decoded) == list(arrays)
     for name, original in arrays.items():
         assert_same(decoded[name], original)
-    headers = [chunk.header.name for chunk in chunks if chunk.WhichOneof("part") == "header"]
+    headers = [chunk.header.name for chunk in chunks if chunk.HasField("header")]
     assert headers == list(arrays)
+    # Each array's header carries its first bytes: only "big" (2.4 MB in 256 KiB chunks) needs more messages.
+    assert len(chunks) == len(arrays) + (arrays["big"].nbytes - 1) // (1 << 18)
 
 
 def test_big_endian_and_non_contiguous_inputs_are_sent_little_endian() -> None:
@@ -123,7 +125,7 @@ def test_big_endian_and_non_contiguous_inputs_are_sent_little_endian() -> None:
     big = original.astype(">f8")
     transposed = original.T  # not C-contiguous
     chunks = list(encode_arrays({"big": big, "t": transposed}))
-    assert [c.header.dtype for c in chunks if c.WhichOneof("part") == "header"] == ["<f8", "<f8"]
+    assert [c.header.dtype for c in chunks if c.HasField("header")] == ["<f8", "<f8"]
     decoded = decode_arrays(chunks)
     assert np.array_equal(decoded["big"], original)
     assert np.array_equal(decoded["t"], original.T)
@@ -132,8 +134,14 @@ def test_big_endian_and_non_contiguous_inputs_are_sent_little_endian() -> None:
 def test_chunk_size_is_respected() -> None:
     array = np.arange(1000, dtype=np.int64)  # 8000 bytes
     chunks = list(encode_arrays({"a": array}, chunk_bytes=3000))
-    sizes = [len(c.data) for c in chunks if c.WhichOneof("part") == "data"]
-    assert sizes == [3000, 3000, 2000]
+    assert [len(c.data) for c in chunks] == [3000, 3000, 2000]
+    assert [c.HasField("header") for c in chunks] == [True, False, False]
+
+
+def test_header_and_data_may_also_come_in_separate_messages() -> None:
+    array = np.arange(10, dtype=np.float64)
+    decoded = decode_arrays([header("a", "<f8", [10]), data(array.tobytes()[:32]), data(array.tobytes()[32:])])
+    assert np.array_equal(decoded["a"], array)
 
 
 # --- rejections -------------------------------------------------------------------------------------
@@ -145,7 +153,7 @@ def encoded(array: np.ndarray, name: str = "a", chunk_bytes: int = 64) -> list[p
 
 def test_truncated_stream_refused() -> None:
     chunks = encoded(np.arange(40, dtype=np.float64))
-    assert len(chunks) == 1 + 5
+    assert len(chunks) == 5  # the header with the first 64 bytes, then 4 x 64
     with pytest.raises(WireError, match=r"truncated, 256 of 320 bytes"):
         decode_arrays(chunks[:-1])
 
@@ -292,7 +300,9 @@ headers = st.builds(
     shape=st.lists(st.integers(0, 6), max_size=3) | st.lists(st.integers(0, 2**40), max_size=2),
 )
 datas = st.builds(data, st.binary(max_size=80))
-random_streams = st.lists(st.one_of(headers, datas, datas, st.just(pb.ArrayChunk())), max_size=8)
+# A header that carries its array's first bytes, as encode_arrays sends it.
+headers_with_data = st.builds(lambda h, payload: pb.ArrayChunk(header=h.header, data=payload), headers, st.binary(max_size=80))
+random_streams = st.lists(st.one_of(headers, headers_with_data, datas, datas, st.just(pb.ArrayChunk())), max_size=8)
 
 
 @st.composite
@@ -304,17 +314,20 @@ def near_valid_streams(draw) -> list[pb.ArrayChunk]:
         shape = draw(st.lists(st.integers(0, 4), max_size=3))
         payload = draw(st.binary(min_size=int(np.prod(shape)) * np.dtype(dtype).itemsize,
                                  max_size=int(np.prod(shape)) * np.dtype(dtype).itemsize))
-        chunks.append(header(name, dtype, shape))
         cuts = sorted(draw(st.lists(st.integers(0, len(payload)), max_size=3)))
-        for start, end in zip([0, *cuts], [*cuts, len(payload)]):
-            chunks.append(data(payload[start:end]))
+        pieces = [payload[start:end] for start, end in zip([0, *cuts], [*cuts, len(payload)])]
+        if draw(st.booleans()):  # the header carries the first piece
+            chunks.append(pb.ArrayChunk(header=header(name, dtype, shape).header, data=pieces.pop(0)))
+        else:
+            chunks.append(header(name, dtype, shape))
+        chunks.extend(data(piece) for piece in pieces)
     mutation = draw(st.sampled_from(["none", "none", "drop", "insert", "replace"]))
     if mutation != "none" and chunks:
         index = draw(st.integers(0, len(chunks) - 1))
         if mutation == "drop":
             del chunks[index]
         else:
-            extra = draw(st.one_of(headers, datas, st.just(pb.ArrayChunk())))
+            extra = draw(st.one_of(headers, headers_with_data, datas, st.just(pb.ArrayChunk())))
             chunks[index : index + (mutation == "replace")] = [extra]
     return chunks
 
@@ -330,7 +343,7 @@ def _payloads(chunks: list[pb.ArrayChunk]) -> dict[str, tuple[pb.ArrayHeader, by
         if chunk.HasField("header"):
             current = chunk.header
             result[current.name] = (current, b"")
-        elif chunk.HasField("data") and current is not None:
+        if chunk.data and current is not None:
             head, payload = result[current.name]
             result[current.name] = (head, payload + chunk.data)
     return result
