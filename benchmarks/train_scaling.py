@@ -6,7 +6,8 @@ the four entities run as real processes over gRPC, and a coordinator process tim
 
 - the kernel fetch alone (Session.kernel: four entities compute K(A_i1, B_1') concurrently,
   stream it back, the coordinator aligns and stacks it),
-- ``coordinator.train.train()`` end to end (metadata, alignment, scaling, kernel, LP) with
+- ``coordinator.train.train()`` end to end (metadata, records and ranges in one round, alignment,
+  scaling, kernel, LP) with
   kernel="gaussian", mbar=19, nu=1, mu=1/20 fixed (no tuning), distribute=False,
 
 each repeated 3 times (median reported). The coordinator runs in its own process so its peak
@@ -74,7 +75,7 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
 
         with Session(federation) as session:
             # The first calls include channel set-up; the median of the repeats is the steady cost.
-            setup: dict[str, list[float]] = {"metadata_s": [], "align_s": [], "scaling_s": []}
+            setup: dict[str, list[float]] = {"metadata_s": [], "align_s": [], "scaling_s": [], "survey_s": []}
             for _ in range(repeats):
                 t0 = time.perf_counter()
                 session.load_metadata()
@@ -83,7 +84,9 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
                 t2 = time.perf_counter()
                 scaling = session.column_scaling()
                 t3 = time.perf_counter()
-                for key, seconds in zip(setup, (t1 - t0, t2 - t1, t3 - t2)):
+                blocks, scaling = session.survey()  # the three at once, as train() runs them
+                t4 = time.perf_counter()
+                for key, seconds in zip(setup, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
                     setup[key].append(seconds)
             figures.update(setup)
             fetch = lambda: session.kernel("gaussian", MBAR, mu, scaling, blocks, "train")  # noqa: E731
@@ -221,6 +224,7 @@ def report(sizes: list[int], results: dict[str, dict[str, Any]]) -> dict[str, An
         ["  metadata (Session.load_metadata)", *(seconds_text(x["metadata_s"]) for x in r)],
         ["  record alignment (Session.align_records)", *(seconds_text(x["align_s"]) for x in r)],
         ["  scaling (Session.column_scaling)", *(seconds_text(x["scaling_s"]) for x in r)],
+        ["  the three in one round (Session.survey, as train() does)", *(seconds_text(x["survey_s"]) for x in r)],
         ["  kernel fetch (Session.kernel)", *(seconds_text(x["kernel_fetch_s"]) for x in r)],
         ["  LP inside train() (highs-dual)", *(seconds_text(x["train_lp_s"]) for x in r)],
         ["train() end to end, distributed", *(seconds_text(x["train_s"]) for x in r)],
@@ -231,7 +235,7 @@ def report(sizes: list[int], results: dict[str, dict[str, Any]]) -> dict[str, An
             for x in r)])
     rows.append(["scikit-learn SVC(rbf) on pooled rows", *(
         "skipped" if "skipped" in x["svc"] else seconds_text(x["svc"]["seconds"]) for x in r)])
-    rows.insert(6, ["  overhead: train() minus its own LP", *(seconds_text(x["overhead_s"]) for x in r)])
+    rows.insert(7, ["  overhead: train() minus its own LP", *(seconds_text(x["overhead_s"]) for x in r)])
     rows.append(["distributed / in-process highs-dual", *(f"{x['ratio_distributed_to_lp']:.2f}x" for x in r)])
     rows.append(["  (in-process LP + overhead) / in-process LP", *(f"{x['ratio_overhead_based']:.2f}x" for x in r)])
     rows.append(["  CPU: coordinator train() / in-process LP", *(f"{x['ratio_cpu']:.2f}x" for x in r)])
