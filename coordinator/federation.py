@@ -141,7 +141,8 @@ class Session:
         No answer of the three depends on another and none computes a kernel, so every
         entity's Metadata, Records and FeatureRange calls are in flight at once; the checks
         then run in the same order as the separate methods, so a wrong identity or secret
-        is still the error reported. Measured with 4 entities on 2 cores: 22 ms instead of 31.
+        is still the error reported. Measured with 4 entities on 2 cores, the calls alone: 22 ms in
+        one round, 31 ms one kind after another.
         """
         calls: dict[str, Callable[[EntityClient], Any]] = {
             "metadata": EntityClient.metadata, "records": EntityClient.records, "ranges": EntityClient.feature_range,
