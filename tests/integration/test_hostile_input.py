@@ -535,7 +535,9 @@ def test_absurd_mbar_on_an_entity_with_the_override(grid: Grid) -> None:
 def test_stream_cancelled_by_the_caller_leaves_the_entity_serving(grid: Grid) -> None:
     """A KernelBlock stream the caller abandons after its first chunk (a truncated stream, seen from the entity)
     does not wedge the entity: the same request is then answered in full."""
-    request = _with(ids=r0c0_train_ids(grid) * 300)(honest_request(grid))  # ~ 119,000 rows: two ~1 MiB chunks
+    # ~ 318,000 rows: five ~1 MiB messages, so most of the stream is still unsent (HTTP/2 flow control)
+    # when the caller cancels after the first.
+    request = _with(ids=r0c0_train_ids(grid) * 800)(honest_request(grid))
     with grid.channel("r0c0") as channel:
         stub = pb_grpc.EntityStub(channel)
         call = stub.KernelBlock(request, timeout=CALL_TIMEOUT_S)
