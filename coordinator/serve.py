@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Sequence
 
 import grpc
 
@@ -15,7 +16,7 @@ from common.model import Model
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
 from coordinator.evaluate import check_model_matches
-from coordinator.federation import Session
+from coordinator.federation import RowBlockRecords, Session
 
 logger = logging.getLogger(__name__)
 
@@ -23,14 +24,14 @@ logger = logging.getLogger(__name__)
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     """Predicts by record id: asks the record's row block for K(x_j', B_j') and applies the model."""
 
-    def __init__(self, session: Session, model: Model) -> None:
+    def __init__(self, session: Session, model: Model, blocks: Sequence[RowBlockRecords]) -> None:
         self.session = session
         self.model = model
         self.served = 0
         self._lock = threading.Lock()
         # Which row block holds each record: from the ids the entities publish.
         self.row_block_of: dict[str, int] = {}
-        for block in session.align_records():
+        for block in blocks:
             for record in [*block.train_ids.tolist(), *block.test_ids.tolist()]:
                 self.row_block_of[record] = block.row_block
 
@@ -70,10 +71,10 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
     check_model_matches(model, federation)
     stop = stop_on_signals()
     with Session(federation, deadline) as session:
-        session.load_metadata()
-        # Fetch the signed ranges once, before serving, and refuse a model whose scaling they contradict.
+        blocks, _ = session.survey()
+        # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
         session.ranges_for(model.scaling)
-        servicer = CoordinatorServicer(session, model)
+        servicer = CoordinatorServicer(session, model, blocks)
         # Prediction clients need a certificate from the federation CA; any identity may ask.
         server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=session.tls)
         print(f"listening on {host_of(listen)}:{port}", flush=True)
