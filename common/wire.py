@@ -2,9 +2,9 @@
 
 A stream is a sequence of :class:`ArrayChunk` messages; each array starts with a
 header (name, dtype, shape) that carries its first bytes, and further messages
-carry the rest. The receiver validates the
-dtype against an allow-list, refuses absurd sizes before allocating, and checks
-that exactly ``prod(shape) * itemsize`` bytes arrived.
+carry the rest. The receiver validates the dtype against an allow-list, refuses
+absurd sizes before allocating, and checks that exactly ``prod(shape) * itemsize``
+bytes arrived.
 """
 
 from __future__ import annotations
