@@ -36,6 +36,11 @@ TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu")
 NON_PRIVATE_OVERRIDE_KEY = "non_private_allow_mbar_at_least_features"
 # The entity-side setting that lets it release SVM weights without DP noise; for benchmarks only.
 NON_PRIVATE_WEIGHTS_KEY = "non_private_allow_unnoised_weights"
+# The entity-side setting that serves DP mechanisms whose noise is drawn in floating point.
+CONTINUOUS_NOISE_KEY = "allow_continuous_noise_mechanisms"
+# Which protocol an entity serves for its records (entity.guard enforces it per RPC).
+ENTITY_MODES = ("random-kernel", "dp", "mixed")
+DEFAULT_MAX_BASELINE_RELEASES = 8
 
 
 @dataclass(frozen=True)
@@ -67,11 +72,19 @@ class EntityConfig:
     epsilon_total : float | None
         ``[privacy] epsilon_total``: the differential-privacy budget for its data;
         None refuses every DP release.
-    ledger : Path
-        ``[privacy] ledger``: the file recording every DP release (default
-        ``<id>.privacy-ledger.json`` next to the config).
+    release_log : Path
+        ``[privacy] release_log``: the append-only log of every release, DP budget included
+        (default ``<id>.releases.jsonl`` next to the config).
+    mode : {"random-kernel", "dp", "mixed"}
+        ``[privacy] mode``: which protocol it serves for its records (default "dp" when
+        epsilon_total is set, else "random-kernel"); "mixed" serves both and voids the DP guarantee.
+    max_baseline_releases : int
+        ``[privacy] max_baseline_releases``: how many times it answers LocalBaseline in its life.
     non_private_weights : bool
         Allow releasing SVM weights without noise (NOT PRIVATE; benchmarks only).
+    continuous_noise : bool
+        ``[privacy] allow_continuous_noise_mechanisms``: serve the output-gamma and objective
+        mechanisms, whose floating-point noise is not hardened against the floating-point attack.
     """
 
     id: str
@@ -86,8 +99,11 @@ class EntityConfig:
     coordinator_identity: str = DEFAULT_COORDINATOR_NAME
     column_block_members: tuple[str, ...] = ()
     epsilon_total: float | None = None
-    ledger: Path | None = None
+    release_log: Path | None = None
+    mode: str = "random-kernel"
+    max_baseline_releases: int = DEFAULT_MAX_BASELINE_RELEASES
     non_private_weights: bool = False
+    continuous_noise: bool = False
 
     def read_secret(self) -> bytes:
         """The column-group secret: hex text from the file or environment variable, decoded."""
@@ -215,7 +231,8 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     if (secret_file is None) == (secret_env is None):
         raise ConfigError(f"{where}: set exactly one of 'secret_file' or 'secret_env' (the column-group secret)")
     privacy = _table(document, "privacy", path)
-    allowed = (NON_PRIVATE_OVERRIDE_KEY, NON_PRIVATE_WEIGHTS_KEY, "epsilon_total", "ledger")
+    allowed = (NON_PRIVATE_OVERRIDE_KEY, NON_PRIVATE_WEIGHTS_KEY, CONTINUOUS_NOISE_KEY, "epsilon_total", "release_log",
+               "mode", "max_baseline_releases")
     unknown = sorted(set(privacy) - set(allowed))
     if unknown:  # a misspelt privacy setting must not silently fall back to its default
         raise ConfigError(f"{path} [privacy]: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
@@ -223,6 +240,7 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     if column_block < 0:
         raise ConfigError(f"{where}: 'column_block' must be >= 0, got {column_block}")
     entity_id = check_party_name(_get(table, "id", str, where))
+    epsilon_total = _epsilon_total(privacy, path)
     members = _get(table, "column_block_members", list, where, [entity_id])
     if not all(isinstance(m, str) for m in members) or entity_id not in members or len(set(members)) != len(members):
         raise ConfigError(f"{where}: 'column_block_members' must list the ids of every entity of its column block once, "
@@ -239,10 +257,35 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         tls=_tls_table(document, path, ("coordinator",)),
         coordinator_identity=check_party_name(_get(_table(document, "tls", path), "coordinator", str, f"{path} [tls]", DEFAULT_COORDINATOR_NAME)),
         column_block_members=tuple(members),
-        epsilon_total=_epsilon_total(privacy, path),
-        ledger=base / _get(privacy, "ledger", str, f"{path} [privacy]", f"{entity_id}.privacy-ledger.json"),
+        epsilon_total=epsilon_total,
+        release_log=base / _get(privacy, "release_log", str, f"{path} [privacy]", release_log_name(entity_id)),
+        mode=_mode(privacy, epsilon_total, path),
+        max_baseline_releases=_max_baselines(privacy, path),
         non_private_weights=_get(privacy, NON_PRIVATE_WEIGHTS_KEY, bool, f"{path} [privacy]", False),
+        continuous_noise=_get(privacy, CONTINUOUS_NOISE_KEY, bool, f"{path} [privacy]", False),
     )
+
+
+def release_log_name(entity_id: str) -> str:
+    """The release log's default file name, next to the entity's config."""
+    return f"{entity_id}.releases.jsonl"
+
+
+def _mode(privacy: dict[str, Any], epsilon_total: float | None, path: Path) -> str:
+    default = "dp" if epsilon_total is not None else "random-kernel"
+    mode = _get(privacy, "mode", str, f"{path} [privacy]", default)
+    if mode not in ENTITY_MODES:
+        raise ConfigError(f"{path} [privacy]: 'mode' must be one of {', '.join(ENTITY_MODES)}, got {mode!r}")
+    if mode != "random-kernel" and epsilon_total is None:
+        raise ConfigError(f"{path} [privacy]: mode {mode!r} serves DP releases and needs 'epsilon_total'")
+    return mode
+
+
+def _max_baselines(privacy: dict[str, Any], path: Path) -> int:
+    value = _get(privacy, "max_baseline_releases", int, f"{path} [privacy]", DEFAULT_MAX_BASELINE_RELEASES)
+    if value < 0:
+        raise ConfigError(f"{path} [privacy]: 'max_baseline_releases' must be >= 0, got {value}")
+    return value
 
 
 def _epsilon_total(privacy: dict[str, Any], path: Path) -> float | None:

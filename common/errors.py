@@ -21,6 +21,10 @@ class PrivacyError(PpsvmError):
     """A request would break a privacy rule of DESIGN.md section 2 and is refused."""
 
 
+class ReleaseFailed(PpsvmError):
+    """A computation over an entity's records failed after its release was charged (the text names no data)."""
+
+
 class SolverError(PpsvmError):
     """The linear program could not be solved to optimality."""
 

@@ -142,6 +142,16 @@ def product_columns(mbar: int, n_blocks: int, count: int, seed: int) -> np.ndarr
     return np.array(list(chosen), dtype=np.int64).reshape(count, n_blocks)
 
 
+def gaussian_fetch_width(n_features: int) -> float:
+    """The one Gaussian width a coordinator asks entities for, 1/n for n features in all.
+
+    Entities serve their basis under one pinned width (entity.guard); every other width is a
+    power of this one (:func:`rescale_gaussian`). With features scaled to [0, 1] the squared
+    distance is at most about n, so exp(-d / n) never underflows.
+    """
+    return 1.0 / n_features
+
+
 def rescale_gaussian(K: np.ndarray, mu_from: float, mu_to: float) -> np.ndarray:
     """Gaussian kernel at width ``mu_to`` from the one at ``mu_from``: K ** (mu_to / mu_from).
 

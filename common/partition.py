@@ -25,12 +25,13 @@ from typing import Any
 import numpy as np
 
 from common.certs import CA_FILE, CA_KEY_FILE, DEFAULT_COORDINATOR_NAME, certificate_file, key_file, make_certificates
-from common.config import FederationEntity, federation_toml, toml_document
+from common.config import FederationEntity, federation_toml, release_log_name, toml_document
 from common.constants import TASKS
 from common.dataset import Dataset
 from common.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from common.kernels import KERNELS
 from common.randomness import new_secret_hex
+from common.release_log import new_release_log_text
 from common.errors import ConfigError, DataError
 
 __all__ = ["SplitOptions", "SplitResult", "split_dataset"]
@@ -40,7 +41,7 @@ logger = logging.getLogger(__name__)
 FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
 # Files a previous split may have left that this one does not rewrite.
-_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key)|column-block-\d+\.secret")
+_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl)|column-block-\d+\.secret")
 
 
 @dataclass(frozen=True)
@@ -189,6 +190,8 @@ def split_dataset(
             files[f"{name}.csv"] = (cell, PRIVATE_MODE)
             members = [f"r{row}c{j}" for row in range(options.rows)]
             files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j, members), PRIVATE_MODE)
+            # A new cell has released nothing: its log starts here (an entity refuses to start without one).
+            files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
             cells.append(
                 {
                     "id": name,

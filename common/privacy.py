@@ -8,6 +8,10 @@ NOT_PRIVATE_BANNER = (
     "NOT PRIVATE: mbar >= n_j for some column block; kernel rows can pin records down "
     "(privacy rule 3 was overridden in an entity config)"
 )
+MIXED_MODE_WARNING = (
+    "serves the random-kernel and the DP protocol for the same records ([privacy] mode = \"mixed\"): labels, ranges "
+    "and kernel blocks are not differentially private, so no epsilon-DP guarantee holds for its records"
+)
 
 
 def check_mbar(mbar: int, n_features: int, override: bool, who: str) -> bool:

@@ -171,7 +171,7 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
     from common.dp_model import load_any_model
     from coordinator.evaluate import evaluate_model
 
-    result = evaluate_model(_federation(args), load_any_model(args.model), args.deadline)
+    result = evaluate_model(_federation(args), load_any_model(args.model), args.deadline, epsilon=args.epsilon)
     if args.json:
         print(json.dumps(result))
     else:
@@ -314,6 +314,8 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     _add_connection_arguments(evaluate)
     evaluate.add_argument("--model", required=True)
     evaluate.add_argument("--json", action="store_true", help="print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private")
+    evaluate.add_argument("--epsilon", type=float,
+                          help="DP models only, required for them: the epsilon each entity spends on its noised error count")
     evaluate.set_defaults(run=cmd_evaluate)
 
     baselines = actions.add_parser("baselines", help="each entity trains on its own cell alone and reports only its held-out error")

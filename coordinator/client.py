@@ -127,8 +127,12 @@ class EntityClient:
             raise EntityError(f"{self.name} sent {len(reply.weights)} weights; expected {2 * request.n_frequencies} finite numbers")
         return reply
 
-    def dp_evaluate(self, model_json: str) -> pb.BaselineReply:
-        return self._call("DpEvaluate", lambda: self.stub.DpEvaluate(pb.ModelMessage(model_json=model_json.encode()), timeout=self.deadline))
+    def dp_evaluate(self, model_json: str, epsilon: float) -> pb.DpEvaluateReply:
+        request = pb.DpEvaluateRequest(model_json=model_json.encode(), epsilon=epsilon)
+        reply = self._call("DpEvaluate", lambda: self.stub.DpEvaluate(request, timeout=self.deadline))
+        if not 0.0 <= reply.error_rate <= 1.0:
+            raise EntityError(f"{self.name} sent an error rate of {reply.error_rate}; expected a number in [0, 1]")
+        return reply
 
     def local_baseline(self, request: pb.BaselineRequest) -> pb.BaselineReply:
         return self._call("LocalBaseline", lambda: self.stub.LocalBaseline(request, timeout=self.deadline))

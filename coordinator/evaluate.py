@@ -52,10 +52,12 @@ def assembled_decisions(
     return found
 
 
-def evaluate_model(federation: Federation, model: Model | DpModel, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+def evaluate_model(federation: Federation, model: Model | DpModel, deadline: float = DEFAULT_DEADLINE_S, *,
+                   epsilon: float | None = None) -> dict[str, Any]:
     """Decision values of the held-out records, assembled from the entities, and their figures.
 
-    A DP model is scored inside each entity (only figures leave; see :func:`evaluate_dp_model`).
+    A DP model is scored inside each entity from a noised error count that spends ``epsilon``
+    of each entity's budget (see :func:`evaluate_dp_model`).
 
     Returns
     -------
@@ -63,25 +65,30 @@ def evaluate_model(federation: Federation, model: Model | DpModel, deadline: flo
         error_rate and auc (classify) or relative_error and rmse (regress), n_test, private.
     """
     if isinstance(model, DpModel):
-        return evaluate_dp_model(federation, model, deadline)
+        if epsilon is None:
+            raise ConfigError("evaluating a DP model spends privacy budget at every entity (a noised error count): "
+                              "pass --epsilon")
+        return evaluate_dp_model(federation, model, epsilon, deadline)
+    if epsilon is not None:
+        raise ConfigError("--epsilon applies to DP models only; random-kernel models are scored from kernel rows")
     ids, targets, decision = assembled_decisions(federation, model, ("test",), deadline)["test"]
     return {**figures_for(model.task, targets, decision), "n_test": len(ids), "private": model.private}
 
 
-def evaluate_dp_model(federation: Federation, model: DpModel, deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
-    """Each entity scores the DP model on its held-out records and returns only its figures.
+def evaluate_dp_model(federation: Federation, model: DpModel, epsilon: float,
+                      deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+    """Each entity releases its held-out error count with discrete Laplace noise, spending ``epsilon``.
 
-    The error rate is exact (held-out-count-weighted); the AUC is the weighted mean of
-    the entities' AUCs, since pooling the ranks would need every record's decision value.
+    The error rate is the held-out-count-weighted mean of the noised rates. No AUC: ranking
+    the held-out records would need every record's decision value, which is not DP.
     """
     text = model.to_json()
     with Session(federation, deadline) as session:
-        replies = session.each(lambda c: c.dp_evaluate(text))
+        replies = session.each(lambda c: c.dp_evaluate(text, epsilon))
     counts = np.array([replies[e.id].n_test for e in federation.entities], dtype=float)
     return {
         "error_rate": float(np.average([replies[e.id].error_rate for e in federation.entities], weights=counts)),
-        "auc": float(np.average([replies[e.id].auc for e in federation.entities], weights=counts)),
-        "auc_pooling": "mean over entities weighted by held-out records",
+        "error_noise": replies[federation.entities[0].id].noise, "evaluation_epsilon": epsilon,
         "n_test": int(counts.sum()), "private": model.private, "method": model.method, "epsilon": model.epsilon,
     }
 

@@ -14,7 +14,7 @@ import numpy as np
 from common.config import Federation, FederationEntity
 from common.constants import DEFAULT_DEADLINE_S
 from common.errors import ConfigError, DataError, EntityError
-from common.kernels import KernelName, assemble
+from common.kernels import KernelName, assemble, gaussian_fetch_width, rescale_gaussian
 from common.model import ColumnScaling
 from common.rpc import ppsvm_pb2 as pb
 from common.tls import choose_tls
@@ -300,8 +300,10 @@ class Session:
         """
         start = time.perf_counter()
         ranges = self.ranges_for(scaling)
+        fetch_mu = self.fetch_width(kernel)
         fetched = self.each(
-            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, ranges[c.entity.column_block], record_set=RECORD_SETS[part]))
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block],
+                                                    record_set=RECORD_SETS[part]))
         )
         rows = []
         for block in blocks:
@@ -315,9 +317,19 @@ class Session:
                 reordered[order[entity.id]] = raw
                 aligned.append(reordered)
             rows.append(assemble(kernel, aligned, columns))
-        K = np.vstack(rows)
+        K = self._at_width(kernel, np.vstack(rows), fetch_mu, mu)
         logger.info("assembled %s kernel %s from %d entities in %.2f s", part, K.shape, len(fetched), time.perf_counter() - start)
         return K
+
+    def fetch_width(self, kernel: KernelName) -> float:
+        """The Gaussian width entities are asked for (0 for linear): always the same, since each pins one."""
+        if kernel != "gaussian":
+            return 0.0
+        return gaussian_fetch_width(sum(self.n_features(j) for j in self.federation.column_blocks))
+
+    @staticmethod
+    def _at_width(kernel: KernelName, K: np.ndarray, fetch_mu: float, mu: float) -> np.ndarray:
+        return rescale_gaussian(K, fetch_mu, mu) if kernel == "gaussian" else K
 
     def kernel_rows_for_ids(
         self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], row_block: int, ids: list[str],
@@ -327,8 +339,10 @@ class Session:
 
         members = self.row_block(row_block)
         ranges = self.ranges_for(scaling)
+        fetch_mu = self.fetch_width(kernel)
         fetched = self.each(
-            lambda c: c.kernel_block(kernel_request(kernel, mbar, mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids))),
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block],
+                                                    ids=pb.RecordIds(ids=ids))),
             members,
         )
-        return assemble(kernel, [fetched[e.id] for e in members], columns)
+        return self._at_width(kernel, assemble(kernel, [fetched[e.id] for e in members], columns), fetch_mu, mu)

@@ -104,9 +104,9 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
         private = _check_privacy(session, mbar, widths)
         n_total = sum(widths)
-        # Auto-tuned Gaussian blocks are fetched once at mu = 1/n: the scaled squared distance
-        # is at most about n, so exp never underflows and every other width is a power of it.
-        mu_fetch = options.mu if options.mu is not None else 1.0 / n_total
+        # Gaussian blocks are fetched once at the one width entities pin (Session.fetch_width);
+        # every width tuning tries, and the final one, is a power of it.
+        mu_fetch = session.fetch_width("gaussian")
         columns = None
         if options.basis == "product":
             count = math.ceil(REFERENCE_ROW_FRACTION * n_train)

@@ -16,6 +16,7 @@ from common.errors import DataError
 from common.grpc_util import stream_handler, unary_handler
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from common.tls import peer_names
 from common.wire import encode_arrays
 from entity.cell import EntityCore, SignedRange
 
@@ -27,8 +28,13 @@ RECORD_SETS = {pb.TRAIN: "train", pb.TEST: "test"}
 DP_RHO_METHODS = ("dp-hybrid", "private-svm")
 
 
+def _peer(context: grpc.ServicerContext) -> str:
+    """Who asked, for the release log: the certificate identity, or the address of a plaintext caller."""
+    return ",".join(sorted(peer_names(context))) or context.peer()
+
+
 class EntityServicer(pb_grpc.EntityServicer):
-    """Serves one cell. Every answer is computed by :class:`EntityCore`."""
+    """Serves one cell. Every answer is computed by :class:`EntityCore`, which passes it through the release guard."""
 
     def __init__(self, core: EntityCore, model_dir: Path) -> None:
         self.core = core
@@ -37,20 +43,23 @@ class EntityServicer(pb_grpc.EntityServicer):
     @unary_handler
     def Metadata(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.BlockMetadata:
         cell = self.core.cell
+        guard = self.core.guard.state()
         return pb.BlockMetadata(
             entity_id=self.core.id, column_block=self.core.config.column_block, n_features=cell.n_features,
             n_train=len(cell.train_ids), n_test=len(cell.test_ids), has_labels=cell.y_train is not None,
             non_private_override=self.core.config.non_private_override, ppsvm_version=__version__,
             secret_check=self.core.secret_check, features_check=self.core.features_check,
+            mode=guard["mode"], pinned_basis=guard["pinned_basis"] or "", releases=guard["releases"],
+            epsilon_total=guard["epsilon_total"] or 0.0, epsilon_spent=guard["epsilon_spent"],
         )
 
     @stream_handler
     def Records(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
-        yield from encode_arrays(self.core.records())
+        yield from encode_arrays(self.core.records(_peer(context)))
 
     @stream_handler
     def FeatureRange(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
-        yield from encode_arrays(self.core.feature_range())
+        yield from encode_arrays(self.core.feature_range(_peer(context)))
 
     @stream_handler
     def KernelBlock(self, request: pb.KernelRequest, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
@@ -64,7 +73,8 @@ class EntityServicer(pb_grpc.EntityServicer):
         if which is None:
             raise DataError("name a record set or record ids")
         ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
-        block = self.core.kernel_block(KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=record_set, ids=ids)
+        block = self.core.kernel_block(KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=record_set,
+                                       ids=ids, peer=_peer(context))
         logger.info("entity %s: kernel block %s for %s", self.core.id, block.shape, record_set or f"{len(ids or [])} ids")
         yield from encode_arrays({"kernel": block})
 
@@ -79,7 +89,7 @@ class EntityServicer(pb_grpc.EntityServicer):
         if request.kernel not in KERNEL_NAMES or request.task not in TASKS:
             raise DataError("task must be classify or regress and kernel LINEAR or GAUSSIAN")
         figures = self.core.local_baseline(
-            request.task, KERNEL_NAMES[request.kernel], request.nu or None, request.mu or None, request.seed,
+            request.task, KERNEL_NAMES[request.kernel], request.nu or None, request.mu or None, request.seed, _peer(context),
         )
         return pb.BaselineReply(entity_id=self.core.id, **figures)
 
@@ -94,12 +104,13 @@ class EntityServicer(pb_grpc.EntityServicer):
         release, remaining = self.core.dp_weights(
             method=request.method, mechanism=mechanism, epsilon=request.epsilon if mechanism != NON_PRIVATE else None,
             C=request.c, rho=np.asarray(request.rho).reshape(D, d), low=np.asarray(request.low), high=np.asarray(request.high),
-            huber_h=request.huber_h or DEFAULT_HUBER_H,
+            huber_h=request.huber_h or DEFAULT_HUBER_H, peer=_peer(context),
         )
         return pb.DpReply(entity_id=self.core.id, n_train=release.n, weights=release.weights.tolist(), mechanism=release.mechanism,
                           epsilon=release.epsilon or 0.0, noise=release.noise, budget_remaining=remaining if remaining is not None else 0.0)
 
     @unary_handler
-    def DpEvaluate(self, request: pb.ModelMessage, context: grpc.ServicerContext) -> pb.BaselineReply:
-        return pb.BaselineReply(entity_id=self.core.id, **self.core.dp_evaluate(request.model_json))
+    def DpEvaluate(self, request: pb.DpEvaluateRequest, context: grpc.ServicerContext) -> pb.DpEvaluateReply:
+        figures = self.core.dp_evaluate(request.model_json, request.epsilon, peer=_peer(context))
+        return pb.DpEvaluateReply(entity_id=self.core.id, budget_remaining=self.core.remaining_budget() or 0.0, **figures)
 

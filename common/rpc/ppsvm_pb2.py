@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ommon/rpc/ppsvm.proto\x12\x08ppsvm.v1\"9\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"A\n\nArrayChunk\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.ppsvm.v1.ArrayHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x07\n\x05\x45mpty\"\xe4\x01\n\rBlockMetadata\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63olumn_block\x18\x02 \x01(\r\x12\x12\n\nn_features\x18\x03 \x01(\r\x12\x0f\n\x07n_train\x18\x04 \x01(\x04\x12\x0e\n\x06n_test\x18\x05 \x01(\x04\x12\x12\n\nhas_labels\x18\x06 \x01(\x08\x12\x1c\n\x14non_private_override\x18\x07 \x01(\x08\x12\x15\n\rppsvm_version\x18\x08 \x01(\t\x12\x14\n\x0csecret_check\x18\t \x01(\t\x12\x16\n\x0e\x66\x65\x61tures_check\x18\n \x01(\t\"H\n\x0bSignedRange\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0b\n\x03low\x18\x02 \x03(\x01\x12\x0c\n\x04high\x18\x03 \x03(\x01\x12\x0b\n\x03tag\x18\x04 \x01(\t\"0\n\x07Scaling\x12%\n\x06ranges\x18\x01 \x03(\x0b\x32\x15.ppsvm.v1.SignedRange\"\xcd\x01\n\rKernelRequest\x12$\n\x06kernel\x18\x01 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\x0c\n\x04mbar\x18\x02 \x01(\r\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\"\n\x07scaling\x18\x04 \x01(\x0b\x32\x11.ppsvm.v1.Scaling\x12)\n\nrecord_set\x18\x05 \x01(\x0e\x32\x13.ppsvm.v1.RecordSetH\x00\x12\"\n\x03ids\x18\x06 \x01(\x0b\x32\x13.ppsvm.v1.RecordIdsH\x00\x42\t\n\x07records\"\x18\n\tRecordIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\"\n\x0cModelMessage\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\"\x16\n\x03\x41\x63k\x12\x0f\n\x07message\x18\x01 \x01(\t\"k\n\x0f\x42\x61selineRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12$\n\x06kernel\x18\x02 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\n\n\x02nu\x18\x03 \x01(\x01\x12\n\n\x02mu\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x04\"\x8a\x01\n\rBaselineReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0e\n\x06n_test\x18\x03 \x01(\x04\x12\x12\n\nerror_rate\x18\x04 \x01(\x01\x12\x0b\n\x03\x61uc\x18\x05 \x01(\x01\x12\x16\n\x0erelative_error\x18\x06 \x01(\x01\x12\x0c\n\x04rmse\x18\x07 \x01(\x01\"\x9a\x01\n\tDpRequest\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x03 \x01(\x01\x12\t\n\x01\x63\x18\x04 \x01(\x01\x12\x15\n\rn_frequencies\x18\x05 \x01(\r\x12\x0b\n\x03rho\x18\x06 \x03(\x01\x12\x0b\n\x03low\x18\x07 \x03(\x01\x12\x0c\n\x04high\x18\x08 \x03(\x01\x12\x0f\n\x07huber_h\x18\t \x01(\x01\"\x8b\x01\n\x07\x44pReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0f\n\x07weights\x18\x03 \x03(\x01\x12\x11\n\tmechanism\x18\x04 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x05 \x01(\x01\x12\r\n\x05noise\x18\x06 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x07 \x01(\x01\"\x1d\n\x0ePredictRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\">\n\nPrediction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x01\x12\x12\n\nprediction\x18\x03 \x01(\x01\"9\n\x0cPredictReply\x12)\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x14.ppsvm.v1.Prediction\"w\n\x0bStatusReply\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x0c\n\x04mbar\x18\x03 \x01(\r\x12\x12\n\nn_entities\x18\x04 \x01(\r\x12\x0f\n\x07private\x18\x05 \x01(\x08\x12\x17\n\x0frequests_served\x18\x06 \x01(\x04*<\n\tRecordSet\x12\x1a\n\x16RECORD_SET_UNSPECIFIED\x10\x00\x12\t\n\x05TRAIN\x10\x01\x12\x08\n\x04TEST\x10\x02*>\n\nKernelKind\x12\x16\n\x12KERNEL_UNSPECIFIED\x10\x00\x12\n\n\x06LINEAR\x10\x01\x12\x0c\n\x08GAUSSIAN\x10\x02\x32\xda\x03\n\x06\x45ntity\x12\x34\n\x08Metadata\x12\x0f.ppsvm.v1.Empty\x1a\x17.ppsvm.v1.BlockMetadata\x12\x32\n\x07Records\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x37\n\x0c\x46\x65\x61tureRange\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12>\n\x0bKernelBlock\x12\x17.ppsvm.v1.KernelRequest\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x34\n\x0b\x41\x63\x63\x65ptModel\x12\x16.ppsvm.v1.ModelMessage\x1a\r.ppsvm.v1.Ack\x12\x43\n\rLocalBaseline\x12\x19.ppsvm.v1.BaselineRequest\x1a\x17.ppsvm.v1.BaselineReply\x12\x33\n\tDpWeights\x12\x13.ppsvm.v1.DpRequest\x1a\x11.ppsvm.v1.DpReply\x12=\n\nDpEvaluate\x12\x16.ppsvm.v1.ModelMessage\x1a\x17.ppsvm.v1.BaselineReply2|\n\x0b\x43oordinator\x12;\n\x07Predict\x12\x18.ppsvm.v1.PredictRequest\x1a\x16.ppsvm.v1.PredictReply\x12\x30\n\x06Status\x12\x0f.ppsvm.v1.Empty\x1a\x15.ppsvm.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x16\x63ommon/rpc/ppsvm.proto\x12\x08ppsvm.v1\"9\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"A\n\nArrayChunk\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.ppsvm.v1.ArrayHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x07\n\x05\x45mpty\"\xc8\x02\n\rBlockMetadata\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63olumn_block\x18\x02 \x01(\r\x12\x12\n\nn_features\x18\x03 \x01(\r\x12\x0f\n\x07n_train\x18\x04 \x01(\x04\x12\x0e\n\x06n_test\x18\x05 \x01(\x04\x12\x12\n\nhas_labels\x18\x06 \x01(\x08\x12\x1c\n\x14non_private_override\x18\x07 \x01(\x08\x12\x15\n\rppsvm_version\x18\x08 \x01(\t\x12\x14\n\x0csecret_check\x18\t \x01(\t\x12\x16\n\x0e\x66\x65\x61tures_check\x18\n \x01(\t\x12\x0c\n\x04mode\x18\x0b \x01(\t\x12\x14\n\x0cpinned_basis\x18\x0c \x01(\t\x12\x10\n\x08releases\x18\r \x01(\x04\x12\x15\n\repsilon_total\x18\x0e \x01(\x01\x12\x15\n\repsilon_spent\x18\x0f \x01(\x01\"H\n\x0bSignedRange\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0b\n\x03low\x18\x02 \x03(\x01\x12\x0c\n\x04high\x18\x03 \x03(\x01\x12\x0b\n\x03tag\x18\x04 \x01(\t\"0\n\x07Scaling\x12%\n\x06ranges\x18\x01 \x03(\x0b\x32\x15.ppsvm.v1.SignedRange\"\xcd\x01\n\rKernelRequest\x12$\n\x06kernel\x18\x01 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\x0c\n\x04mbar\x18\x02 \x01(\r\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\"\n\x07scaling\x18\x04 \x01(\x0b\x32\x11.ppsvm.v1.Scaling\x12)\n\nrecord_set\x18\x05 \x01(\x0e\x32\x13.ppsvm.v1.RecordSetH\x00\x12\"\n\x03ids\x18\x06 \x01(\x0b\x32\x13.ppsvm.v1.RecordIdsH\x00\x42\t\n\x07records\"\x18\n\tRecordIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\"\n\x0cModelMessage\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\"\x16\n\x03\x41\x63k\x12\x0f\n\x07message\x18\x01 \x01(\t\"k\n\x0f\x42\x61selineRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12$\n\x06kernel\x18\x02 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\n\n\x02nu\x18\x03 \x01(\x01\x12\n\n\x02mu\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x04\"\x8a\x01\n\rBaselineReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0e\n\x06n_test\x18\x03 \x01(\x04\x12\x12\n\nerror_rate\x18\x04 \x01(\x01\x12\x0b\n\x03\x61uc\x18\x05 \x01(\x01\x12\x16\n\x0erelative_error\x18\x06 \x01(\x01\x12\x0c\n\x04rmse\x18\x07 \x01(\x01\"\x9a\x01\n\tDpRequest\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x03 \x01(\x01\x12\t\n\x01\x63\x18\x04 \x01(\x01\x12\x15\n\rn_frequencies\x18\x05 \x01(\r\x12\x0b\n\x03rho\x18\x06 \x03(\x01\x12\x0b\n\x03low\x18\x07 \x03(\x01\x12\x0c\n\x04high\x18\x08 \x03(\x01\x12\x0f\n\x07huber_h\x18\t \x01(\x01\"\x8b\x01\n\x07\x44pReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0f\n\x07weights\x18\x03 \x03(\x01\x12\x11\n\tmechanism\x18\x04 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x05 \x01(\x01\x12\r\n\x05noise\x18\x06 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x07 \x01(\x01\"8\n\x11\x44pEvaluateRequest\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\x12\x0f\n\x07\x65psilon\x18\x02 \x01(\x01\"\x82\x01\n\x0f\x44pEvaluateReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0e\n\x06n_test\x18\x02 \x01(\x04\x12\x12\n\nerror_rate\x18\x03 \x01(\x01\x12\x0f\n\x07\x65psilon\x18\x04 \x01(\x01\x12\r\n\x05noise\x18\x05 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x06 \x01(\x01\"\x1d\n\x0ePredictRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\">\n\nPrediction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x01\x12\x12\n\nprediction\x18\x03 \x01(\x01\"9\n\x0cPredictReply\x12)\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x14.ppsvm.v1.Prediction\"w\n\x0bStatusReply\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x0c\n\x04mbar\x18\x03 \x01(\r\x12\x12\n\nn_entities\x18\x04 \x01(\r\x12\x0f\n\x07private\x18\x05 \x01(\x08\x12\x17\n\x0frequests_served\x18\x06 \x01(\x04*<\n\tRecordSet\x12\x1a\n\x16RECORD_SET_UNSPECIFIED\x10\x00\x12\t\n\x05TRAIN\x10\x01\x12\x08\n\x04TEST\x10\x02*>\n\nKernelKind\x12\x16\n\x12KERNEL_UNSPECIFIED\x10\x00\x12\n\n\x06LINEAR\x10\x01\x12\x0c\n\x08GAUSSIAN\x10\x02\x32\xe1\x03\n\x06\x45ntity\x12\x34\n\x08Metadata\x12\x0f.ppsvm.v1.Empty\x1a\x17.ppsvm.v1.BlockMetadata\x12\x32\n\x07Records\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x37\n\x0c\x46\x65\x61tureRange\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12>\n\x0bKernelBlock\x12\x17.ppsvm.v1.KernelRequest\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x34\n\x0b\x41\x63\x63\x65ptModel\x12\x16.ppsvm.v1.ModelMessage\x1a\r.ppsvm.v1.Ack\x12\x43\n\rLocalBaseline\x12\x19.ppsvm.v1.BaselineRequest\x1a\x17.ppsvm.v1.BaselineReply\x12\x33\n\tDpWeights\x12\x13.ppsvm.v1.DpRequest\x1a\x11.ppsvm.v1.DpReply\x12\x44\n\nDpEvaluate\x12\x1b.ppsvm.v1.DpEvaluateRequest\x1a\x19.ppsvm.v1.DpEvaluateReply2|\n\x0b\x43oordinator\x12;\n\x07Predict\x12\x18.ppsvm.v1.PredictRequest\x1a\x16.ppsvm.v1.PredictReply\x12\x30\n\x06Status\x12\x0f.ppsvm.v1.Empty\x1a\x15.ppsvm.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'common.rpc.ppsvm_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RECORDSET']._serialized_start=1644
-  _globals['_RECORDSET']._serialized_end=1704
-  _globals['_KERNELKIND']._serialized_start=1706
-  _globals['_KERNELKIND']._serialized_end=1768
+  _globals['_RECORDSET']._serialized_start=1935
+  _globals['_RECORDSET']._serialized_end=1995
+  _globals['_KERNELKIND']._serialized_start=1997
+  _globals['_KERNELKIND']._serialized_end=2059
   _globals['_ARRAYHEADER']._serialized_start=36
   _globals['_ARRAYHEADER']._serialized_end=93
   _globals['_ARRAYCHUNK']._serialized_start=95
@@ -42,37 +42,41 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_EMPTY']._serialized_start=162
   _globals['_EMPTY']._serialized_end=169
   _globals['_BLOCKMETADATA']._serialized_start=172
-  _globals['_BLOCKMETADATA']._serialized_end=400
-  _globals['_SIGNEDRANGE']._serialized_start=402
-  _globals['_SIGNEDRANGE']._serialized_end=474
-  _globals['_SCALING']._serialized_start=476
-  _globals['_SCALING']._serialized_end=524
-  _globals['_KERNELREQUEST']._serialized_start=527
-  _globals['_KERNELREQUEST']._serialized_end=732
-  _globals['_RECORDIDS']._serialized_start=734
-  _globals['_RECORDIDS']._serialized_end=758
-  _globals['_MODELMESSAGE']._serialized_start=760
-  _globals['_MODELMESSAGE']._serialized_end=794
-  _globals['_ACK']._serialized_start=796
-  _globals['_ACK']._serialized_end=818
-  _globals['_BASELINEREQUEST']._serialized_start=820
-  _globals['_BASELINEREQUEST']._serialized_end=927
-  _globals['_BASELINEREPLY']._serialized_start=930
-  _globals['_BASELINEREPLY']._serialized_end=1068
-  _globals['_DPREQUEST']._serialized_start=1071
-  _globals['_DPREQUEST']._serialized_end=1225
-  _globals['_DPREPLY']._serialized_start=1228
-  _globals['_DPREPLY']._serialized_end=1367
-  _globals['_PREDICTREQUEST']._serialized_start=1369
-  _globals['_PREDICTREQUEST']._serialized_end=1398
-  _globals['_PREDICTION']._serialized_start=1400
-  _globals['_PREDICTION']._serialized_end=1462
-  _globals['_PREDICTREPLY']._serialized_start=1464
-  _globals['_PREDICTREPLY']._serialized_end=1521
-  _globals['_STATUSREPLY']._serialized_start=1523
-  _globals['_STATUSREPLY']._serialized_end=1642
-  _globals['_ENTITY']._serialized_start=1771
-  _globals['_ENTITY']._serialized_end=2245
-  _globals['_COORDINATOR']._serialized_start=2247
-  _globals['_COORDINATOR']._serialized_end=2371
+  _globals['_BLOCKMETADATA']._serialized_end=500
+  _globals['_SIGNEDRANGE']._serialized_start=502
+  _globals['_SIGNEDRANGE']._serialized_end=574
+  _globals['_SCALING']._serialized_start=576
+  _globals['_SCALING']._serialized_end=624
+  _globals['_KERNELREQUEST']._serialized_start=627
+  _globals['_KERNELREQUEST']._serialized_end=832
+  _globals['_RECORDIDS']._serialized_start=834
+  _globals['_RECORDIDS']._serialized_end=858
+  _globals['_MODELMESSAGE']._serialized_start=860
+  _globals['_MODELMESSAGE']._serialized_end=894
+  _globals['_ACK']._serialized_start=896
+  _globals['_ACK']._serialized_end=918
+  _globals['_BASELINEREQUEST']._serialized_start=920
+  _globals['_BASELINEREQUEST']._serialized_end=1027
+  _globals['_BASELINEREPLY']._serialized_start=1030
+  _globals['_BASELINEREPLY']._serialized_end=1168
+  _globals['_DPREQUEST']._serialized_start=1171
+  _globals['_DPREQUEST']._serialized_end=1325
+  _globals['_DPREPLY']._serialized_start=1328
+  _globals['_DPREPLY']._serialized_end=1467
+  _globals['_DPEVALUATEREQUEST']._serialized_start=1469
+  _globals['_DPEVALUATEREQUEST']._serialized_end=1525
+  _globals['_DPEVALUATEREPLY']._serialized_start=1528
+  _globals['_DPEVALUATEREPLY']._serialized_end=1658
+  _globals['_PREDICTREQUEST']._serialized_start=1660
+  _globals['_PREDICTREQUEST']._serialized_end=1689
+  _globals['_PREDICTION']._serialized_start=1691
+  _globals['_PREDICTION']._serialized_end=1753
+  _globals['_PREDICTREPLY']._serialized_start=1755
+  _globals['_PREDICTREPLY']._serialized_end=1812
+  _globals['_STATUSREPLY']._serialized_start=1814
+  _globals['_STATUSREPLY']._serialized_end=1933
+  _globals['_ENTITY']._serialized_start=2062
+  _globals['_ENTITY']._serialized_end=2543
+  _globals['_COORDINATOR']._serialized_start=2545
+  _globals['_COORDINATOR']._serialized_end=2669
 # @@protoc_insertion_point(module_scope)

@@ -48,7 +48,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class BlockMetadata(_message.Message):
-    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check")
+    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     COLUMN_BLOCK_FIELD_NUMBER: _ClassVar[int]
     N_FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -59,6 +59,11 @@ class BlockMetadata(_message.Message):
     PPSVM_VERSION_FIELD_NUMBER: _ClassVar[int]
     SECRET_CHECK_FIELD_NUMBER: _ClassVar[int]
     FEATURES_CHECK_FIELD_NUMBER: _ClassVar[int]
+    MODE_FIELD_NUMBER: _ClassVar[int]
+    PINNED_BASIS_FIELD_NUMBER: _ClassVar[int]
+    RELEASES_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_TOTAL_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_SPENT_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     column_block: int
     n_features: int
@@ -69,7 +74,12 @@ class BlockMetadata(_message.Message):
     ppsvm_version: str
     secret_check: str
     features_check: str
-    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ...) -> None: ...
+    mode: str
+    pinned_basis: str
+    releases: int
+    epsilon_total: float
+    epsilon_spent: float
+    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ...) -> None: ...
 
 class SignedRange(_message.Message):
     __slots__ = ("entity_id", "low", "high", "tag")
@@ -194,6 +204,30 @@ class DpReply(_message.Message):
     noise: str
     budget_remaining: float
     def __init__(self, entity_id: _Optional[str] = ..., n_train: _Optional[int] = ..., weights: _Optional[_Iterable[float]] = ..., mechanism: _Optional[str] = ..., epsilon: _Optional[float] = ..., noise: _Optional[str] = ..., budget_remaining: _Optional[float] = ...) -> None: ...
+
+class DpEvaluateRequest(_message.Message):
+    __slots__ = ("model_json", "epsilon")
+    MODEL_JSON_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    model_json: bytes
+    epsilon: float
+    def __init__(self, model_json: _Optional[bytes] = ..., epsilon: _Optional[float] = ...) -> None: ...
+
+class DpEvaluateReply(_message.Message):
+    __slots__ = ("entity_id", "n_test", "error_rate", "epsilon", "noise", "budget_remaining")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    N_TEST_FIELD_NUMBER: _ClassVar[int]
+    ERROR_RATE_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    NOISE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_REMAINING_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    n_test: int
+    error_rate: float
+    epsilon: float
+    noise: str
+    budget_remaining: float
+    def __init__(self, entity_id: _Optional[str] = ..., n_test: _Optional[int] = ..., error_rate: _Optional[float] = ..., epsilon: _Optional[float] = ..., noise: _Optional[str] = ..., budget_remaining: _Optional[float] = ...) -> None: ...
 
 class PredictRequest(_message.Message):
     __slots__ = ("ids",)

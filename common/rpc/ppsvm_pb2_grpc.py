@@ -71,8 +71,8 @@ class EntityStub:
                 _registered_method=True)
         self.DpEvaluate = channel.unary_unary(
                 '/ppsvm.v1.Entity/DpEvaluate',
-                request_serializer=common_dot_rpc_dot_ppsvm__pb2.ModelMessage.SerializeToString,
-                response_deserializer=common_dot_rpc_dot_ppsvm__pb2.BaselineReply.FromString,
+                request_serializer=common_dot_rpc_dot_ppsvm__pb2.DpEvaluateRequest.SerializeToString,
+                response_deserializer=common_dot_rpc_dot_ppsvm__pb2.DpEvaluateReply.FromString,
                 _registered_method=True)
 
 
@@ -128,8 +128,8 @@ class EntityServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DpEvaluate(self, request, context):
-        """Error figures of a DP model (the model file) on the entity's held-out records;
-        like LocalBaseline, only the figures leave.
+        """The error rate of a DP model (the model file) on the entity's held-out records,
+        from an error count with discrete Laplace noise, charged to its budget.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -175,8 +175,8 @@ def add_EntityServicer_to_server(servicer, server):
             ),
             'DpEvaluate': grpc.unary_unary_rpc_method_handler(
                     servicer.DpEvaluate,
-                    request_deserializer=common_dot_rpc_dot_ppsvm__pb2.ModelMessage.FromString,
-                    response_serializer=common_dot_rpc_dot_ppsvm__pb2.BaselineReply.SerializeToString,
+                    request_deserializer=common_dot_rpc_dot_ppsvm__pb2.DpEvaluateRequest.FromString,
+                    response_serializer=common_dot_rpc_dot_ppsvm__pb2.DpEvaluateReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -393,8 +393,8 @@ class Entity:
             request,
             target,
             '/ppsvm.v1.Entity/DpEvaluate',
-            common_dot_rpc_dot_ppsvm__pb2.ModelMessage.SerializeToString,
-            common_dot_rpc_dot_ppsvm__pb2.BaselineReply.FromString,
+            common_dot_rpc_dot_ppsvm__pb2.DpEvaluateRequest.SerializeToString,
+            common_dot_rpc_dot_ppsvm__pb2.DpEvaluateReply.FromString,
             options,
             channel_credentials,
             insecure,

@@ -110,17 +110,22 @@ def test_load_cell_missing_file(tmp_path: Path) -> None:
 
 def test_rows_for_ids_in_request_order(tmp_path: Path) -> None:
     cell = load_cell(write(tmp_path / "c.csv", CELL))
-    rows = cell.rows_for_ids(["r5", "r1", "r2", "r1"])
-    np.testing.assert_array_equal(rows, [[100, -50, 7], [1, 10, -1], [2.5, 20, 0], [1, 10, -1]])
-    assert cell.rows_for_ids([]).shape == (0, 3)
+    cell.check_ids(["r5", "r1", "r2"])
+    rows = cell.rows_for_ids(["r5", "r1", "r2"])
+    np.testing.assert_array_equal(rows, [[100, -50, 7], [1, 10, -1], [2.5, 20, 0]])
 
 
-def test_rows_for_ids_unknown(tmp_path: Path) -> None:
+def test_check_ids_refuses_unknown_repeated_and_empty(tmp_path: Path) -> None:
     cell = load_cell(write(tmp_path / "c.csv", CELL))
     with pytest.raises(DataError, match=r"unknown record id\(s\) 'zz', 'r9' \(2 of 3\)"):
-        cell.rows_for_ids(["zz", "r1", "r9"])
+        cell.check_ids(["zz", "r1", "r9"])
     with pytest.raises(DataError, match=r"\.\.\. \(7 of 7\)"):
-        cell.rows_for_ids([f"u{k}" for k in range(7)])
+        cell.check_ids([f"u{k}" for k in range(7)])
+    # A repeated id would let a request grow without bound (the allocation of a huge block) for no new row.
+    with pytest.raises(DataError, match="ids: record id 'r1' appears more than once"):
+        cell.check_ids(["r2", "r1", "r5", "r1"])
+    with pytest.raises(DataError, match="ids: the list of record ids is empty"):
+        cell.check_ids([])
 
 
 # ---------------------------------------------------------------- EntityCore
@@ -133,7 +138,7 @@ def make_core(tmp_path: Path, cell_text: str = CELL, override: bool = False, col
             'column_block_members = ["ent-7", "peer-1"]\n')
     if override:
         text += "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
-    return EntityCore(load_entity_config(write(tmp_path / "entity.toml", text)))
+    return EntityCore(load_entity_config(write(tmp_path / "entity.toml", text)), new_release_log=True)
 
 
 def expected_gaussian(X: np.ndarray, low: np.ndarray, high: np.ndarray, B: np.ndarray, mu: float) -> np.ndarray:
@@ -281,7 +286,7 @@ def test_core_reports_bad_secret(tmp_path: Path) -> None:
     write(tmp_path / "secret.hex", "abcd")
     config = load_entity_config(write(tmp_path / "e.toml", '[entity]\nid = "e"\ndata = "cell.csv"\ncolumn_block = 0\nsecret_file = "secret.hex"\n'))
     with pytest.raises(ConfigError, match="has 2 bytes"):
-        EntityCore(config)
+        EntityCore(config, new_release_log=True)
 
 
 def small_model() -> Model:

@@ -36,7 +36,7 @@ def test_regenerated_stubs_are_byte_identical(tmp_path: Path) -> None:
 ARRAY_MESSAGES = {"ppsvm.v1.ArrayChunk", "ppsvm.v1.ArrayHeader"}
 # The only bytes field any request may hold: the coordinator's model file sent to entities (to keep,
 # or for a DP model to be scored on held-out records, of which only the error figures return).
-ALLOWED_BYTES = {("AcceptModel", "ppsvm.v1.ModelMessage.model_json"), ("DpEvaluate", "ppsvm.v1.ModelMessage.model_json")}
+ALLOWED_BYTES = {("AcceptModel", "ppsvm.v1.ModelMessage.model_json"), ("DpEvaluate", "ppsvm.v1.DpEvaluateRequest.model_json")}
 # Repeated floating-point fields could carry a flattened matrix too; only the column block's
 # per-feature ranges may, and the entity accepts them only with valid tags under its secret
 # (tests/unit/test_cell.py), so their numbers are the entities' own, never the requester's.

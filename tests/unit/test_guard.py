@@ -1,0 +1,204 @@
+"""The release guard and its log: admission by mode, the basis pin, exact budgets, charge-before-compute."""
+
+from __future__ import annotations
+
+import json
+import threading
+from pathlib import Path
+
+import pytest
+
+from common.errors import ConfigError, PrivacyError, ReleaseFailed
+from common.release_log import ReleaseLog, create_release_log
+from entity.guard import MIN_EPSILON, Basis, ReleaseGuard, epsilon_micro
+
+LOW, HIGH = (0.0, 1.0, -2.0), (1.0, 3.0, 2.0)
+GAUSSIAN = Basis("gaussian", 0.25, LOW, HIGH)
+
+
+def new_log(tmp_path: Path, entity_id: str = "r0c0") -> ReleaseLog:
+    path = tmp_path / f"{entity_id}.releases.jsonl"
+    create_release_log(path, entity_id)
+    return ReleaseLog(path, entity_id)
+
+
+def guard(log: ReleaseLog, mode: str = "random-kernel", epsilon_total: float | None = None, baselines: int = 8) -> ReleaseGuard:
+    return ReleaseGuard(log, mode=mode, epsilon_total=epsilon_total, max_baseline_releases=baselines, who=log.entity_id)
+
+
+# ------------------------------------------------------------------ the log
+
+
+def test_missing_log_is_refused_not_recreated(tmp_path: Path) -> None:
+    """A deleted log would silently reset what the entity has released: refuse to start instead."""
+    with pytest.raises(ConfigError, match="does not exist.*--new-release-log"):
+        ReleaseLog(tmp_path / "gone.jsonl", "r0c0")
+    assert not (tmp_path / "gone.jsonl").exists()
+
+
+def test_create_refuses_to_replace_a_history(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    log.append({"rpc": "Records", "peer": "coordinator"})
+    with pytest.raises(ConfigError, match="already exists"):
+        create_release_log(log.path, "r0c0")
+    assert len(ReleaseLog(log.path, "r0c0").records) == 1
+
+
+def test_records_survive_a_restart_in_order(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    for k in range(3):
+        log.append({"rpc": "Records", "peer": f"p{k}"})
+    again = ReleaseLog(log.path, "r0c0")
+    assert [r["peer"] for r in again.records] == ["p0", "p1", "p2"]
+    assert [r["seq"] for r in again.records] == [1, 2, 3]
+
+
+@pytest.mark.parametrize("tamper", ["edit", "drop-middle", "swap", "truncate-line", "other-entity"])
+def test_a_tampered_log_is_refused(tmp_path: Path, tamper: str) -> None:
+    log = new_log(tmp_path)
+    for epsilon in (1, 2, 3):
+        log.append({"rpc": "DpWeights", "peer": "c", "epsilon_micro": epsilon * 1_000_000})
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    if tamper == "edit":  # lower a charge to get budget back
+        lines[2] = lines[2].replace(b'"epsilon_micro":2000000', b'"epsilon_micro":1')
+    elif tamper == "drop-middle":
+        del lines[2]
+    elif tamper == "swap":
+        lines[1], lines[2] = lines[2], lines[1]
+    elif tamper == "truncate-line":
+        lines[-1] = lines[-1][:10]
+    log.path.write_bytes(b"".join(lines))
+    with pytest.raises(ConfigError, match="other-entity|belongs to entity" if tamper == "other-entity" else "release log"):
+        ReleaseLog(log.path, "r9c9" if tamper == "other-entity" else "r0c0")
+
+
+def test_a_second_writer_is_detected(tmp_path: Path) -> None:
+    first = new_log(tmp_path)
+    second = ReleaseLog(first.path, "r0c0")
+    first.append({"rpc": "Records", "peer": "a"})
+    with pytest.raises(ConfigError, match="changed under this entity"):
+        second.append({"rpc": "Records", "peer": "b"})
+
+
+# ------------------------------------------------------------------ modes
+
+
+@pytest.mark.parametrize(("mode", "served", "refused"), [
+    ("random-kernel", ["Metadata", "Records", "FeatureRange", "KernelBlock", "LocalBaseline", "AcceptModel"],
+     ["DpWeights", "DpEvaluate"]),
+    ("dp", ["Metadata", "DpWeights", "DpEvaluate", "AcceptModel"], ["Records", "FeatureRange", "KernelBlock", "LocalBaseline"]),
+    ("mixed", ["Records", "KernelBlock", "DpWeights", "DpEvaluate"], []),
+])
+def test_each_mode_serves_its_protocol_only(tmp_path: Path, mode: str, served: list[str], refused: list[str]) -> None:
+    g = guard(new_log(tmp_path), mode, epsilon_total=1.0)
+    for rpc in served:
+        g.admit(rpc)
+    for rpc in refused:
+        with pytest.raises(PrivacyError, match=f"serves the {mode} protocol and refuses {rpc}"):
+            g.admit(rpc)
+
+
+# ------------------------------------------------------------------ the basis pin
+
+
+def test_first_kernel_release_pins_the_view_for_every_mbar_and_record_set(tmp_path: Path) -> None:
+    g = guard(new_log(tmp_path))
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=1)
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="ids", rows=2, mbar=2)  # same view, other mbar and records
+    for other in (Basis("linear", 0.0, LOW, HIGH), Basis("gaussian", 0.5, LOW, HIGH),
+                  Basis("gaussian", 0.25, LOW, (1.0, 3.0, 2.5))):
+        with pytest.raises(PrivacyError, match="pinned by its first kernel release"):
+            g.charge("KernelBlock", "c", basis=other, records="train", rows=10, mbar=1)
+    assert len(g.log.records) == 2  # refusals record nothing
+
+
+def test_the_pin_survives_a_restart(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    guard(log).charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=1)
+    restarted = guard(ReleaseLog(log.path, "r0c0"))
+    assert restarted.pinned == GAUSSIAN
+    with pytest.raises(PrivacyError):
+        restarted.charge("KernelBlock", "c", basis=Basis("linear", 0.0, LOW, HIGH), records="train", rows=10, mbar=1)
+
+
+def test_concurrent_first_requests_pin_one_view(tmp_path: Path) -> None:
+    """Two first requests racing with different views: exactly one view is ever served."""
+    g = guard(new_log(tmp_path))
+    views = [Basis("linear", 0.0, LOW, HIGH), GAUSSIAN] * 8
+    outcomes: list[str] = []
+
+    def ask(view: Basis) -> None:
+        try:
+            g.charge("KernelBlock", "c", basis=view, records="train", rows=1, mbar=1)
+            outcomes.append(view.kernel)
+        except PrivacyError:
+            outcomes.append("refused")
+
+    threads = [threading.Thread(target=ask, args=(v,)) for v in views]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    served = {o for o in outcomes if o != "refused"}
+    assert len(served) == 1 and outcomes.count("refused") == 8
+
+
+# ------------------------------------------------------------------ budgets
+
+
+def test_budget_counts_in_integer_micro_epsilons(tmp_path: Path) -> None:
+    """0.1 + 0.2 + 0.7 spends exactly 1.0; a float sum would land above it and refuse the last part."""
+    g = guard(new_log(tmp_path), "dp", epsilon_total=1.0)
+    for epsilon in (0.1, 0.2, 0.7):
+        g.charge("DpWeights", "c", epsilon=epsilon)
+    assert g.remaining_micro == 0
+    with pytest.raises(PrivacyError, match="budget exhausted: requested epsilon 0.001 but only 0 of 1 remains"):
+        g.charge("DpWeights", "c", epsilon=MIN_EPSILON)
+
+
+def test_tiny_epsilons_are_charged_at_least_one_micro_epsilon(tmp_path: Path) -> None:
+    """The float attack: 1 + 1e-300 == 1, so an exhausted float ledger granted 1e-300 for ever."""
+    assert epsilon_micro(1e-300) == 1 and epsilon_micro(5e-324) == 1 and epsilon_micro(0.5) == 500_000
+    g = guard(new_log(tmp_path), "dp", epsilon_total=1.0)
+    g.charge("DpWeights", "c", epsilon=1.0)
+    with pytest.raises(PrivacyError, match="budget exhausted"):
+        g.charge("DpWeights", "c", epsilon=1e-300)
+
+
+def test_spending_survives_a_restart(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    guard(log, "dp", epsilon_total=2.0).charge("DpWeights", "c", epsilon=1.5)
+    restarted = guard(ReleaseLog(log.path, "r0c0"), "dp", epsilon_total=2.0)
+    assert restarted.remaining_micro == 500_000
+    with pytest.raises(PrivacyError, match="only 0.5 of 2 remains"):
+        restarted.charge("DpWeights", "c", epsilon=1.0)
+
+
+def test_no_budget_refuses_dp(tmp_path: Path) -> None:
+    with pytest.raises(PrivacyError, match="has no privacy budget"):
+        guard(new_log(tmp_path), "random-kernel").charge("DpWeights", "c", epsilon=1.0)
+
+
+def test_baseline_releases_are_capped(tmp_path: Path) -> None:
+    g = guard(new_log(tmp_path), baselines=2)
+    g.charge("LocalBaseline", "c")
+    g.charge("LocalBaseline", "c")
+    with pytest.raises(PrivacyError, match="entity-alone figures 2 times, its limit"):
+        g.charge("LocalBaseline", "c")
+
+
+# ------------------------------------------------------------------ charged before computed
+
+
+def test_a_failure_after_the_charge_stays_charged_and_says_nothing_of_the_data(tmp_path: Path) -> None:
+    """The DpWeights oracle: errors naming the row that overflowed, and a refund on every error."""
+    g = guard(new_log(tmp_path), "dp", epsilon_total=1.0)
+    g.charge("DpWeights", "c", epsilon=0.5)
+    with pytest.raises(ReleaseFailed) as caught, g.touching("DpWeights"):
+        raise FloatingPointError("X/Z has non-finite values in K rows (first: row 17, value 3.25)")
+    text = str(caught.value)
+    assert "DpWeights failed after reading its records; the attempt is charged" in text
+    assert "17" not in text and "3.25" not in text and "FloatingPointError" not in text
+    assert caught.value.__cause__ is None and caught.value.__suppress_context__
+    assert g.remaining_micro == 500_000
+    assert json.loads(g.log.path.read_text().splitlines()[-1])["epsilon_micro"] == 500_000
