@@ -67,6 +67,7 @@ def audit(federation: Federation, entity_configs: Sequence[EntityConfig] = (), d
             else:
                 findings.append(Finding(OK, "rule 3", f"column block {j}: every entity refuses mbar >= n_j = {n_features[j]}; "
                                         f"at most {n_features[j] - 1} random points per record"))
+        findings += [_guard(entity_id, meta) for entity_id, meta in metadata.items()]
     except PpsvmError as error:
         findings.append(Finding(FAIL, "entities", f"the live check failed: {error}"))
     for config in entity_configs:
@@ -93,6 +94,20 @@ def _transport(federation: Federation) -> list[Finding]:
                                          f"({expires:%Y-%m-%d})")]
 
 
+def _guard(entity_id: str, meta: Any) -> Finding:
+    """One entity's release guard as it reports itself: its mode, pinned view of B_j, releases and budget."""
+    pinned = meta.pinned_basis or "none yet (the first kernel release pins one)"
+    budget = (f"epsilon spent {meta.epsilon_spent:g} of {meta.epsilon_total:g}" if meta.epsilon_total
+              else "no DP budget (DP releases refused)")
+    text = (f"{entity_id}: serves the {meta.mode} protocol; {meta.releases} releases in its log; pinned basis view: "
+            f"{pinned}; {budget}")
+    if meta.mode == "mixed":
+        return Finding(FAIL, "guard", text + ". It serves random-kernel and DP releases for the same records (its own "
+                                             "opt-in): labels, ranges and kernel blocks are not DP, so no epsilon-DP "
+                                             "guarantee holds for its records")
+    return Finding(OK, "guard", text)
+
+
 def _entity_config(config: EntityConfig, federation: Federation) -> list[Finding]:
     where = f"{config.id} ({config.source})"
     found: list[Finding] = []
@@ -111,6 +126,18 @@ def _entity_config(config: EntityConfig, federation: Federation) -> list[Finding
                                               f"block {config.column_block} {sorted(expected)}: its kernel requests will be refused"))
     if config.non_private_override:
         found.append(Finding(FAIL, "rule 3", f"{where}: the non-private override is on"))
+    if config.mode == "mixed":
+        found.append(Finding(FAIL, "rule 7", f"{where}: [privacy] mode = \"mixed\" serves both protocols for the same "
+                                             "records: its DP releases carry no guarantee"))
+    if config.non_private_weights:
+        found.append(Finding(FAIL, "rule 7", f"{where}: it may release SVM weights without noise "
+                                             "(non_private_allow_unnoised_weights)"))
+    if config.continuous_noise:
+        found.append(Finding(WARN, "rule 7", f"{where}: it serves DP mechanisms with floating-point noise "
+                                             "(allow_continuous_noise_mechanisms), not hardened against the floating-point attack"))
+    if config.release_log is not None and not config.release_log.exists():
+        found.append(Finding(FAIL, "guard", f"{where}: its release log {config.release_log} is missing: the entity will not "
+                                            "start (restore it; only an entity that never served starts a new one)"))
     return found
 
 
@@ -119,10 +146,12 @@ def _what_each_party_learns(n_features: dict[int, int]) -> dict[str, str]:
     return {
         "coordinator": (
             "record ids, labels, each entity's per-feature min and max and block shapes, and kernel blocks K(A_ij, B_j') "
-            f"with mbar < n_j columns ({widths}); never a row, never B_j, never the column-group secrets. It cannot choose B_j, "
-            "cannot send a matrix to compute a kernel against, and cannot choose the scaling (ranges are tagged under the "
-            "secret). With mbar < n_j a kernel row leaves at least n_j - mbar directions of each record undetermined even "
-            "for someone who also knew B_j (benchmarks/attacks.py)."
+            f"with mbar < n_j columns ({widths}) under one pinned view of B_j per entity (kernel, width, scaling), for the "
+            "entity's whole life; never a row, never B_j, never the column-group secrets. It cannot choose B_j, cannot send a "
+            "matrix to compute a kernel against, and cannot choose the scaling (ranges are tagged under the secret, and the "
+            "first kernel release pins it). With mbar < n_j a kernel row leaves at least n_j - mbar directions of each record "
+            "undetermined even for someone who also knew B_j (benchmarks/attacks.py). From a DP-mode entity: only noised "
+            "weights and noised error counts, each charged to its budget (docs/threat-model.md)."
         ),
         "column-block peers": (
             "they share the secret, so they know B_j; they never receive each other's kernel blocks. If one also obtained a "

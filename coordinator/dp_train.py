@@ -4,7 +4,7 @@ The coordinator reads only the *public* records: from them it takes the feature
 scaling, the kernel width and rho (learned for dp-hybrid, drawn at random for
 private-svm). Each entity (row blocks holding every feature and the label,
 s = 1) maps its rows with zhat, trains the exact linear SVM and releases its
-weights through a DP mechanism, charged to its own privacy ledger. The model's
+weights through a DP mechanism, charged to its own release log. The model's
 weights are the n_i-weighted mean of the releases: each is epsilon-DP for its
 entity's records, and averaging released values costs no further privacy.
 """

@@ -38,7 +38,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     parser.add_argument("--insecure", action="store_true",
                         help="serve plaintext without TLS and accept any caller (trusted networks only; logged as a warning)")
     parser.add_argument("--new-release-log", action="store_true",
-                        help="start the release log of an entity that has never served (refused if the log exists)")
+                        help="if the release log is missing, start a new one: for an entity that has never served "
+                             "(an existing log is always kept)")
     parser.add_argument("--json", action="store_true", help="with releases: print the log and totals as JSON")
     parser.set_defaults(run=run)
 

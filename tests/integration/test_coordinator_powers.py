@@ -43,6 +43,9 @@ REVIEWED_FIELDS = {
     # cell, derive_B(own secret, mbar, n_j) and the request's kernel, mbar, mu and scaling.
     # So it is an output of training that the entity keeps, never an input to a kernel.
     "ppsvm.v1.ModelMessage.model_json",
+    # A DP model to score (EntityCore.dp_evaluate): it is parsed as a DP model file and only a
+    # discrete-Laplace-noised error count, charged to the entity's budget, leaves.
+    "ppsvm.v1.DpEvaluateRequest.model_json",
     # Record ids are only dictionary keys into the entity's own rows (Cell.rows_for_ids);
     # an unknown id is refused with INVALID_ARGUMENT.
     "ppsvm.v1.RecordIds.ids",
@@ -53,7 +56,7 @@ REVIEWED_FIELDS = {
     "ppsvm.v1.SignedRange.high",
     # The DP mode's rho and public scaling: they never reach a kernel against the entity's B_j;
     # whatever they are, zhat has norm 1 and only noised weights charged to the entity's
-    # privacy ledger leave (EntityCore.dp_weights).
+    # release log leave (EntityCore.dp_weights).
     "ppsvm.v1.DpRequest.rho",
     "ppsvm.v1.DpRequest.low",
     "ppsvm.v1.DpRequest.high",
@@ -167,26 +170,27 @@ def test_no_request_field_can_carry_a_matrix() -> None:
     assert found == REVIEWED_FIELDS
 
 
-def test_chosen_scaling_is_refused(entity) -> None:
+@pytest.mark.parametrize(("name", "kind"), [("linear", pb.LINEAR), ("gaussian", pb.GAUSSIAN)])
+def test_chosen_scaling_is_refused(entity, name: str, kind: int) -> None:
     """The rescaling attack against a real entity: the honest request is served, the first altered one refused."""
     channel, entity_id, _ = entity
-    for name, kind in (("linear", pb.LINEAR), ("gaussian", pb.GAUSSIAN)):
-        request = honest_request(channel, entity_id, kind)
-        honest = request.scaling.ranges[0]
-        served = []
+    # One kernel view per entity (its basis pin), so each kind runs against a fresh entity.
+    request = honest_request(channel, entity_id, kind)
+    honest = request.scaling.ranges[0]
+    served = []
 
-        def ask(low: np.ndarray, high: np.ndarray, request: pb.KernelRequest = request) -> np.ndarray:
-            chosen = pb.KernelRequest()
-            chosen.CopyFrom(request)
-            del chosen.scaling.ranges[0].low[:], chosen.scaling.ranges[0].high[:]
-            chosen.scaling.ranges[0].low.extend(low.tolist())
-            chosen.scaling.ranges[0].high.extend(high.tolist())
-            answer = kernel_block(channel, chosen.SerializeToString())
-            served.append(answer)
-            return answer
+    def ask(low: np.ndarray, high: np.ndarray, request: pb.KernelRequest = request) -> np.ndarray:
+        chosen = pb.KernelRequest()
+        chosen.CopyFrom(request)
+        del chosen.scaling.ranges[0].low[:], chosen.scaling.ranges[0].high[:]
+        chosen.scaling.ranges[0].low.extend(low.tolist())
+        chosen.scaling.ranges[0].high.extend(high.tolist())
+        answer = kernel_block(channel, chosen.SerializeToString())
+        served.append(answer)
+        return answer
 
-        with pytest.raises(grpc.RpcError) as refused:
-            reconstruct_by_rescaling(ask, np.array(honest.low), np.array(honest.high), name, request.mu)
-        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        assert f"the range relayed for {entity_id} does not carry a valid tag" in refused.value.details()
-        assert len(served) == 1, "only the honest scaling may be served"
+    with pytest.raises(grpc.RpcError) as refused:
+        reconstruct_by_rescaling(ask, np.array(honest.low), np.array(honest.high), name, request.mu)
+    assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+    assert f"the range relayed for {entity_id} does not carry a valid tag" in refused.value.details()
+    assert len(served) == 1, "only the honest scaling may be served"
