@@ -24,8 +24,13 @@ i.e. scikit-learn's ``C_s = C/n``. Dividing by C gives CMS's form
 Neighbouring datasets have the same n and differ in one record (replacement);
 n is treated as public.
 
-Noise must come from :func:`secure_generator` in production code; the
-mechanisms take a generator only so that tests can inject a seeded one.
+Noise must come from the OS CSPRNG in production code (:func:`secure_generator`, and
+``secrets.SystemRandom`` for the Laplace mechanism's integer noise); the mechanisms take a
+generator only so that tests can inject a seeded one. Only the Laplace mechanism is
+floating-point safe (:mod:`common.noise`); the other two draw continuous noise in floating point.
+
+The sensitivities hold for the weights :func:`train_linear_svm` computes, not only for the exact
+minimiser: it certifies a duality gap <= GAP_BOUND, and the bounds add the resulting distance.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from scipy.optimize import minimize
 from scipy.spatial.distance import pdist
 
 from common.errors import DataError, PrivacyError, SolverError
+from common.noise import grid_laplace_parameters, grid_laplace_release, integer_source
 
 logger = logging.getLogger(__name__)
 
@@ -96,17 +102,22 @@ MECHANISMS: tuple[str, ...] = ("laplace", "output-gamma", "objective")
 NON_PRIVATE = "none"
 GUARANTEES: dict[str, str] = {
     "laplace": (
-        "epsilon-DP (one record replaced): exact hinge-loss SVM weights plus Laplace noise of scale "
-        "2^2.5 C sqrt(D) / (n epsilon) on each of the 2D coordinates (Li et al. 2014)."
+        "epsilon-DP (one record replaced), floating-point safe: hinge-loss SVM weights (duality gap certified "
+        f"<= {GAP_BOUND:g}) rounded to a power-of-two grid plus exact discrete Laplace noise of scale "
+        "(Delta + 2D grid units) / epsilon per coordinate, Delta = 2^2.5 C sqrt(D) / n (Li et al. 2014) "
+        f"+ 2 sqrt(2D) sqrt(2 * {GAP_BOUND:g}) for the solver."
     ),
     "output-gamma": (
-        "epsilon-DP (one record replaced): exact hinge-loss SVM weights plus noise with density "
-        "proportional to exp(-epsilon ||b|| n / (2C)), matched to the L2 sensitivity 2C/n "
-        "(Chaudhuri, Monteleoni, Sarwate 2011, Algorithm 1)."
+        "epsilon-DP (one record replaced) in exact arithmetic: hinge-loss SVM weights (duality gap certified "
+        f"<= {GAP_BOUND:g}) plus noise with density proportional to exp(-epsilon ||b|| / s), "
+        f"s = 2C/n + 2 sqrt(2 * {GAP_BOUND:g}) "
+        "the L2 sensitivity (Chaudhuri, Monteleoni, Sarwate 2011, Algorithm 1); continuous floating-point "
+        "noise: not hardened against the floating-point attack (Mironov 2012)."
     ),
     "objective": (
-        "epsilon-DP (one record replaced): the exact minimiser of a randomly perturbed Huber-loss SVM "
-        "objective (Chaudhuri, Monteleoni, Sarwate 2011, Algorithm 2); not the hinge-loss SVM."
+        "epsilon-DP (one record replaced) in exact arithmetic: the minimiser of a randomly perturbed Huber-loss "
+        "SVM objective (Chaudhuri, Monteleoni, Sarwate 2011, Algorithm 2); not the hinge-loss SVM; continuous "
+        "floating-point noise: not hardened against the floating-point attack (Mironov 2012)."
     ),
     "none": "NOT PRIVATE: the exact hinge-loss SVM weights with no noise; they can reveal training records.",
 }
@@ -788,8 +799,8 @@ def decision(K_new: np.ndarray, model: KernelSVM) -> np.ndarray:
 # --- sensitivities and mechanisms -----------------------------------------------------------------
 
 
-def l2_sensitivity(C: float, n: int) -> float:
-    """2C/n: the L2 sensitivity of the exact hinge (or any 1-Lipschitz convex loss) SVM weights.
+def exact_l2_sensitivity(C: float, n: int) -> float:
+    """2C/n: the L2 sensitivity of the *exact* hinge (or any 1-Lipschitz convex loss) SVM weights.
 
     Proof (CMS Corollary 8, with Lambda = 1/C; no differentiability needed). Let G be the
     objective's common part, 1-strongly convex, and a, b the two differing terms (C/n) loss(.),
@@ -800,41 +811,85 @@ def l2_sensitivity(C: float, n: int) -> float:
     return 2.0 * _check_positive(C, "C") / _check_count(n, "n")
 
 
-def laplace_scale(C: float, D: int, n: int, epsilon: float) -> float:
-    """Per-coordinate Laplace scale Delta/epsilon with Delta = 2^2.5 C sqrt(D) / n (Li et al.).
+def l2_sensitivity(C: float, n: int) -> float:
+    """2C/n + 2 sqrt(2 GAP_BOUND): the L2 sensitivity of the weights :func:`train_linear_svm` computes.
 
-    Delta bounds the L1 sensitivity of the 2D weights: ||v||_1 <= sqrt(2D) ||v||_2 and
-    :func:`l2_sensitivity` give 2^1.5 C sqrt(D)/n, half of the paper's Delta, which is kept
-    because it is the published bound (the noise is twice what is needed).
+    Those weights are within :data:`SOLVER_L2_ERROR` = sqrt(2 GAP_BOUND) of the exact minimiser
+    (see :func:`train_linear_svm`), so for neighbouring datasets, by the triangle inequality,
+    ||w - w'|| <= ||w* - w'*|| + 2 SOLVER_L2_ERROR <= :func:`exact_l2_sensitivity` + 2 SOLVER_L2_ERROR.
+    This is what output perturbation uses.
+    """
+    return exact_l2_sensitivity(C, n) + 2.0 * SOLVER_L2_ERROR
+
+
+def laplace_sensitivity(C: float, D: int, n: int) -> float:
+    """Delta = 2^2.5 C sqrt(D) / n + 2 sqrt(2D) sqrt(2 GAP_BOUND): L1 sensitivity of the computed 2D weights.
+
+    The first term is Li et al.'s bound for the exact minimiser. It is twice what is needed
+    (||v||_1 <= sqrt(2D) ||v||_2 and :func:`exact_l2_sensitivity` give 2^1.5 C sqrt(D)/n) and is
+    kept because it is the published bound. The second is the solver's error: each computed w is
+    within SOLVER_L2_ERROR of w* in L2, so within sqrt(2D) SOLVER_L2_ERROR in L1, twice over
+    for a pair of neighbours.
     """
     C = _check_positive(C, "C")
     D = _check_count(D, "D")
     n = _check_count(n, "n")
+    return 2.0**2.5 * C * math.sqrt(D) / n + 2.0 * math.sqrt(2 * D) * SOLVER_L2_ERROR
+
+
+def laplace_scale(C: float, D: int, n: int, epsilon: float) -> float:
+    """Per-coordinate noise scale of :func:`laplace_output_perturbation`, in weight units.
+
+    g t = Delta/epsilon + 2D g/epsilon with Delta = :func:`laplace_sensitivity` and the grid g = 2^k
+    of :func:`common.noise.grid_laplace_parameters` (about 2^-20 Delta/epsilon): the paper's
+    Delta/epsilon, plus the solver's term inside Delta, plus one grid unit per coordinate for the
+    rounding to the grid.
+    """
     epsilon = _check_epsilon(epsilon)
-    return 2.0**2.5 * C * math.sqrt(D) / (n * epsilon)
+    return grid_laplace_parameters(laplace_sensitivity(C, D, n), epsilon, 2 * _check_count(D, "D")).weight_scale
+
+
+def _laplace_release(
+    w: np.ndarray, *, n: int, C: float, D: int, epsilon: float, rng: np.random.Generator | None
+) -> tuple[np.ndarray, str]:
+    """:func:`laplace_output_perturbation` with the noise description, for :func:`private_weights`."""
+    epsilon = _check_epsilon(epsilon)
+    sensitivity = laplace_sensitivity(C, D, n)
+    weights = _as_vector(w, "w", 2 * D)
+    return grid_laplace_release(weights, sensitivity=sensitivity, epsilon=epsilon, source=integer_source(rng))
 
 
 def laplace_output_perturbation(
-    w: np.ndarray, *, n: int, C: float, D: int, epsilon: float, rng: np.random.Generator
+    w: np.ndarray, *, n: int, C: float, D: int, epsilon: float, rng: np.random.Generator | None = None
 ) -> np.ndarray:
-    """w plus i.i.d. Laplace(0, :func:`laplace_scale`) noise on each of the 2D coordinates.
+    """The Laplace mechanism of Li et al., floating-point safe: w on a 2^k grid plus exact discrete Laplace noise.
+
+    Textbook continuous Laplace noise drawn in floating point leaks the low-order bits of w
+    (Mironov 2012). Instead (:func:`common.noise.grid_laplace_release`): round w to the grid
+    g = 2^k, k = floor(log2(Delta/epsilon)) - 20, add i.i.d. discrete Laplace noise of scale
+    t = (Delta/g + 2D)/epsilon grid units drawn by integer arithmetic, and return g * integers
+    exactly. Delta = :func:`laplace_sensitivity` bounds the L1 distance of the weights
+    :func:`train_linear_svm` computes on neighbouring datasets (its certified duality gap
+    included); rounding adds at most one grid unit per coordinate, hence the "+ 2D". The result
+    is epsilon-DP for the bits released; its per-coordinate scale is :func:`laplace_scale`.
 
     Parameters
     ----------
     w : ndarray, shape (2D,)
-        The exact non-private weights.
+        The weights from :func:`train_linear_svm`.
     n, C, D, epsilon : keyword-only
         Records, cost, frequencies, privacy budget.
-    rng : numpy.random.Generator, keyword-only
-        :func:`secure_generator` in production.
+    rng : numpy.random.Generator or None, keyword-only
+        None in production: the OS CSPRNG (``secrets.SystemRandom``). A Generator (tests,
+        reproductions) seeds the integer source, so seeded runs repeat
+        (:func:`common.noise.integer_source`).
 
     Returns
     -------
     ndarray, shape (2D,)
+        Exact multiples of the grid g.
     """
-    scale = laplace_scale(C, D, n, epsilon)
-    weights = _as_vector(w, "w", 2 * D)
-    return weights + _check_generator(rng).laplace(0.0, scale, size=weights.size)
+    return _laplace_release(w, n=n, C=C, D=D, epsilon=epsilon, rng=rng)[0]
 
 
 def gamma_norm_noise(dim: int, scale: float, rng: np.random.Generator) -> np.ndarray:
@@ -860,20 +915,23 @@ def gamma_norm_noise(dim: int, scale: float, rng: np.random.Generator) -> np.nda
 
 
 def output_perturbation(w: np.ndarray, *, n: int, C: float, epsilon: float, rng: np.random.Generator) -> np.ndarray:
-    """CMS Algorithm 1: w + b with density of b proportional to exp(-epsilon ||b|| / (2C/n)).
+    """CMS Algorithm 1: w + b with density of b proportional to exp(-epsilon ||b|| / s), s = :func:`l2_sensitivity`.
 
     Derivation. CMS write J(w) = (1/n) sum loss + (Lambda/2)||w||^2 and add b with density
     proportional to exp(-beta ||b||), beta = n Lambda epsilon / 2. Our objective is C J with
     Lambda = 1/C (same minimiser), so beta = n epsilon / (2C) = epsilon / s with s = 2C/n the
-    L2 sensitivity (:func:`l2_sensitivity`). For neighbours, the densities of releasing v are
-    in ratio exp(beta (||v - w'|| - ||v - w||)) <= exp(beta ||w - w'||) <= exp(epsilon).
-    Hence ||b|| ~ Gamma(shape=p, scale=2C/(n epsilon)), p = len(w), direction uniform.
-    CMS state the theorem for differentiable losses; the sensitivity proof holds for the hinge.
+    L2 sensitivity of the exact minimiser (:func:`exact_l2_sensitivity`). For neighbours, the
+    densities of releasing v are in ratio exp(beta (||v - w'|| - ||v - w||)) <= exp(beta ||w - w'||)
+    <= exp(epsilon). The weights actually computed are within sqrt(2 GAP_BOUND) of the exact ones,
+    so s is :func:`l2_sensitivity` = 2C/n + 2 sqrt(2 GAP_BOUND): ||b|| ~ Gamma(shape=p,
+    scale=s/epsilon), p = len(w), direction uniform. CMS state the theorem for differentiable
+    losses; the sensitivity proof holds for the hinge. The noise is continuous and drawn in
+    floating point: not hardened against the floating-point attack (Mironov 2012).
 
     Parameters
     ----------
     w : ndarray, shape (p,)
-        The exact non-private weights.
+        The weights from :func:`train_linear_svm`.
     n, C, epsilon : keyword-only
     rng : numpy.random.Generator, keyword-only
 
@@ -1172,7 +1230,8 @@ def private_weights(
     mechanism : {"laplace", "output-gamma", "objective", "none"}, keyword-only
         See :data:`GUARANTEES`; ``"none"`` releases the exact weights and is NOT private.
     rng : numpy.random.Generator, optional, keyword-only
-        Tests only: production leaves it None, which uses :func:`secure_generator`.
+        Tests only: production leaves it None, which uses the OS CSPRNG (``secrets.SystemRandom``
+        for the Laplace mechanism's integer noise, :func:`secure_generator` for the others).
     huber_h : float, keyword-only
         Huber parameter for ``"objective"``.
 
@@ -1195,6 +1254,16 @@ def private_weights(
     if epsilon is None:
         raise PrivacyError(f"mechanism {mechanism!r} needs an epsilon; use {NON_PRIVATE!r} for a non-private release")
     eps = _check_epsilon(epsilon)
+    if rng is not None:
+        _check_generator(rng)  # a bad argument is refused before the data are touched
+    if mechanism == "laplace":
+        if p % 2:
+            raise DataError(f"Z has shape {A.shape}: the Laplace bound is stated for 2D features (an even count)")
+        # The integer noise source comes from rng itself (None: the OS CSPRNG), see laplace_output_perturbation.
+        weights, noise = _laplace_release(
+            train_linear_svm(A, labels, C).w, n=n, C=C, D=p // 2, epsilon=eps, rng=rng
+        )
+        return Release(weights, mechanism, eps, n, noise)
     generator = secure_generator() if rng is None else _check_generator(rng)
     if mechanism == "objective":
         weights, params = objective_perturbation(A, labels, C=C, epsilon=eps, rng=generator, huber_h=huber_h)
@@ -1204,13 +1273,7 @@ def private_weights(
             f"Huber h = {huber_h:g})"
         )
         return Release(weights, mechanism, eps, n, noise)
-    w = train_linear_svm(A, labels, C).w
-    if mechanism == "laplace":
-        if p % 2:
-            raise DataError(f"Z has shape {A.shape}: the Laplace bound is stated for 2D features (an even count)")
-        scale = laplace_scale(C, p // 2, n, eps)
-        weights = laplace_output_perturbation(w, n=n, C=C, D=p // 2, epsilon=eps, rng=generator)
-        return Release(weights, mechanism, eps, n, f"Laplace(0, {scale:.6g}) on each of {p} coordinates")
     scale = l2_sensitivity(C, n) / eps
-    weights = output_perturbation(w, n=n, C=C, epsilon=eps, rng=generator)
-    return Release(weights, mechanism, eps, n, f"||b|| ~ Gamma({p}, scale {scale:.6g}), direction uniform")
+    weights = output_perturbation(train_linear_svm(A, labels, C).w, n=n, C=C, epsilon=eps, rng=generator)
+    noise = f"||b|| ~ Gamma({p}, scale {scale:.6g}), direction uniform (continuous floating-point noise)"
+    return Release(weights, mechanism, eps, n, noise)

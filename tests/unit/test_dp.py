@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import math
 import warnings
+from fractions import Fraction
 
 import cvxpy as cp
 import numpy as np
@@ -60,6 +61,16 @@ def dual_objective(alpha: np.ndarray, Z: np.ndarray, y: np.ndarray) -> float:
     """sum_i a_i - (1/2)||sum_i a_i y_i z_i||^2: a lower bound on the primal for any 0 <= a <= C/n."""
     v = sum(a * yi * zi for a, zi, yi in zip(alpha, Z, y))
     return float(alpha.sum()) - 0.5 * float(v @ v)
+
+
+def certified_l1(C: float, D: int, n: int) -> float:
+    """Li et al.'s Delta plus the solver term: each computed w is within sqrt(2 GAP_BOUND) of w* in L2."""
+    return 2**2.5 * C * math.sqrt(D) / n + 2 * math.sqrt(2 * D) * math.sqrt(2 * dp.GAP_BOUND)
+
+
+def grid_of(delta: float, epsilon: float) -> float:
+    """g = 2^(floor(log2(Delta/epsilon)) - 20)."""
+    return 2.0 ** (math.floor(math.log2(delta / epsilon)) - 20)
 
 
 def huber_reference(z: float, h: float) -> tuple[float, float]:
@@ -328,6 +339,9 @@ def test_random_neighbours_stay_within_the_sensitivity_bounds():
         l2_bound = 2 * C / n
         paper = 2**2.5 * C * math.sqrt(D) / n
         assert np.linalg.norm(diff) <= l2_bound + slack
+        # What the mechanisms use: the fixed certified terms, not the achieved gaps.
+        assert np.linalg.norm(diff) <= l2_bound + 2 * math.sqrt(2 * dp.GAP_BOUND)
+        assert np.abs(diff).sum() <= certified_l1(C, D, n)
         assert np.abs(diff).sum() <= math.sqrt(2 * D) * (l2_bound + slack)  # Cauchy-Schwarz: 2^1.5 C sqrt(D)/n
         assert np.abs(diff).sum() <= paper
         worst_l2 = max(worst_l2, np.linalg.norm(diff) / l2_bound)
@@ -374,27 +388,65 @@ def test_adversarial_neighbours_come_close_to_the_l2_bound():
 # --- noise ----------------------------------------------------------------------------------------
 
 
+def test_sensitivities_add_the_certified_solver_error():
+    assert dp.SOLVER_L2_ERROR == math.sqrt(2 * dp.GAP_BOUND) and dp.GAP_BOUND <= 1e-10
+    for C, D, n in [(1.0, 100, 9000), (2.0, 4000, 250), (100.0, 100, 569)]:
+        assert dp.exact_l2_sensitivity(C, n) == pytest.approx(2 * C / n, rel=1e-15)
+        assert dp.l2_sensitivity(C, n) == pytest.approx(2 * C / n + 2 * math.sqrt(2 * dp.GAP_BOUND), rel=1e-15)
+        assert dp.laplace_sensitivity(C, D, n) == pytest.approx(certified_l1(C, D, n), rel=1e-15)
+    # The Adult reproduction's entity (n = 9,000, D = 100, C = 1): the solver term costs under 1% of the noise.
+    extra_l1 = dp.laplace_sensitivity(1.0, 100, 9000) / (2**2.5 * math.sqrt(100) / 9000) - 1
+    extra_l2 = dp.l2_sensitivity(1.0, 9000) / (2 / 9000) - 1
+    assert 0 < extra_l1 < 0.01 and 0 < extra_l2 < 0.02, (extra_l1, extra_l2)
+    print(f"solver term at n = 9000, D = 100, C = 1: L1 +{extra_l1:.2%}, L2 +{extra_l2:.2%}")
+
+
 def test_laplace_noise_has_the_stated_scale():
     D, n, C, epsilon = 4000, 250, 2.0, 0.5
-    scale = 2**2.5 * C * math.sqrt(D) / (n * epsilon)  # the paper's Delta / epsilon
+    delta = certified_l1(C, D, n)
+    g = grid_of(delta, epsilon)
+    scale = delta / epsilon + 2 * D * g / epsilon  # (Delta/g + 2D)/epsilon grid units, in weight units
     assert dp.laplace_scale(C, D, n, epsilon) == pytest.approx(scale, rel=1e-14)
     w = np.linspace(-1, 1, 2 * D)
-    noise = dp.laplace_output_perturbation(w, n=n, C=C, D=D, epsilon=epsilon, rng=np.random.default_rng(15)) - w
+    released = dp.laplace_output_perturbation(w, n=n, C=C, D=D, epsilon=epsilon, rng=np.random.default_rng(15))
+    assert all((Fraction(x) / Fraction(g)).denominator == 1 for x in released.tolist())  # on the grid, exactly
+    noise = released - w
+    # The grid is 2^-20 of the scale: the released noise is Laplace(scale) up to that rounding.
     assert stats.kstest(noise, stats.laplace(scale=scale).cdf).pvalue > 0.01
     assert stats.kstest(noise, stats.laplace(scale=2 * scale).cdf).pvalue < 1e-6  # the test has power
+    again = dp.laplace_output_perturbation(w, n=n, C=C, D=D, epsilon=epsilon, rng=np.random.default_rng(15))
+    np.testing.assert_array_equal(released, again)  # a seeded generator repeats the release exactly
     with pytest.raises(DataError, match=r"\(7999,\).*\(8000,\)"):
         dp.laplace_output_perturbation(w[:-1], n=n, C=C, D=D, epsilon=epsilon, rng=np.random.default_rng(0))
 
 
+def test_laplace_release_in_production_uses_the_os_csprng(data):
+    Z, y = data
+    exact = dp.train_linear_svm(Z, y, 1.0).w
+    first = dp.private_weights(Z, y, epsilon=1.0, mechanism="laplace", rng=None)
+    second = dp.private_weights(Z, y, epsilon=1.0, mechanism="laplace", rng=None)
+    assert first.mechanism == "laplace" and first.private and "discrete Laplace" in first.noise
+    assert not np.array_equal(first.weights, second.weights)  # fresh noise, no fixed seed
+    g = grid_of(certified_l1(1.0, 3, 20), 1.0)
+    assert all((Fraction(x) / Fraction(g)).denominator == 1 for x in first.weights.tolist())
+    assert np.abs(first.weights - exact).max() < 40 * dp.laplace_scale(1.0, 3, 20, 1.0)
+
+
 def test_gamma_norm_noise_has_gamma_norms_and_uniform_directions():
     p, n, C, epsilon = 6, 40, 3.0, 0.8
-    scale = 2 * C / (n * epsilon)
+    scale = (2 * C / n + 2 * math.sqrt(2 * dp.GAP_BOUND)) / epsilon
     rng = np.random.default_rng(16)
     w = np.arange(p, dtype=float)
     noise = np.array([dp.output_perturbation(w, n=n, C=C, epsilon=epsilon, rng=rng) - w for _ in range(3000)])
     norms = np.linalg.norm(noise, axis=1)
     assert stats.kstest(norms, stats.gamma(a=p, scale=scale).cdf).pvalue > 0.01
     assert stats.kstest(norms, stats.gamma(a=p, scale=2 * scale).cdf).pvalue < 1e-6
+    # The scale, to the last bit that matters: replay the draws (direction first, then the norm).
+    replay = np.random.default_rng(27)
+    direction = replay.standard_normal(p)
+    expected = w + replay.gamma(shape=p, scale=scale) * direction / np.linalg.norm(direction)
+    released = dp.output_perturbation(w, n=n, C=C, epsilon=epsilon, rng=np.random.default_rng(27))
+    np.testing.assert_allclose(released - w, expected - w, rtol=1e-12)
     directions = noise / norms[:, None]
     # Uniform on the sphere: mean 0 (coordinate s.d. sqrt(1/(p 3000)) ~ 0.0075), second moment I/p.
     assert np.abs(directions.mean(axis=0)).max() < 0.04
@@ -405,17 +457,22 @@ def test_released_noise_matches_each_mechanism():
     Z, y = rff_problem(60, 3, 500, seed=17)
     exact = dp.train_linear_svm(Z, y, 1.0).w
     release = dp.private_weights(Z, y, C=1.0, epsilon=2.0, mechanism="laplace", rng=np.random.default_rng(18))
-    scale = 2**2.5 * 1.0 * math.sqrt(500) / (60 * 2.0)
+    delta = certified_l1(1.0, 500, 60)
+    g = grid_of(delta, 2.0)
+    scale = delta / 2.0 + 1000 * g / 2.0
     assert stats.kstest(release.weights - exact, stats.laplace(scale=scale).cdf).pvalue > 0.01
     assert release.mechanism == "laplace" and release.epsilon == 2.0 and release.n == 60 and release.private
-    assert f"{scale:.6g}" in release.noise
+    assert f"{scale:.6g}" in release.noise and f"grid 2^{round(math.log2(g))}" in release.noise
+    assert "floating-point safe" in release.guarantee
 
     Z, y = rff_problem(12, 2, 2, seed=19)
     exact = dp.train_linear_svm(Z, y, 1.0).w
     rng = np.random.default_rng(20)
     releases = [dp.private_weights(Z, y, C=1.0, epsilon=1.0, mechanism="output-gamma", rng=rng) for _ in range(400)]
     norms = [np.linalg.norm(release.weights - exact) for release in releases]
-    assert stats.kstest(norms, stats.gamma(a=4, scale=2 * 1.0 / 12).cdf).pvalue > 0.01
+    scale = 2 * 1.0 / 12 + 2 * math.sqrt(2 * dp.GAP_BOUND)
+    assert stats.kstest(norms, stats.gamma(a=4, scale=scale).cdf).pvalue > 0.01
+    assert "not hardened" in releases[0].guarantee and "continuous" in releases[0].noise
 
     plain = dp.private_weights(Z, y, C=1.0, epsilon=None, mechanism="none")
     np.testing.assert_array_equal(plain.weights, exact)
