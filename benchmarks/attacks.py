@@ -11,6 +11,14 @@ It then runs common.attacks.reconstruct_by_rescaling: a coordinator that knows
 neither A_ij nor B_j but varies the per-feature scaling (low, high) of its
 kernel requests, answered by the same functions EntityCore.kernel_block uses.
 
+Last, the six attacks of issue 10 (a malicious coordinator, possibly helped by
+one column-block peer), each measured twice on WDBC cells made by
+common.partition.split_dataset: *before*, the old behaviour computed in this
+process (kernel blocks with common.kernels and derive_B, the un-clipped DP math,
+the exact error count, a float ledger, float Laplace noise); *after*, the same
+requests sent to entity.cell.EntityCore, i.e. through the release guard.
+tests/integration/test_malicious_coordinator.py runs them against entity processes.
+
     PYTHONPATH=. .venv/bin/python benchmarks/attacks.py [--features 8] [--rows 100] [--seed 0]
 
 Pure computation in this process (no gRPC); prints the tables and writes results/attacks.json.
@@ -19,8 +27,11 @@ Pure computation in this process (no gRPC); prints the tables and writes results
 from __future__ import annotations
 
 import argparse
+import math
 import sys
+import tempfile
 import time
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -31,10 +42,20 @@ import numpy as np  # noqa: E402
 from benchmarks._shared import machine_info, table, write_json  # noqa: E402
 from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
 from common.attacks import (  # noqa: E402
-    FIT_TOLERANCE, Reconstruction, reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear,
+    FIT_TOLERANCE, Reconstruction, bisect_change, float_laplace_reachable, reconstruct_by_peer_scalings,
+    reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear, reconstruct_two_views,
 )
+from common.config import load_entity_config  # noqa: E402
+from common.dataset import DatasetOptions, load_dataset  # noqa: E402
+from common.dp import apply_scaling, fourier_features, private_weights  # noqa: E402
+from common.dp_model import DpModel  # noqa: E402
+from common.errors import PpsvmError  # noqa: E402
 from common.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit  # noqa: E402
-from common.randomness import derive_B  # noqa: E402
+from common.partition import SplitOptions, split_dataset  # noqa: E402
+from common.randomness import derive_B, range_tag  # noqa: E402
+from common.release_log import create_release_log  # noqa: E402
+from entity.cell import EntityCore, SignedRange  # noqa: E402
+from entity.guard import MIN_EPSILON  # noqa: E402
 
 NAME = "attacks"
 RECOVERED = 1e-6   # a row counts as recovered when the best solution is this close (max abs, [0, 1] units)
@@ -149,6 +170,320 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
     return "\n".join(lines)
 
 
+# --- issue 10: a malicious coordinator, before and after the release guard ----------------------------------------
+
+WDBC = Path(__file__).resolve().parents[1] / "common" / "data" / "wdbc.data"
+EXACT = 1e-9  # issue-10 attacks count a value as recovered within this (max abs error; scaled units for records)
+
+
+def _outcome(call: Callable[[], Any]) -> str:
+    """'answered', or the kind of refusal (the error class), of one request to EntityCore."""
+    try:
+        call()
+    except PpsvmError as error:
+        return type(error).__name__
+    return "answered"
+
+
+def _cores(directory: Path, rows: int, privacy: dict[str, str], seed: int) -> dict[str, EntityCore]:
+    """WDBC split into rows x 1 cells by split_dataset, each entity's [privacy] table appended, EntityCore per cell."""
+    dataset = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
+    split_dataset(dataset, SplitOptions(rows=rows, cols=1, out_dir=directory, seed=seed))
+    cores = {}
+    for entity_id, table in privacy.items():
+        config = directory / f"{entity_id}.toml"
+        config.write_text(config.read_text() + f"\n[privacy]\n{table}\n")
+        cores[entity_id] = EntityCore(load_entity_config(config), new_release_log=True)
+    return cores
+
+
+def _threshold_model(feature: int, t: float, n: int, span: float = 1e3) -> bytes:
+    """A DP model predicting +1 exactly when x_feature >= t (sin((x_f - t) / span), |.| < pi/2)."""
+    low, high, rho = np.zeros(n), np.ones(n), np.zeros((1, n))
+    low[feature], high[feature], rho[0, feature] = t, t + span, 1.0
+    return DpModel(method="dp-hybrid", mechanism="laplace", epsilon=1.0, private=True, low=tuple(low.tolist()),
+                   high=tuple(high.tolist()), kernel_width=1.0, C=1.0, rho=tuple(map(tuple, rho.tolist())),
+                   weights=(0.0, 1.0)).to_json().encode("utf-8")
+
+
+def _overflow_scaling(low: np.ndarray, high: np.ndarray, feature: int, t: float) -> tuple[np.ndarray, np.ndarray]:
+    """low_f = 0, high_f = t / max double: the un-clipped scaled x_f overflows exactly when x_f > t."""
+    lo, hi = low.copy(), high.copy()
+    lo[feature], hi[feature] = 0.0, t / np.finfo(np.float64).max
+    return lo, hi
+
+
+def _bisect_or_none(oracle: Callable[[float], Any], lo: float, hi: float, steps: int) -> float | None:
+    try:
+        return bisect_change(oracle, lo, hi, steps)
+    except ValueError:  # the same answer at both ends: nothing to bisect
+        return None
+
+
+def f1_error_oracle(dp: EntityCore) -> dict[str, Any]:
+    """Finding 1: bisection on whether DpWeights fails for a chosen overflow threshold (the old error text)."""
+    cell, d, feature = dp.cell, dp.cell.n_features, 0
+    low, high = cell.X_train.min(axis=0), cell.X_train.max(axis=0)
+    rho = np.ones((1, d))
+    top = float(cell.X_train[:, feature].max())
+
+    def old(t: float) -> bool:
+        with np.errstate(over="ignore", invalid="ignore"):
+            try:
+                fourier_features(apply_scaling(cell.X_train, *_overflow_scaling(low, high, feature, t)), rho)
+            except PpsvmError:
+                return False
+        return True
+
+    asked = []
+
+    def guarded(t: float) -> str:
+        asked.append(t)
+        lo, hi = _overflow_scaling(low, high, feature, t)
+        return _outcome(lambda: dp.dp_weights(method="dp-hybrid", mechanism="laplace", epsilon=MIN_EPSILON, C=1.0,
+                                              rho=rho, low=lo, high=hi, huber_h=0.5, peer="benchmark"))
+
+    before = bisect_change(old, 1e-3, 1e4, 60)
+    spent = dp.guard.spent_micro
+    kinds = {guarded(t) for t in (1e-3, float(np.median(cell.X_train[:, feature])), top, top * 1.01, 1e4)}
+    after = _bisect_or_none(guarded, 1e-3, 1e4, 60)
+    return {
+        "finding": 1, "attack": "bisection on DpWeights' error text (un-clipped overflow of one feature)",
+        "before": {"recovered": abs(before - top) <= EXACT * top, "error": abs(before - top), "requests": 62},
+        "after": {"recovered": after is not None and abs(after - top) <= EXACT * top, "answer_kinds": sorted(kinds),
+                  "requests": len(asked), "epsilon_charged": (dp.guard.spent_micro - spent) / 1e6},
+    }
+
+
+def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
+    """Finding 2: threshold models' error rates, bisected to a held-out value; exact before, noised and charged after."""
+    cell, n = dp.cell, dp.cell.n_features
+
+    def exact(t: float) -> int:
+        model = DpModel.from_json(_threshold_model(0, t, n).decode())
+        return int(np.count_nonzero(np.where(model.decision(cell.X_test) >= 0, 1.0, -1.0) != cell.y_test))
+
+    def noised(t: float) -> float:
+        return float(dp.dp_evaluate(_threshold_model(0, t, n), 0.01, peer="benchmark")["error_rate"])
+
+    def distance(t: float | None) -> float:
+        return math.inf if t is None else float(np.abs(cell.X_test[:, 0] - t).min())
+
+    before = bisect_change(exact, 0.0, 100.0, 45)
+    spent = dp.guard.spent_micro
+    after = _bisect_or_none(noised, 0.0, 100.0, 30)
+    repeats = [dp.dp_evaluate(_threshold_model(0, 15.0, n), 0.1, peer="benchmark")["error_rate"] for _ in range(6)]
+    return {
+        "finding": 2, "attack": "bisection on DpEvaluate's error rate of threshold models",
+        "before": {"recovered": distance(before) <= EXACT, "distance_to_held_out_value": distance(before), "requests": 47},
+        "after": {"recovered": distance(after) <= EXACT, "distance_to_held_out_value": distance(after), "requests": 32,
+                  "distinct_answers_of_6_identical_requests": len(set(repeats)),
+                  "epsilon_charged": (dp.guard.spent_micro - spent) / 1e6},
+    }
+
+
+def _signed(core: EntityCore, secret: bytes, low: np.ndarray | None = None, high: np.ndarray | None = None) -> SignedRange:
+    """A member's range tagged under the secret: its own (honest) or one a colluding peer chose."""
+    lo, hi = (core.own_range if low is None else (low, high))
+    return SignedRange(core.id, lo.tolist(), hi.tolist(), range_tag(secret, core.id, lo, hi))
+
+
+def f3_peer_scalings(rk: dict[str, EntityCore], target: str, colluder: str, name: str) -> dict[str, Any]:
+    """Finding 3: a colluding peer's forged (validly tagged) scalings of the target's basis at mbar = 1."""
+    core, peer = rk[target], rk[colluder]
+    secret, n = peer.config.read_secret(), core.cell.n_features  # the colluder's own copy of the block's secret
+    mu = 1.0 / n
+    members = sorted(rk)
+    honest = [_signed(rk[e], secret) for e in members]
+    low, high = np.min([r.low for r in honest], axis=0), np.max([r.high for r in honest], axis=0)
+    B = derive_B(secret, 1, n)
+    X = core.cell.X_train
+
+    def recovered(found: np.ndarray) -> float:
+        return float(np.mean(np.abs(scale_to_unit(found, low, high) - scale_to_unit(X, low, high)).max(axis=1) <= EXACT))
+
+    asked: list[int] = []
+
+    def old(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        asked.append(1)
+        return kernel(name, scale_to_unit(X, lo, hi), B, mu)
+
+    before = recovered(reconstruct_by_peer_scalings(old, low, high, B, name, mu))
+    served: list[int] = []
+
+    def guarded(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        ranges = [r if r.entity_id != colluder else _signed(peer, secret, lo, hi) for r in honest]
+        block = core.kernel_block(name, 1, mu, ranges, record_set="train", peer="benchmark")  # type: ignore[arg-type]
+        served.append(1)
+        return block
+
+    try:
+        after: float | str = recovered(reconstruct_by_peer_scalings(guarded, low, high, B, name, mu))
+    except PpsvmError as error:
+        after = type(error).__name__
+    return {
+        "finding": 3, "attack": f"column-block peer's forged scalings, {name}, mbar = 1 (target pinned by an honest release)",
+        "before": {"rows_recovered": before, "requests": len(asked), "rows": len(X)},
+        "after": {"rows_recovered": after if isinstance(after, float) else 0.0, "stopped_by": after if isinstance(after, str) else None,
+                  "requests_served": len(served)},
+    }
+
+
+def f4_two_views(rk: dict[str, EntityCore], target: str) -> dict[str, Any]:
+    """Finding 4: a linear and a Gaussian view of the same B_j at mbar = n - 1."""
+    core = rk[target]
+    secret, n = core.config.read_secret(), core.cell.n_features
+    mu = 1.0 / n
+    honest = [_signed(rk[e], secret) for e in sorted(rk)]
+    low, high = np.min([r.low for r in honest], axis=0), np.max([r.high for r in honest], axis=0)
+    U = scale_to_unit(core.cell.X_train, low, high)
+    B = derive_B(secret, n - 1, n)
+
+    def recovered(K_linear: np.ndarray, K_gaussian: np.ndarray) -> float:
+        candidates = reconstruct_two_views(K_linear, K_gaussian, B, mu)
+        return float(np.mean(np.abs(candidates - U[:, None, :]).max(axis=2).min(axis=1) <= EXACT))
+
+    before = recovered(kernel("linear", U, B), kernel("gaussian", U, B, mu))
+    one_view = float(np.mean(np.abs(reconstruct_linear(kernel("linear", U, B), B).X - U).max(axis=1) <= EXACT))
+    answers = {}
+    for view in ("gaussian", "linear"):
+        answers[view] = _outcome(lambda view=view: core.kernel_block(view, n - 1, mu, honest, record_set="train", peer="benchmark"))
+    after = recovered(core.kernel_block("linear", n - 1, mu, honest, record_set="train"),
+                      core.kernel_block("gaussian", n - 1, mu, honest, record_set="train")) \
+        if set(answers.values()) == {"answered"} else 0.0
+    return {
+        "finding": 4, "attack": "linear and Gaussian views of one B_j at mbar = n - 1 (two candidates per row)",
+        "before": {"rows_recovered": before, "rows_recovered_from_one_view": one_view},
+        "after": {"rows_recovered": after, "answers": answers},
+    }
+
+
+def f5_budget(dp_small: EntityCore, config_path: Path) -> dict[str, Any]:
+    """Finding 5: tiny epsilons after exhaustion, and a deleted or truncated release log."""
+    total = dp_small.config.epsilon_total or 1.0
+    spent, granted = total, 0
+    for _ in range(1000):  # the old float ledger: 1.0 + 1e-300 == 1.0
+        if spent + 1e-300 <= total:
+            granted += 1
+            spent += 1e-300
+    model = _threshold_model(0, 15.0, dp_small.cell.n_features)
+    answered = 0
+    while _outcome(lambda: dp_small.dp_evaluate(model, 0.25, peer="benchmark")) == "answered":
+        answered += 1
+    tiny = [_outcome(lambda eps=eps: dp_small.dp_evaluate(model, eps, peer="benchmark")) for eps in (1e-300, 5e-324)] * 500
+    at_minimum = _outcome(lambda: dp_small.dp_evaluate(model, MIN_EPSILON, peer="benchmark"))
+    log = dp_small.config.release_log
+    assert log is not None
+    lines = log.read_bytes().splitlines(keepends=True)
+    log.unlink()
+    deleted = _outcome(lambda: EntityCore(load_entity_config(config_path)))
+    create_release_log(log, dp_small.id)  # the old behaviour: a missing ledger read as a new one
+    reset_before = EntityCore(load_entity_config(config_path)).remaining_budget()
+    log.write_bytes(b"".join(lines[:1]))  # the whole history cut back to the creation line
+    truncated = EntityCore(load_entity_config(config_path)).remaining_budget()
+    return {
+        "finding": 5, "attack": "epsilon 1e-300 / 5e-324 after exhaustion; budget reset by deleting or truncating the log",
+        "before": {"tiny_epsilons_granted_of_1000": granted, "budget_after_deleting_the_log": reset_before},
+        "after": {"requests_answered_at_0.25_of_1": answered, "tiny_epsilon_answers": sorted(set(tiny)),
+                  "min_epsilon_after_exhaustion": at_minimum, "deleted_log": deleted,
+                  "budget_after_truncating_the_log": truncated},
+        "open_hole": "a release log cut back to its creation line is still a valid hash chain: the entity starts again "
+                     "with its whole budget and no basis pin (deleting the log is refused, truncating it is not detected)",
+    }
+
+
+def f6_dp_mode(dp: dict[str, EntityCore], seed: int) -> dict[str, Any]:
+    """Finding 6: random-kernel RPCs from a DP-mode entity, and float Laplace noise (Mironov 2012).
+
+    ``dp``: r0c0 in DP mode, r2c0 in mixed mode (it serves what every entity served before the modes).
+    """
+    core_dp, mixed = dp["r0c0"], dp["r2c0"]
+    n = core_dp.cell.n_features
+    # The block's tagged ranges, as the old entities published them (a DP-mode member refuses FeatureRange now).
+    ranges = [_signed(dp[e], dp[e].config.read_secret()) for e in sorted(dp)]
+
+    def rpcs(core: EntityCore) -> dict[str, str]:
+        return {
+            "Records": _outcome(lambda: core.records("benchmark")),
+            "FeatureRange": _outcome(lambda: core.feature_range("benchmark")),
+            "KernelBlock": _outcome(lambda: core.kernel_block("gaussian", 2, 1.0 / n, ranges, record_set="train")),
+            "LocalBaseline": _outcome(lambda: core.local_baseline("classify", "gaussian", 1.0, 1.0 / n, seed)),
+        }
+
+    # Float Laplace on the weights of a real release and of a neighbouring dataset (one record replaced).
+    cell = core_dp.cell
+    low, high = cell.X_train.min(axis=0), cell.X_train.max(axis=0)
+    rho = np.random.default_rng(seed).normal(0.0, 1.0, (4, n)) / n
+    Z = fourier_features(apply_scaling(cell.X_train, low, high), rho)
+    y = cell.y_train
+    w = private_weights(Z, y, epsilon=None, mechanism="none").weights
+    y_neighbour = y.copy()
+    y_neighbour[0] = -y_neighbour[0]
+    w_neighbour = private_weights(Z, y_neighbour, epsilon=None, mechanism="none").weights
+    scale = 2.0**2.5 * 1.0 * math.sqrt(rho.shape[0]) / (len(y) * 1.0)  # the old scale at C = 1, epsilon = 1
+    draws = float(w[0]) + np.random.default_rng(seed).laplace(0.0, scale, size=1000)
+    ruled_out = float(np.mean([not float_laplace_reachable(float(o), float(w_neighbour[0]), scale) for o in draws]))
+    release, _ = core_dp.dp_weights(method="dp-hybrid", mechanism="laplace", epsilon=1.0, C=1.0, rho=rho, low=low, high=high,
+                               huber_h=0.5, peer="benchmark")
+    grid = release.noise.split("grid 2^")[1].split(",")[0] if "grid 2^" in release.noise else None
+    on_grid = None if grid is None else float(np.mean([(v / math.ldexp(1.0, int(grid))).is_integer() for v in release.weights]))
+    return {
+        "finding": 6, "attack": "random-kernel RPCs from a DP entity; a neighbour ruled out by float Laplace's low bits",
+        "before": {"served_by_an_entity_with_a_budget": rpcs(mixed),
+                   "float_laplace_outputs_ruling_out_the_neighbour": ruled_out},
+        "after": {"served_by_a_dp_mode_entity": rpcs(core_dp), "laplace_noise": release.noise,
+                  "released_weights_on_the_grid": on_grid},
+    }
+
+
+def issue10_attacks(seed: int) -> list[dict[str, Any]]:
+    """Every attack of issue 10, before (old behaviour, in process) and after (through EntityCore's guard)."""
+    import logging
+
+    logging.disable(logging.WARNING)  # the guard logs every refused or failed release; the table says it
+    try:
+        # np.errstate: the crafted scalings overflow inside the entity before it clips them (its answer is unchanged).
+        with tempfile.TemporaryDirectory() as tmp, np.errstate(over="ignore"):
+            rk = _cores(Path(tmp) / "rk", 2, {"r0c0": "", "r1c0": ""}, seed)
+            dp = _cores(Path(tmp) / "dp", 3, {"r0c0": "epsilon_total = 5", "r1c0": "epsilon_total = 1",
+                                              "r2c0": 'epsilon_total = 1\nmode = "mixed"'}, seed)
+            n = rk["r0c0"].cell.n_features
+            for entity_id, view in (("r0c0", "gaussian"), ("r1c0", "linear")):  # the honest first releases pin the views
+                ranges = [_signed(rk[e], rk[e].config.read_secret()) for e in sorted(rk)]
+                rk[entity_id].kernel_block(view, n - 1, 1.0 / n, ranges, record_set="train", peer="benchmark")
+            results = [f1_error_oracle(dp["r0c0"]), f2_evaluate_oracle(dp["r0c0"])]
+            results += [f3_peer_scalings(rk, "r0c0", "r1c0", "gaussian"), f3_peer_scalings(rk, "r1c0", "r0c0", "linear")]
+            results.append(f4_two_views(rk, "r0c0"))
+            results.append(f5_budget(dp["r1c0"], Path(tmp) / "dp" / "r1c0.toml"))
+            results.append(f6_dp_mode(dp, seed))
+            return results
+    finally:
+        logging.disable(logging.NOTSET)
+
+
+def issue10_report(results: list[dict[str, Any]]) -> str:
+    """One row per attack: what it achieved before and after the release guard."""
+    def short(side: dict[str, Any]) -> str:
+        parts = []
+        for key, value in side.items():
+            if isinstance(value, float):
+                value = f"{value:.3g}"
+            elif isinstance(value, dict):
+                value = "/".join(f"{k}:{'served' if v == 'answered' else v}" for k, v in value.items())
+            parts.append(f"{key}={value}")
+        return "; ".join(parts)
+
+    rows = [[str(r["finding"]), r["attack"], short(r["before"]), short(r["after"])] for r in results]
+    lines = ["Issue 10: a malicious coordinator (with one colluding column-block peer), on WDBC cells (split_dataset, "
+             "30 features). before: the old behaviour computed in this process; after: the same requests to "
+             "entity.cell.EntityCore (the release guard). Values count as recovered within "
+             f"{EXACT:g} (scaled units for records)."]
+    for row in rows:
+        lines += ["", f"finding {row[0]}: {row[1]}", f"  before: {row[2]}", f"  after:  {row[3]}"]
+    lines += [f"  OPEN HOLE (finding {r['finding']}): {r['open_hole']}" for r in results if r.get("open_hole")]
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--features", type=int, default=8, help="n_j, the column block's width (default 8)")
@@ -161,13 +496,17 @@ def main(argv: list[str] | None = None) -> int:
     started = time.perf_counter()
     peer = peer_attacks(args.features, args.rows, args.seed)
     coordinator = coordinator_attacks(args.features, args.rows, args.seed)
+    issue10 = issue10_attacks(args.seed)
     total = time.perf_counter() - started
     print(report(args.features, args.rows, args.seed, peer, coordinator))
+    print()
+    print(issue10_report(issue10))
     print(f"total wall time {total:.0f} s")
     settings = {"features": args.features, "rows": args.rows, "seed": args.seed, "starts": STARTS,
                 "recovered_below": RECOVERED, "ambiguous_above": AMBIGUOUS, "fit_tolerance": FIT_TOLERANCE, "mu": 1.0 / args.features,
                 "total_seconds": total}
-    path = write_json(NAME, {"machine": machine_info(), "settings": settings, "peer": peer, "coordinator": coordinator})
+    path = write_json(NAME, {"machine": machine_info(), "settings": settings, "peer": peer, "coordinator": coordinator,
+                             "issue10": issue10})
     print(f"wrote {path}")
     return 0
 

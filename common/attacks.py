@@ -18,11 +18,18 @@ Two adversaries are modelled (DESIGN.md sections 1 and 2):
   honest request, any mbar, and bounds that still cover the honest ones,
   recovers every record of the cell and B_j exactly, for either kernel.
 
-Every function is pure: arrays (or a query function) in, a :class:`Reconstruction` out.
+The attacks of issue 10 (a malicious coordinator, possibly helped by one column-block peer)
+follow: :func:`reconstruct_by_peer_scalings` (forged scalings of one basis),
+:func:`reconstruct_two_views` (a linear and a Gaussian view of one basis), :func:`bisect_change`
+(an exact oracle read by bisection) and :func:`float_laplace_reachable` (floating-point Laplace
+noise, Mironov 2012).
+
+Every function is pure: arrays (or a query function) in, a :class:`Reconstruction` (or an array) out.
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from dataclasses import dataclass
 from itertools import combinations
@@ -272,3 +279,162 @@ def _check(K: np.ndarray, B: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 def _result(X: np.ndarray, residual: np.ndarray, pair: np.ndarray, solution_dim: int) -> Reconstruction:
     spread = np.linalg.norm(pair[:, 0] - pair[:, 1], axis=1)
     return Reconstruction(X=X, residual=residual, pair=pair, spread=spread, solution_dim=solution_dim)
+
+
+# --- attacks of issue 10 (a malicious coordinator, possibly helped by one column-block peer) ---------------------
+
+
+def reconstruct_by_peer_scalings(
+    query: Callable[[np.ndarray, np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray, B: np.ndarray,
+    kernel: KernelName, mu: float = 1.0,
+) -> np.ndarray:
+    """A column-block peer's attack through forged (validly tagged) scalings of the same basis B_j.
+
+    The peer holds the column-block secret, so it knows B_j and can tag a range of its choosing as
+    its own; the column block's scaling is the min and max over its members' ranges, so a forged
+    range that contains the honest block range *is* the scaling the target applies. Each new
+    scaling of the same records adds mbar equations per record (DESIGN.md rule 5). With
+    u = (x - low) / (high - low) the honestly scaled record and b_r the known points:
+
+    - linear, n + 1 requests: widening feature f's high to low + 2 (high - low) maps u_f to u_f / 2,
+      so the answer minus the honest one is -b_rf u_f / 2;
+    - Gaussian, 2 n + 1 requests, on squared distances -log(K) / mu: u_f -> u_f / 2 changes them by
+      (u_f/2 - b_rf)^2 - (u_f - b_rf)^2, and widening low to low - (high - low), u_f -> (u_f + 1) / 2,
+      by ((u_f + 1)/2 - b_rf)^2 - (u_f - b_rf)^2; the second minus the first is (2 u_f + 1)/4 - b_rf.
+
+    Every scaling sent contains the honest one, so the target's records still map into [0, 1].
+
+    Parameters
+    ----------
+    query : callable (low, high) -> ndarray, shape (m, mbar)
+        One kernel request of the target under that block scaling (mbar >= 1; 1 suffices).
+    low, high : ndarray, shape (n,)
+        The honest block scaling.
+    B : ndarray, shape (mbar, n)
+        The column block's random points, which the peer derives from the secret.
+    kernel : {"linear", "gaussian"}
+    mu : float
+        The Gaussian width of ``query``.
+
+    Returns
+    -------
+    ndarray, shape (m, n)
+        The target's records in their original units.
+    """
+    low, high = np.asarray(low, dtype=np.float64), np.asarray(high, dtype=np.float64)
+    B = np.asarray(B, dtype=np.float64)
+    width = np.where(high > low, high - low, 1.0)
+
+    def ask(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+        answer = np.asarray(query(lo, hi), dtype=np.float64)
+        return answer if kernel == "linear" else -np.log(answer) / mu
+
+    base = ask(low, high)
+    U = np.empty((base.shape[0], low.size))
+    for f in range(low.size):
+        hi = high.copy()
+        hi[f] = low[f] + 2.0 * width[f]
+        halved = ask(low, hi) - base
+        if kernel == "linear":
+            U[:, f] = -2.0 * halved @ B[:, f] / (B[:, f] @ B[:, f])
+            continue
+        lo = low.copy()
+        lo[f] = low[f] - width[f]
+        moved = ask(lo, high) - base
+        U[:, f] = (2.0 * (moved - halved + B[:, f]) - 0.5).mean(axis=1)
+    return low + U * width
+
+
+def reconstruct_two_views(K_linear: np.ndarray, K_gaussian: np.ndarray, B: np.ndarray, mu: float) -> np.ndarray:
+    """Records from a linear and a Gaussian view of the same basis B (DESIGN.md rule 5: one basis, one view).
+
+    The linear rows give B a; the Gaussian rows give ||a - b_r||^2 = -log(K_r) / mu, hence
+    ||a||^2 = ||a - b_r||^2 + 2 b_r'a - ||b_r||^2 (averaged over r). At mbar = n - 1 with B of full
+    row rank, a = a0 + t z with a0 the minimum-norm solution of B a = k, z the unit null direction,
+    and t = +-sqrt(||a||^2 - ||a0||^2): two candidates, one of them the record.
+
+    Parameters
+    ----------
+    K_linear, K_gaussian : ndarray, shape (m, mbar)
+    B : ndarray, shape (mbar, n), mbar = n - 1
+    mu : float
+
+    Returns
+    -------
+    ndarray, shape (m, 2, n)
+        The two candidates per record (in the scaled units of the kernels).
+    """
+    K_linear, B = _check(K_linear, B)
+    K_gaussian, _ = _check(K_gaussian, B)
+    mbar, n = B.shape
+    if mbar != n - 1:
+        raise ValueError(f"two views pin a record at mbar = n - 1 = {n - 1}; got mbar = {mbar}")
+    squared = -np.log(np.clip(K_gaussian, np.finfo(np.float64).tiny, None)) / mu
+    norm2 = (squared + 2.0 * K_linear - (B**2).sum(axis=1)).mean(axis=1)
+    a0 = np.linalg.lstsq(B, K_linear.T, rcond=None)[0].T
+    z = np.linalg.svd(B)[2][-1]
+    t = np.sqrt(np.clip(norm2 - (a0**2).sum(axis=1), 0.0, None))
+    return np.stack([a0 + t[:, None] * z, a0 - t[:, None] * z], axis=1)
+
+
+def bisect_change(oracle: Callable[[float], object], lo: float, hi: float, steps: int) -> float:
+    """A point where ``oracle`` changes its answer, by bisection between two points whose answers differ.
+
+    Keeps [a, b] with oracle(a) != oracle(b): the answer changes somewhere in between. Against an
+    exact oracle that changes only at private values (an error count as a threshold crosses a
+    record, a count of non-finite rows), the result converges to one of them.
+
+    Returns
+    -------
+    float
+        The midpoint of the final interval (``steps`` halvings after the two end queries).
+    """
+    a, b = float(lo), float(hi)
+    at_a = oracle(a)
+    if oracle(b) == at_a:
+        raise ValueError("the oracle answers the same at both ends: nothing to bisect")
+    for _ in range(steps):
+        middle = 0.5 * (a + b)
+        if oracle(middle) == at_a:
+            a = middle
+        else:
+            b = middle
+    return 0.5 * (a + b)
+
+
+_UNIT_STEPS = 2**53  # numpy's uniform doubles are k / 2^53
+
+
+def _numpy_laplace_noise(k: int, scale: float) -> float:
+    """The noise numpy's Generator.laplace(0.0, scale) returns for the uniform draw U = k / 2^53, operation by operation."""
+    U = k / _UNIT_STEPS
+    if U >= 0.5:
+        return 0.0 - scale * math.log((2.0 - U) - U)
+    return 0.0 + scale * math.log(U + U)
+
+
+def float_laplace_reachable(output: float, loc: float, scale: float) -> bool:
+    """Whether ``loc + numpy.random.Generator.laplace(0.0, scale)`` can equal ``output`` exactly (Mironov 2012).
+
+    Laplace noise drawn in floating point takes one of 2^53 values, and loc + noise is rounded to a
+    double: the doubles reachable from two neighbouring values of loc differ. An output that is not
+    reachable from loc' rules loc' out with certainty, which no epsilon-DP mechanism allows. The
+    noise is monotone in the draw k on each of numpy's two branches (U < 1/2 and U >= 1/2), so a
+    binary search per branch finds whether some k gives ``output`` exactly.
+    """
+    def value(k: int) -> float:
+        return loc + _numpy_laplace_noise(k, scale)
+
+    for first, last in ((1, 2**52 - 1), (2**52, _UNIT_STEPS - 1)):
+        if value(first) > output or value(last) < output:
+            continue
+        a, b = first, last
+        while a < b:
+            middle = (a + b) // 2
+            if value(middle) < output:
+                a = middle + 1
+            else:
+                b = middle
+        if value(a) == output:
+            return True
+    return False
