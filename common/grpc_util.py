@@ -6,15 +6,16 @@ import functools
 import logging
 import signal
 import threading
-from collections.abc import Callable, Collection, Iterator
+from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent import futures
 from types import FrameType
 from typing import Any, TypeVar
 
 import grpc
 
+from common.certs import COORDINATOR, Role
 from common.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
-from common.tls import RequirePeer, TlsFiles, channel_credentials, server_credentials
+from common.tls import Authorize, TlsFiles, channel_credentials, server_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -76,23 +77,29 @@ def stream_handler(method: F) -> F:
 
 def create_server(
     address: str, register: Callable[[grpc.Server], None], *, tls: TlsFiles | None,
-    allowed_peers: Collection[str] | None = None, max_workers: int = 8,
+    allowed_peers: Collection[str] | None = None, roles: Collection[Role] | Mapping[str, Collection[Role]] = (COORDINATOR,),
+    max_workers: int = 8,
 ) -> tuple[grpc.Server, int]:
     """Start a server on ``address`` (port 0 picks a free one); returns (server, bound port).
 
     Parameters
     ----------
     tls : TlsFiles or None
-        Mutual TLS material; None serves plaintext (see :func:`common.tls.choose_tls`).
+        Mutual TLS material; None serves plaintext (see :func:`common.tls.choose_tls`), where
+        no identity or role can be checked.
     allowed_peers : collection of str, optional
-        Certificate identities allowed to call; None accepts any certificate from the CA.
+        Certificate identities allowed to call; None accepts any name the CA certified.
+    roles : collection of role, or mapping of str to collection of role
+        The certificate roles that may call every method, or per full method name
+        (:func:`common.tls.method_roles`; methods not named are refused). Default: the
+        coordinator role for every method, which is what an entity serves.
 
     Raises
     ------
     ConfigError
         The address cannot be bound, or the TLS files cannot be read.
     """
-    interceptors = [RequirePeer(allowed_peers)] if tls is not None and allowed_peers is not None else []
+    interceptors = [Authorize(roles, allowed_peers)] if tls is not None else []
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
     register(server)
     try:

@@ -4,7 +4,8 @@ A dataset is cut into r row blocks and s column blocks; each cell goes to one
 entity as a CSV file, with an entity config that is private to that entity, a
 secret per column block (shared by that block's entities, from which they derive
 B_j; DESIGN.md section 2), a public federation file for the coordinator, TLS
-certificates for every party from a one-off CA whose key is not kept, and a
+certificates (each with its roles: the coordinator, every entity and one
+prediction client, ``client``) from a one-off CA whose key is not kept, and a
 manifest (``split.json``) recording how the split was made. All files are staged
 under temporary names and renamed into place only once every one was written.
 """
@@ -24,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from common.certs import CA_FILE, CA_KEY_FILE, DEFAULT_COORDINATOR_NAME, certificate_file, key_file, make_certificates
+from common.certs import CA_FILE, CA_KEY_FILE, DEFAULT_COORDINATOR_NAME, certificate_file, federation_parties, key_file, make_certificates
 from common.config import FederationEntity, federation_toml, release_log_name, toml_document
 from common.constants import TASKS
 from common.dataset import Dataset
@@ -204,7 +205,7 @@ def split_dataset(
             )
     for j in range(options.cols):
         files[secret_file_name(j)] = (new_secret_hex() + "\n", PRIVATE_MODE)
-    for filename, pem in make_certificates([DEFAULT_COORDINATOR_NAME, *entity_names]).items():
+    for filename, pem in make_certificates(federation_parties(DEFAULT_COORDINATOR_NAME, entity_names)).items():
         # Without the CA key nobody can mint another identity this federation would trust.
         if filename != CA_KEY_FILE:
             files[filename] = (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE)

@@ -3,22 +3,25 @@
 Both sides present certificates signed by the federation CA (``ppsvm certs``).
 A client pins the identity it expects (the entity id from the federation file)
 through gRPC's target-name check, so a process at the right address with
-another party's certificate is refused. A server may further restrict callers
-to named identities: entities accept only the coordinator their config names.
+another party's certificate is refused. That check is DNS hostname matching and
+ignores case; party names are lowercase only (common.certs) so that it is exact
+all the same. A server checks every call against the caller's certificate: the
+exact name (entities accept only the coordinator their config names) and the
+role the method needs (entity RPCs: coordinator; Predict: client).
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import grpc
 
-from common.certs import certificate_identity
+from common.certs import Party, Role, certificate_identity, certificate_party
 from common.errors import ConfigError
 
 logger = logging.getLogger(__name__)
@@ -70,25 +73,82 @@ def channel_credentials(tls: TlsFiles) -> grpc.ChannelCredentials:
     return grpc.ssl_channel_credentials(root_certificates=ca, private_key=key, certificate_chain=cert)
 
 
+def peer_party(context: grpc.ServicerContext) -> Party | None:
+    """The caller as its certificate names it (exact name, roles); None for a plaintext call.
+
+    Read from the certificate itself, not from gRPC's list of peer identities, which mixes DNS
+    names with role URIs.
+
+    Raises
+    ------
+    ValueError
+        The certificate does not name exactly one party (:func:`common.certs.certificate_party`).
+    """
+    certificates = context.auth_context().get("x509_pem_cert")
+    return certificate_party(certificates[0]) if certificates else None
+
+
 def peer_names(context: grpc.ServicerContext) -> set[str]:
-    """The identities (certificate DNS names) of the caller; empty for a plaintext call."""
-    return {name.decode() for name in (context.peer_identities() or [])}
+    """The identity (certificate DNS name) of the caller; empty for a plaintext call."""
+    party = peer_party(context)
+    return {party.name} if party is not None else set()
 
 
-class RequirePeer(grpc.ServerInterceptor):
-    """Refuse, with PERMISSION_DENIED, every call whose certificate names none of ``allowed``."""
+def method_roles(service: str, roles: Mapping[str, Collection[Role]]) -> dict[str, frozenset[Role]]:
+    """Full gRPC method names (``/package.Service/Method``) of ``service``'s methods -> the roles that may call them."""
+    return {f"/{service}/{method}": frozenset(allowed) for method, allowed in roles.items()}
 
-    def __init__(self, allowed: Iterable[str]) -> None:
-        self.allowed = frozenset(allowed)
+
+class Authorize(grpc.ServerInterceptor):
+    """Refuse, with PERMISSION_DENIED, every call whose certificate names another party or lacks a role the method allows.
+
+    Checked per call from the peer's certificate: its one DNS name compared exactly (a name in
+    another case is another name) and its role URIs.
+
+    Parameters
+    ----------
+    roles : collection of role, or mapping of str to collection of role
+        The roles that may call every method, or per full method name (:func:`method_roles`);
+        a method the mapping does not name is refused to everyone.
+    identities : collection of str, optional
+        Names that may call at all (entities: the coordinator their config names); None: any name.
+    """
+
+    def __init__(self, roles: Collection[Role] | Mapping[str, Collection[Role]], identities: Collection[str] | None = None) -> None:
+        self.roles = roles
+        self.identities = frozenset(identities) if identities is not None else None
+
+    def _allowed_roles(self, method: str) -> frozenset[Role]:
+        if isinstance(self.roles, Mapping):
+            return frozenset(self.roles.get(method, ()))
+        return frozenset(self.roles)
+
+    def _refusal(self, context: grpc.ServicerContext, method: str) -> str | None:
+        """Why the caller may not call ``method``, or None if it may."""
+        try:
+            party = peer_party(context)
+        except ValueError as exc:
+            return f"the caller's certificate is not a ppsvm party's ({exc}) and may not call {method}"
+        if party is None:
+            return f"a caller without a certificate may not call {method}"
+        allowed = self._allowed_roles(method)
+        if self.identities is not None and party.name not in self.identities:
+            return f"{party.name} may not call {method}; this server accepts only {', '.join(sorted(self.identities))}"
+        if not allowed:
+            return f"{method} is not open to any caller on this server"
+        if not party.roles & allowed:
+            held = f"grants {', '.join(sorted(party.roles))}" if party.roles else \
+                "grants no ppsvm role (made before roles existed: make new ones with `ppsvm certs`)"
+            return (f"{party.name} may not call {method}: that needs a certificate with the role {' or '.join(sorted(allowed))}, "
+                    f"and {party.name}'s certificate {held}")
+        return None
 
     def _guard(self, behaviour: Callable[[Any, grpc.ServicerContext], Any], method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
         def checked(request: Any, context: grpc.ServicerContext) -> Any:
-            names = peer_names(context)
-            if not names & self.allowed:
-                caller = ", ".join(sorted(names)) or "a caller without a certificate identity"
-                logger.warning("refused %s from %s (%s): allowed callers are %s", method, caller, context.peer(), sorted(self.allowed))
-                context.abort(grpc.StatusCode.PERMISSION_DENIED,
-                              f"{caller} may not call {method}; this server accepts only {', '.join(sorted(self.allowed))}")
+            refusal = self._refusal(context, method)
+            if refusal is not None:
+                logger.warning("refused a call from %s: %s", context.peer(), refusal)
+                context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
             return behaviour(request, context)
 
         return checked
@@ -105,7 +165,7 @@ class RequirePeer(grpc.ServerInterceptor):
             return grpc.unary_unary_rpc_method_handler(self._guard(handler.unary_unary, method), **codec)
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(self._guard(handler.unary_stream, method), **codec)
-        raise TypeError(f"{method}: RequirePeer guards unary-request methods only")
+        raise TypeError(f"{method}: Authorize guards unary-request methods only")
 
 
 def choose_tls(tls: TlsFiles | None, *, insecure: bool, source: Path) -> TlsFiles | None:

@@ -13,7 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from common import __version__
-from common.certs import DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
+from common.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 from common.config import Federation, load_federation, toml_string
 from common.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from common.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
@@ -216,26 +216,28 @@ def cmd_split(args: argparse.Namespace) -> int:
         provenance=dataclasses.asdict(dataset_options),
     )
     print(f"wrote {len(result.entity_config_paths)} cells ({result.n_train} training, {result.n_test} held-out records) "
-          f"and {result.federation_path}")
+          f"and {result.federation_path}; prediction clients of `coordinator serve` use {DEFAULT_CLIENT_NAME}.pem and "
+          f"{DEFAULT_CLIENT_NAME}.key")
     return 0
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from common.certs import CA_FILE, CA_KEY_FILE, certificate_file, key_file, make_certificates
+    from common.certs import CA_FILE, CA_KEY_FILE, certificate_file, federation_parties, key_file, make_certificates
     from common.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 
     federation = load_federation(args.federation)
-    names = [args.coordinator, *(e.id for e in federation.entities)]
-    files = make_certificates(names, valid_days=args.days)
+    parties = federation_parties(args.coordinator, [e.id for e in federation.entities], args.client)
+    files = make_certificates(parties, valid_days=args.days)
     out = Path(args.out)
     existing = sorted(name for name in files if (out / name).exists())
     if existing and not args.overwrite:
         raise ConfigError(f"{out} already holds {', '.join(existing)}; pass --overwrite to replace them")
     write_all(out, {name: (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE) for name, pem in files.items()})
-    print(f"wrote a CA and {len(names)} certificates to {out}, valid for {args.days} days:")
+    print(f"wrote a CA and {len(parties)} certificates to {out}, valid for {args.days} days:")
     print(f"  {CA_FILE}: to every party;  {CA_KEY_FILE}: keep offline (it can mint identities this federation trusts)")
-    for name in names:
-        print(f"  {certificate_file(name)} and {key_file(name)}: to {name} only")
+    for name, roles in parties.items():
+        holder = "prediction clients" if roles == (CLIENT,) else f"{name} only"
+        print(f"  {certificate_file(name)} and {key_file(name)}: to {holder} (role{'s' if len(roles) > 1 else ''}: {', '.join(roles)})")
     print(f"each entity's [tls] table names ca, cert, key and coordinator = {toml_string(args.coordinator)}; "
           "the federation file's names the coordinator's ca, cert and key")
     return 0
@@ -347,14 +349,18 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     split.set_defaults(run=cmd_split)
 
     certs = commands.add_parser(
-        "certs", help="make a federation CA and a TLS certificate and key for the coordinator and every entity",
+        "certs", help="make a federation CA and a TLS certificate and key for the coordinator, every entity and prediction clients",
         description="Mutual TLS material for a federation: a CA, and for each party a certificate whose name is its id "
-                    "in the federation file (the coordinator checks entities by these names; entities accept only the "
-                    "coordinator name in their [tls] table). Keys are EC P-256, written with mode 0600.",
+                    "in the federation file and whose roles say what it may call (the coordinator checks entities by these "
+                    "names; entities accept only the coordinator name in their [tls] table, with the coordinator role; "
+                    "`coordinator serve` answers Predict only to the client role, which the coordinator's certificate and "
+                    "the client certificate hold). Names are lowercase. Keys are EC P-256, written with mode 0600.",
     )
     certs.add_argument("--federation", required=True, help="the federation file: one certificate per entity id")
     certs.add_argument("--out", required=True, help="directory for ca.pem, ca.key and NAME.pem / NAME.key")
     certs.add_argument("--coordinator", default=DEFAULT_COORDINATOR_NAME, help="the coordinator's identity (default %(default)s)")
+    certs.add_argument("--client", default=DEFAULT_CLIENT_NAME,
+                       help="the identity of the prediction clients' certificate, which may only ask for predictions (default %(default)s)")
     certs.add_argument("--days", type=int, default=DEFAULT_VALID_DAYS, help="validity in days (default %(default)s)")
     certs.add_argument("--overwrite", action="store_true", help="replace existing files of the same names")
     certs.set_defaults(run=cmd_certs)

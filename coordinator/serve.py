@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 import grpc
 
+from common.certs import CLIENT, ROLES
 from common.config import Federation
 from common.constants import DEFAULT_DEADLINE_S
 from common.errors import DataError
@@ -15,10 +16,16 @@ from common.grpc_util import create_server, host_of, stop_on_signals, unary_hand
 from common.model import Model
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
+from common.tls import method_roles
 from coordinator.evaluate import check_model_matches
 from coordinator.federation import RowBlockRecords, Session
 
 logger = logging.getLogger(__name__)
+
+# Predict answers about any record the entities hold, so only a prediction client's certificate
+# may ask: an entity's may not, since a decision value is a function of other entities' private features.
+# Status tells the model's public settings and a request count: any party of the federation.
+PREDICTION_ROLES = method_roles(pb.DESCRIPTOR.services_by_name["Coordinator"].full_name, {"Predict": (CLIENT,), "Status": ROLES})
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
@@ -75,8 +82,8 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
         # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
         session.ranges_for(model.scaling)
         servicer = CoordinatorServicer(session, model, blocks)
-        # Prediction clients need a certificate from the federation CA; any identity may ask.
-        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=session.tls)
+        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=session.tls,
+                                     roles=PREDICTION_ROLES)
         print(f"listening on {host_of(listen)}:{port}", flush=True)
         # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
         while not stop.wait(timeout=0.5):

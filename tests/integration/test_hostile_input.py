@@ -42,7 +42,7 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common.certs import make_certificates
+from common.certs import COORDINATOR, federation_parties, make_certificates
 from common.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
 from common.errors import PpsvmError
 from common.files import PRIVATE_MODE
@@ -181,8 +181,11 @@ class Grid:
                 assert "train_ids" in decode_arrays(stub.Records(pb.Empty(), timeout=CALL_TIMEOUT_S))
 
     def snapshot(self) -> dict[str, int]:
-        """Every file of the split directory with its modification time (to prove nothing was written)."""
-        return {path.name: path.stat().st_mtime_ns for path in self.split_dir.iterdir() if not path.name.endswith(".federation.toml")}
+        """Every file of the split directory with its modification time (to prove nothing was written).
+
+        Release logs are left out: the entities record what they released before the refusal (ids, ranges)."""
+        return {path.name: path.stat().st_mtime_ns for path in self.split_dir.iterdir()
+                if not path.name.endswith((".federation.toml", ".releases.jsonl"))}
 
     def train(self, federation: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:
         model = self.split_dir / f"{federation.name.split('.')[0]}.model.json"
@@ -192,7 +195,7 @@ class Grid:
 
 def reissue_certificates(split_dir: Path) -> None:
     """Replace the split's CA with one whose key the tests keep (as `ppsvm certs --overwrite` would)."""
-    for filename, pem in make_certificates(list(PARTIES)).items():
+    for filename, pem in make_certificates(federation_parties(PARTIES[0], PARTIES[1:])).items():
         path = split_dir / filename
         path.write_bytes(pem.text)
         if pem.secret:
@@ -628,7 +631,7 @@ def test_hostile_model_is_refused_and_nothing_is_stored(
 def bad_certificate(split_dir: Path, name: str, kind: str) -> tuple[bytes, bytes, bytes]:
     """(CA, certificate, key) for ``name``: signed by the federation CA but expired, or all from a foreign CA."""
     if kind == "foreign":
-        foreign = make_certificates([name])
+        foreign = make_certificates({name: (COORDINATOR,)})
         return foreign["ca.pem"].text, foreign[f"{name}.pem"].text, foreign[f"{name}.key"].text
     ca_key = serialization.load_pem_private_key((split_dir / "ca.key").read_bytes(), password=None)
     ca = x509.load_pem_x509_certificate((split_dir / "ca.pem").read_bytes())

@@ -14,7 +14,7 @@ from pathlib import Path
 import grpc
 import pytest
 
-from common.certs import make_certificates
+from common.certs import COORDINATOR, ENTITY, make_certificates
 from common.config import federation_at_addresses, load_entity_config, load_federation
 from common.errors import EntityError
 from common.grpc_util import open_channel
@@ -22,6 +22,7 @@ from common.randomness import new_secret_hex
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
 from common.tls import TlsFiles
+from common.wire import decode_arrays
 from coordinator.processes import EntityProcesses
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
@@ -53,6 +54,41 @@ def test_entity_accepts_only_its_coordinator(federation) -> None:
     run.train(*TRAIN)  # the entity kept serving
 
 
+def test_prediction_service_answers_predict_only_to_client_certificates(federation) -> None:
+    """`coordinator serve` with the certificates `ppsvm split` made: the client certificate (and the coordinator's,
+    which holds the client role too) may ask for predictions; an entity's certificate, from the same CA, may not ask
+    about any record; Status stays open to every party."""
+    run = federation(1, 2)
+    run.train(*TRAIN)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "coordinator.cli", "coordinator", "serve", "--federation", str(run.federation_path),
+         "--model", str(run.split_dir / "model.json"), "--listen", "127.0.0.1:0"],
+        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+    )
+    try:
+        assert server.stdout is not None
+        line = server.stdout.readline()
+        assert line.startswith("listening on "), line
+        address = line.split()[-1]
+        record = load_federation(run.federation_path).entities[0]
+        with coordinator_channel(run.federation_path, record) as channel:
+            ids = list(decode_arrays(pb_grpc.EntityStub(channel).Records(pb.Empty(), timeout=30))["test_ids"][:2])
+        for name in ("client", "coordinator"):
+            with open_channel(address, tls=_as_party(run.split_dir, name), peer="coordinator") as channel:
+                reply = pb_grpc.CoordinatorStub(channel).Predict(pb.PredictRequest(ids=ids), timeout=30)
+            assert [p.id for p in reply.predictions] == ids
+        with open_channel(address, tls=_as_party(run.split_dir, "r0c1"), peer="coordinator") as channel:
+            stub = pb_grpc.CoordinatorStub(channel)
+            with pytest.raises(grpc.RpcError) as refused:
+                stub.Predict(pb.PredictRequest(ids=ids), timeout=30)
+            assert stub.Status(pb.Empty(), timeout=30).requests_served == 2 * len(ids)
+        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+        assert "r0c1 may not call /ppsvm.v1.Coordinator/Predict: that needs a certificate with the role client" in refused.value.details()
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+
+
 def test_coordinator_checks_each_entity_identity(federation) -> None:
     run = federation(1, 2)
     planned = load_federation(run.split_dir / "federation.toml")
@@ -68,7 +104,7 @@ def test_foreign_certificate_authority_is_refused(federation, tmp_path: Path) ->
     run = federation(1, 2)
     foreign = tmp_path / "foreign"
     foreign.mkdir()
-    for filename, pem in make_certificates(["coordinator"]).items():
+    for filename, pem in make_certificates({"coordinator": (COORDINATOR,)}).items():
         (foreign / filename).write_bytes(pem.text)
     live = load_federation(run.federation_path)
     text = federation_at_addresses(live, run.processes.addresses).replace(str(run.split_dir.resolve()), str(foreign))
@@ -81,7 +117,7 @@ def test_foreign_certificate_authority_is_refused(federation, tmp_path: Path) ->
 
 def test_expired_certificate_stops_the_entity_at_start(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
-    old = make_certificates(["r0c0"], valid_days=1, now=datetime.datetime(2021, 3, 1, tzinfo=datetime.timezone.utc))
+    old = make_certificates({"r0c0": (ENTITY,)}, valid_days=1, now=datetime.datetime(2021, 3, 1, tzinfo=datetime.timezone.utc))
     (split_dir / "r0c0.pem").write_bytes(old["r0c0.pem"].text)
     (split_dir / "r0c0.key").write_bytes(old["r0c0.key"].text)
     with pytest.raises(EntityError, match=r"(?s)exited with code 1.*r0c0.toml \[tls\]: the certificate in cert file expired on 2021-03-0"):

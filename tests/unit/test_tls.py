@@ -9,7 +9,8 @@ import grpc
 import pytest
 from cryptography import x509
 
-from common.certs import certificate_identity, make_certificates
+from common.certs import (CLIENT, COORDINATOR, ENTITY, certificate_identity, certificate_party, check_party_name,
+                          federation_parties, make_certificates)
 from common.config import FederationEntity
 from common.errors import ConfigError, EntityError
 from common.tls import TlsFiles, choose_tls
@@ -18,33 +19,58 @@ from coordinator.client import EntityClient
 
 
 def write_party(directory: Path, name: str, **options: object) -> TlsFiles:
-    files = make_certificates([name], **options)  # type: ignore[arg-type]
+    files = make_certificates({name: (ENTITY,)}, **options)  # type: ignore[arg-type]
     for filename, pem in files.items():
         (directory / filename).write_bytes(pem.text)
     return TlsFiles(ca=directory / "ca.pem", cert=directory / f"{name}.pem", key=directory / f"{name}.key", source=directory / "x.toml")
 
 
-def test_every_certificate_is_signed_by_the_ca_and_names_its_party() -> None:
-    files = make_certificates(["coordinator", "r0c0", "hospital-a.example"])
+def test_every_certificate_is_signed_by_the_ca_and_names_its_party_and_roles() -> None:
+    files = make_certificates(federation_parties("coordinator", ["r0c0", "hospital-a.example"]))
     ca = x509.load_pem_x509_certificate(files["ca.pem"].text)
-    for name in ("coordinator", "r0c0", "hospital-a.example"):
+    expected = {"coordinator": {COORDINATOR, CLIENT}, "r0c0": {ENTITY}, "hospital-a.example": {ENTITY}, "client": {CLIENT}}
+    for name, roles in expected.items():
         cert = x509.load_pem_x509_certificate(files[f"{name}.pem"].text)
         cert.verify_directly_issued_by(ca)
         assert certificate_identity(files[f"{name}.pem"].text)[0] == name
+        assert certificate_party(files[f"{name}.pem"].text).name == name
+        assert certificate_party(files[f"{name}.pem"].text).roles == roles
+        uris = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.UniformResourceIdentifier)
+        assert sorted(uris) == sorted(f"urn:ppsvm:role:{role}" for role in roles)
         assert files[f"{name}.key"].secret and not files[f"{name}.pem"].secret
 
 
 def test_two_runs_make_unrelated_cas() -> None:
-    first, second = make_certificates(["a"]), make_certificates(["a"])
+    first, second = make_certificates({"a": (ENTITY,)}), make_certificates({"a": (ENTITY,)})
     ca = x509.load_pem_x509_certificate(first["ca.pem"].text)
     with pytest.raises(Exception):
         x509.load_pem_x509_certificate(second["a.pem"].text).verify_directly_issued_by(ca)
 
 
-@pytest.mark.parametrize("names", [["a", "a"], ["under_score"], ["space d"], [""]])
-def test_bad_party_names_are_refused(names: list[str]) -> None:
-    with pytest.raises(ConfigError):
-        make_certificates(names)
+@pytest.mark.parametrize("name", ["under_score", "space d", "", "R0C0", "Coordinator", "-r0c0", "*.example"])
+def test_bad_party_names_are_refused(name: str) -> None:
+    with pytest.raises(ConfigError, match="lowercase letters"):
+        make_certificates({name: (ENTITY,)})
+
+
+def test_a_name_in_capitals_is_refused_with_its_canonical_spelling() -> None:
+    """gRPC's client-side name check ignores case (see test_peer_checks.py): names are lowercase, so that no two
+    valid names differ only in case and the check is exact after all."""
+    with pytest.raises(ConfigError, match=r"party name 'R0C0'.*write it 'r0c0'"):
+        check_party_name("R0C0")
+    assert check_party_name("r0c0") == "r0c0"
+
+
+@pytest.mark.parametrize(("entities", "client"), [(["r0c0", "client"], "client"), (["r0c0", "r0c0"], "client"), (["r0c0"], "coordinator")])
+def test_one_name_cannot_be_two_parties(entities: list[str], client: str) -> None:
+    with pytest.raises(ConfigError, match="party names must be unique"):
+        federation_parties("coordinator", entities, client)
+
+
+@pytest.mark.parametrize("roles", [(), ("admin",)])
+def test_a_certificate_needs_known_roles(roles: tuple[str, ...]) -> None:
+    with pytest.raises(ConfigError, match="roles must be one or more of coordinator, entity, client"):
+        make_certificates({"r0c0": roles})  # type: ignore[dict-item]
 
 
 def test_expired_certificate_is_named(tmp_path: Path) -> None:
