@@ -2,7 +2,8 @@
 
 The threat model is a caller holding a certificate from the federation CA (the coordinator, an
 entity, a prediction client) that sends the nastiest valid requests it can: a certificate whose
-name differs only in case, a certificate with the wrong role.
+name differs only in case, a certificate with the wrong role, more concurrent calls than its
+share, and server streams it never reads.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import datetime
 import threading
 import time
 from collections.abc import Callable, Iterator
+from concurrent import futures
 from pathlib import Path
 
 import grpc
@@ -23,7 +25,7 @@ from cryptography.x509.oid import NameOID
 from common.certs import CA_FILE, CA_KEY_FILE, CLIENT, COORDINATOR, ENTITY, Pem, federation_parties, make_certificates, role_uri
 from common.config import load_federation
 from common.errors import ConfigError
-from common.grpc_util import create_server
+from common.grpc_util import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_server
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
 from common.tls import TlsFiles, peer_names
@@ -240,3 +242,115 @@ def test_a_method_the_role_table_does_not_name_is_refused_to_everyone(pki: Path)
         assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED and "not open to any caller" in refused.value.details()
     finally:
         server.stop(0)
+
+
+# --------------------------------------------------------------------------- 3. per-peer limit, stalled readers
+
+
+def test_one_caller_gets_at_most_its_share_of_the_workers(pki: Path) -> None:
+    """Three running calls of "coordinator" fill its share: a fourth is refused at once, naming the limit and how to
+    raise it, while another caller is served; when the calls end, the share is free again."""
+    probe = Probe()
+    server, address = start(probe, pki, roles=(COORDINATOR, CLIENT), max_workers=4, limits=ServerLimits(max_calls_per_peer=3))
+    try:
+        with channel_as(pki, "coordinator", address, pinned="r0c0") as greedy, channel_as(pki, "client", address, pinned="r0c0") as other:
+            held = [call(greedy, "Held")(b"", timeout=CALL_TIMEOUT_S) for _ in range(3)]
+            for _ in held:
+                assert probe.entered.acquire(timeout=CALL_TIMEOUT_S)
+            with pytest.raises(grpc.RpcError) as refused:
+                call(greedy, "Unary")(b"", timeout=CALL_TIMEOUT_S)
+            assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+            assert "coordinator already has 3 calls running on this server" in refused.value.details()
+            assert "PPSVM_MAX_CALLS_PER_PEER (below its 4 worker threads)" in refused.value.details()
+            assert call(other, "Unary")(b"", timeout=CALL_TIMEOUT_S) == b"ok"
+            probe.release.set()
+            assert [list(stream) for stream in held] == [[b"done"]] * 3
+            assert call(greedy, "Unary")(b"", timeout=CALL_TIMEOUT_S) == b"ok"
+    finally:
+        server.stop(0)
+
+
+def _fresh_call_seconds(address: str, deadline: float) -> float | None:
+    """Seconds a new connection's unary call took, or None if it was not answered within ``deadline``."""
+    began = time.monotonic()
+    with grpc.insecure_channel(address) as channel:
+        try:
+            call(channel, "Unary")(b"", timeout=deadline)
+        except grpc.RpcError as error:
+            assert error.code() is grpc.StatusCode.DEADLINE_EXCEEDED, error
+            return None
+    return time.monotonic() - began
+
+
+def _stall(address: str, probe: Probe, streams: int) -> tuple[grpc.Channel, list[object]]:
+    """``streams`` Chunks calls on one connection that never read a message, each already sending."""
+    channel = grpc.insecure_channel(address)
+    calls = [call(channel, "Chunks")(b"", timeout=120) for _ in range(streams)]
+    for _ in calls:
+        assert probe.entered.acquire(timeout=CALL_TIMEOUT_S)
+    return channel, calls
+
+
+def test_a_stalled_reader_is_cut_off_and_its_worker_freed() -> None:
+    """Readers that never read fill their host's share (plaintext: the host is the peer); each stream is cancelled
+    once a message has waited the write timeout, so its worker and its slot come back."""
+    probe = Probe()
+    timeout = 1.0
+    server, address = start(probe, None, max_workers=4, limits=ServerLimits(max_calls_per_peer=3, stream_write_timeout_s=timeout))
+    channel, calls = _stall(address, probe, 3)
+    try:
+        with grpc.insecure_channel(address) as fresh:
+            with pytest.raises(grpc.RpcError) as refused:
+                call(fresh, "Unary")(b"", timeout=CALL_TIMEOUT_S)
+        assert refused.value.code() is grpc.StatusCode.RESOURCE_EXHAUSTED
+        for _ in range(100):
+            if len(probe.stream_ended) == 3:
+                break
+            time.sleep(0.05)
+        assert len(probe.stream_ended) == 3 and timeout <= max(probe.stream_ended) < timeout + 2.0, probe.stream_ended
+        served_after = _fresh_call_seconds(address, deadline=CALL_TIMEOUT_S)
+        assert served_after is not None and served_after < 1.0
+        for stalled in calls:
+            with pytest.raises(grpc.RpcError) as cut:
+                list(stalled)  # type: ignore[call-overload]
+            assert cut.value.code() is grpc.StatusCode.CANCELLED
+    finally:
+        channel.close()
+        server.stop(0)
+
+
+def test_control_without_the_limits_stalled_readers_hold_every_worker() -> None:
+    """The same stalled readers against a plain gRPC server (what create_server made before): every worker is held
+    and a fresh caller is not answered, so the test above would catch the old behaviour."""
+    probe = Probe()
+    server = grpc.server(futures.ThreadPoolExecutor(max_workers=4))
+    probe.register(server)
+    address = f"127.0.0.1:{server.add_insecure_port('127.0.0.1:0')}"
+    server.start()
+    channel, calls = _stall(address, probe, 4)
+    try:
+        assert _fresh_call_seconds(address, deadline=3.0) is None
+        assert probe.stream_ended == []
+    finally:
+        for stalled in calls:
+            stalled.cancel()  # type: ignore[attr-defined]
+        channel.close()
+        server.stop(0)
+
+
+@pytest.mark.parametrize(("variables", "fragment"), [
+    ({"PPSVM_MAX_CALLS_PER_PEER": "many"}, "must be a whole number"),
+    ({"PPSVM_MAX_CALLS_PER_PEER": "16"}, "below the server's 16 worker threads, got 16"),
+    ({"PPSVM_MAX_CALLS_PER_PEER": "0"}, "at least 1"),
+    ({STREAM_WRITE_TIMEOUT_ENV: "nan"}, "positive number of seconds"),
+    ({STREAM_WRITE_TIMEOUT_ENV: "0"}, "positive number of seconds"),
+])
+def test_limits_from_the_environment_are_checked(variables: dict[str, str], fragment: str) -> None:
+    with pytest.raises(ConfigError, match=fragment):
+        ServerLimits.from_environment(variables).check(16)
+
+
+def test_limits_from_the_environment() -> None:
+    limits = ServerLimits.from_environment({"PPSVM_MAX_CALLS_PER_PEER": "3", STREAM_WRITE_TIMEOUT_ENV: "2.5"})
+    assert limits == ServerLimits(max_calls_per_peer=3, stream_write_timeout_s=2.5)
+    assert ServerLimits.from_environment({}) == ServerLimits()
