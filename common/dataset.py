@@ -12,22 +12,25 @@ from __future__ import annotations
 
 import argparse
 import csv
+import itertools
 import logging
 import math
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, TextIO
 
 import numpy as np
 
-from common.constants import TASKS
+from common.constants import MAX_CSV_LINE_CHARS, TASKS
 from common.errors import ConfigError, DataError
 
 __all__ = [
     "Dataset",
     "DatasetOptions",
     "add_dataset_arguments",
+    "bounded_lines",
     "dataset_options_from_args",
     "load_dataset",
 ]
@@ -147,7 +150,28 @@ class _Table:
         return f"{self.path}, line {self.line_numbers[row]}, column {column}{name}"
 
 
-def load_dataset(path: str | Path, options: DatasetOptions) -> Dataset:
+def bounded_lines(handle: TextIO, path: Path, max_chars: int = MAX_CSV_LINE_CHARS) -> Iterator[str]:
+    """The lines of a text file opened with ``newline=""``, for :func:`csv.reader`, each read with a bounded length.
+
+    The csv module reads whole lines, so one line of gigabytes (a binary file, a file whose line
+    ends were lost) would be read into memory whole and end in a MemoryError traceback.
+
+    Raises
+    ------
+    DataError
+        A line (with its line end) is longer than ``max_chars`` characters; names the file and line.
+    """
+    for number in itertools.count(1):
+        line = handle.readline(max_chars + 1)
+        if not line:
+            return
+        if len(line) > max_chars:
+            raise DataError(f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
+                            "is it a text file with one record per line?")
+        yield line
+
+
+def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Dataset:
     """Read a delimited text file into a :class:`Dataset`.
 
     Parameters
@@ -156,6 +180,8 @@ def load_dataset(path: str | Path, options: DatasetOptions) -> Dataset:
         The data file.
     options : DatasetOptions
         Label column, label mapping, dropped columns, missing-value policy.
+    max_line_chars : int
+        Longest line read (see :func:`bounded_lines`).
 
     Returns
     -------
@@ -166,13 +192,13 @@ def load_dataset(path: str | Path, options: DatasetOptions) -> Dataset:
     Raises
     ------
     DataError
-        The file is empty, unreadable or malformed (field counts, non-numeric or
-        non-finite features, missing values under ``refuse``, bad labels,
-        duplicate ids); the message names file, line and column.
+        The file is empty, unreadable or malformed (a line over ``max_line_chars``,
+        field counts, non-numeric or non-finite features, missing values under
+        ``refuse``, bad labels, duplicate ids); the message names file, line and column.
     ConfigError
         A column reference does not exist or the columns overlap.
     """
-    table = _read_table(Path(path), options)
+    table = _read_table(Path(path), options, max_line_chars)
     label_column, id_column, feature_columns = _resolve_columns(table, options)
 
     X, missing = _parse_features(table, feature_columns)
@@ -194,7 +220,7 @@ def load_dataset(path: str | Path, options: DatasetOptions) -> Dataset:
     return Dataset(ids=ids[keep], X=X[keep], y=y, feature_names=feature_names, source=str(path))
 
 
-def _read_table(path: Path, options: DatasetOptions) -> _Table:
+def _read_table(path: Path, options: DatasetOptions, max_line_chars: int) -> _Table:
     header: tuple[str, ...] | None = None
     header_line = 0
     line_numbers: list[int] = []
@@ -202,7 +228,7 @@ def _read_table(path: Path, options: DatasetOptions) -> _Table:
     try:
         # utf-8-sig: spreadsheet exports often start with a byte-order mark.
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(handle, delimiter=options.delimiter, skipinitialspace=True)
+            reader = csv.reader(bounded_lines(handle, path, max_line_chars), delimiter=options.delimiter, skipinitialspace=True)
             for raw in reader:
                 fields = [field.strip() for field in raw]
                 if not fields or fields == [""]:

@@ -23,7 +23,8 @@ from typing import Any, TextIO
 import numpy as np
 
 from common.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
-from common.constants import MAX_ARRAY_BYTES
+from common.constants import MAX_ARRAY_BYTES, MAX_CSV_LINE_CHARS
+from common.dataset import bounded_lines
 from common.dp import MECHANISMS, NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
 from common.dp_model import DpModel, parse_any_model
 from common.errors import ConfigError, DataError, PrivacyError
@@ -113,8 +114,14 @@ class Cell:
         return rows_of_cell[np.fromiter((index[record] for record in ids), dtype=np.int64, count=len(ids))]
 
 
-def load_cell(path: Path) -> Cell:
+def load_cell(path: Path, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Cell:
     """Read and validate a cell CSV: header ``id,[label],[split],features...``.
+
+    Parameters
+    ----------
+    path : Path
+    max_line_chars : int
+        Longest line read (see :func:`common.dataset.bounded_lines`).
 
     Raises
     ------
@@ -127,7 +134,7 @@ def load_cell(path: Path) -> Cell:
         raise DataError(f"cannot read data file {path}: {exc.strerror}") from exc
     try:
         with handle:
-            return _read_cell(path, handle)
+            return _read_cell(path, handle, max_line_chars)
     except UnicodeDecodeError:
         raise DataError(_not_utf8(path)) from None
 
@@ -155,9 +162,9 @@ def _not_utf8(path: Path) -> str:
     return f"{path}: not UTF-8 text"
 
 
-def _read_cell(path: Path, handle: TextIO) -> Cell:
+def _read_cell(path: Path, handle: TextIO, max_line_chars: int) -> Cell:
     """The cell in ``handle`` (already open); see :func:`load_cell`."""
-    reader = _rows(csv.reader(handle), path)
+    reader = _rows(csv.reader(bounded_lines(handle, path, max_line_chars)), path)
     header = next(reader, None)
     if not header:
         raise DataError(f"{path}: empty file (expected a header line starting with 'id')")

@@ -314,6 +314,11 @@ BROKEN_CELLS: list[Any] = [
     pytest.param(
         "oversized-field", _cell_case(raw=b"id,label,split,x1\na,1,train," + b"1" * 200_000 + b"\n"), ["line 2", "not readable as CSV"],
     ),
+    # a line of millions of short fields, which the csv module read whole (a 2 GB one: MemoryError)
+    pytest.param(
+        "line-over-1-mib", _cell_case(raw=b"id,label,split,x1\na,1,train,1\nb,1,train," + b"1," * 600_000 + b"1\n"),
+        ["line 3 is longer than 1,048,576 characters"],
+    ),
 ]
 
 
@@ -354,9 +359,10 @@ def test_malformed_cell_stops_the_entity_naming_file_line_and_column(
 
 
 def test_malformed_cell_entity_process_exits_1_without_listening(broken_cells: Path) -> None:
-    """The same as real `ppsvm entity` processes, for three kinds of fault (a value, an id, an empty file): exit
-    status 1, the error line, no traceback, never `listening on`."""
-    cases = {"nan-feature": "'nan' is not a finite number", "duplicate-id": "duplicate record id", "empty-file": "empty file"}
+    """The same as real `ppsvm entity` processes, for four kinds of fault (a value, an id, an empty file, a line too
+    long to read): exit status 1, the error line, no traceback, never `listening on`."""
+    cases = {"nan-feature": "'nan' is not a finite number", "duplicate-id": "duplicate record id", "empty-file": "empty file",
+             "line-over-1-mib": "line 3 is longer than 1,048,576 characters"}
     processes = {
         case: subprocess.Popen([sys.executable, "-m", "coordinator.cli", "entity", "--config", str(broken_cells / f"{case}.toml"),
                                 "--listen", "127.0.0.1:0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)

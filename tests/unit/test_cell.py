@@ -101,6 +101,15 @@ def test_load_cell_errors_name_file_line_column(tmp_path: Path, text: str, fragm
         assert fragment in message, message
 
 
+def test_load_cell_names_a_line_over_the_limit(tmp_path: Path) -> None:
+    """A cell whose fourth line is 3 MB (a 2 GB line, scaled down; the csv module would hold it whole, several times
+    over) against a 64 KiB limit: a DataError naming the file and the line, not a MemoryError."""
+    path = write(tmp_path / "long.csv", "id,label,f1\na,1,2\nb,-1,3\nc,1," + "4," * 1_500_000 + "5\n")
+    with pytest.raises(DataError, match=rf"{path}, line 4 is longer than 65,536 characters"):
+        load_cell(path, max_line_chars=1 << 16)
+    assert len(load_cell(write(tmp_path / "fine.csv", CELL), max_line_chars=64).train_ids) == 3
+
+
 def test_load_cell_missing_file(tmp_path: Path) -> None:
     path = tmp_path / "absent.csv"
     with pytest.raises(DataError, match="cannot read data file") as caught:

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import csv
 import logging
 import time
+import tracemalloc
 from collections.abc import Callable
 from pathlib import Path
 
@@ -190,6 +192,42 @@ def test_empty_file(tmp_path: Path, text: str) -> None:
 def test_missing_file(tmp_path: Path) -> None:
     with pytest.raises(DataError, match="cannot read"):
         load_dataset(tmp_path / "absent.csv", DatasetOptions())
+
+
+def _peak_bytes(read: Callable[[], object]) -> int:
+    """Peak Python memory while ``read`` runs (its DataError, if any, swallowed)."""
+    tracemalloc.start()
+    try:
+        read()
+    except DataError:
+        pass
+    peak = tracemalloc.get_traced_memory()[1]
+    tracemalloc.stop()
+    return peak
+
+
+def test_a_line_longer_than_the_limit_is_named_and_never_read_whole(tmp_path: Path) -> None:
+    """A 3 MB third line (what a 2 GB one is, scaled down) against a 64 KiB limit: the error names the file and the
+    line, and reading never held the line. Control: the csv module alone, as load_dataset used it before, holds five
+    times the line (a row of 1.5 million fields), which for a 2 GB line ends in MemoryError."""
+    path = write(tmp_path, "1,2,1\n3,4,0\n" + "5," * 1_500_000 + "1\n", name="long.csv")
+    with pytest.raises(DataError, match=rf"{path}, line 3 is longer than 65,536 characters"):
+        load_dataset(path, DatasetOptions(), max_line_chars=1 << 16)
+    assert _peak_bytes(lambda: load_dataset(path, DatasetOptions(), max_line_chars=1 << 16)) < 1 << 20
+
+    def unbounded() -> list[list[str]]:
+        with path.open(newline="") as handle:
+            return list(csv.reader(handle))
+
+    assert _peak_bytes(unbounded) > path.stat().st_size
+
+
+def test_the_default_line_limit_is_1_mib(tmp_path: Path) -> None:
+    path = write(tmp_path, "1,2,1\n" + "7" * (1 << 20) + ",1,0\n")
+    with pytest.raises(DataError, match=r"line 2 is longer than 1,048,576 characters"):
+        load_dataset(path, DatasetOptions())
+    short = write(tmp_path, "1,2,1\n0." + "7" * 100_000 + ",1,0\n", name="short.csv")
+    assert load_dataset(short, DatasetOptions()).X.shape == (2, 2)
 
 
 def test_ambiguous_labels_listed(tmp_path: Path) -> None:
