@@ -122,6 +122,18 @@ class ReleaseLog:
         """When the log was started (the entity's first day of service)."""
         return self._created
 
+    def refresh(self) -> bool:
+        """Re-read the log if another process serving the same entity appended to it; True when it had."""
+        with self._lock:
+            try:
+                size = self.path.stat().st_size
+            except OSError:
+                size = -1
+            if size == self._size:
+                return False
+            self._records, self._last_digest = self._read()
+            return True
+
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one release record (with seq, time and the chain filled in), durable before this returns."""
         with self._lock:
@@ -143,8 +155,8 @@ class ReleaseLog:
         with self.path.open("ab") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             if os.fstat(handle.fileno()).st_size != self._size:
-                raise ConfigError(f"release log {self.path} changed under this entity (another process serving the same "
-                                  "entity?); nothing more is released until it is restarted alone")
+                raise ConfigError(f"release log {self.path} changed while this release was being recorded (another "
+                                  "process serving the same entity); the release was not made, ask again")
             yield handle
 
     def _read(self) -> tuple[list[dict[str, Any]], str]:

@@ -114,10 +114,13 @@ class ReleaseGuard:
         self.total_micro = None if epsilon_total is None else math.floor(epsilon_total * MICRO_PER_EPSILON)
         self.max_baseline_releases = max_baseline_releases
         self._lock = threading.Lock()
+        self._recount()
+
+    def _recount(self) -> None:
         self.pinned: Basis | None = None
         self.spent_micro = 0
         self.baselines = 0
-        for record in log.records:
+        for record in self.log.records:
             self._count(record)
 
     def _count(self, record: dict[str, Any]) -> None:
@@ -153,6 +156,8 @@ class ReleaseGuard:
             (or no budget), or no entity-alone releases left. Nothing is recorded then.
         """
         with self._lock:
+            if self.log.refresh():  # another process serving this entity released something: count it too
+                self._recount()
             record: dict[str, Any] = {"rpc": rpc, "peer": peer, **fields, "epsilon_micro": 0}
             if basis is not None:
                 self._check_basis(basis)

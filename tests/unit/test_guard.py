@@ -72,12 +72,16 @@ def test_a_tampered_log_is_refused(tmp_path: Path, tamper: str) -> None:
         ReleaseLog(log.path, "r9c9" if tamper == "other-entity" else "r0c0")
 
 
-def test_a_second_writer_is_detected(tmp_path: Path) -> None:
-    first = new_log(tmp_path)
-    second = ReleaseLog(first.path, "r0c0")
-    first.append({"rpc": "Records", "peer": "a"})
-    with pytest.raises(ConfigError, match="changed under this entity"):
-        second.append({"rpc": "Records", "peer": "b"})
+def test_a_second_process_serving_the_entity_shares_the_pin_and_the_budget(tmp_path: Path) -> None:
+    first = guard(new_log(tmp_path), "mixed", epsilon_total=1.0)
+    second = guard(ReleaseLog(first.log.path, "r0c0"), "mixed", epsilon_total=1.0)
+    first.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=1, mbar=1)
+    first.charge("DpWeights", "c", epsilon=0.75)
+    with pytest.raises(PrivacyError, match="pinned by its first kernel release"):
+        second.charge("KernelBlock", "c", basis=Basis("linear", 0.0, LOW, HIGH), records="train", rows=1, mbar=1)
+    with pytest.raises(PrivacyError, match="only 0.25 of 1 remains"):
+        second.charge("DpWeights", "c", epsilon=0.5)
+    assert len(ReleaseLog(first.log.path, "r0c0").records) == 2
 
 
 # ------------------------------------------------------------------ modes

@@ -211,7 +211,8 @@ def test_overwrite_replaces_and_removes_stale_cells(dataset: Dataset, tmp_path: 
     (tmp_path / "notes.txt").write_text("keep")
     split_dataset(dataset, SplitOptions(rows=1, cols=2, out_dir=tmp_path, overwrite=True))
     assert sorted(p.name for p in tmp_path.iterdir()) == [
-        "ca.pem", "column-block-0.secret", "column-block-1.secret", "coordinator.key", "coordinator.pem",
+        "ca.pem", "client.key", "client.pem", "column-block-0.secret", "column-block-1.secret", "coordinator.key",
+        "coordinator.pem",
         "federation.toml", "notes.txt", "r0c0.csv", "r0c0.key", "r0c0.pem", "r0c0.releases.jsonl", "r0c0.toml",
         "r0c1.csv", "r0c1.key", "r0c1.pem", "r0c1.releases.jsonl", "r0c1.toml", "split.json",
     ]  # fmt: skip
