@@ -140,16 +140,20 @@ def run_fold(dataset: Dataset, shipped: ShippedDataset, s: int, fold: int, held_
     """Split one outer fold into cells, serve them, and score every kernel and basis; one record per kernel."""
     n_train = int((~held_out).sum())
     rows = max(1, round(n_train / options.records_per_entity))
-    split = split_dataset(
-        dataset,
-        SplitOptions(rows=rows, cols=s, out_dir=work, seed=options.seed + fold, task="classify", overwrite=True),
-        provenance={"dataset": shipped.key, **dataclasses.asdict(shipped.options)},
-        held_out=held_out,
-    )
-    set_secrets(split, [fixed_secret(NAME, shipped.key, s, fold, j) for j in range(s)])
     records: list[dict[str, Any]] = []
-    with serve_split(split, work) as federation:
-        for kernel in options.kernels:
+    for kernel in options.kernels:
+        # An entity serves one view of its B_j for life (entity.guard), so each kernel gets its own
+        # cells, secrets and release logs: the same split, another basis.
+        kernel_work = work / kernel
+        split = split_dataset(
+            dataset,
+            SplitOptions(rows=rows, cols=s, out_dir=kernel_work, seed=options.seed + fold, task="classify",
+                         overwrite=True),
+            provenance={"dataset": shipped.key, **dataclasses.asdict(shipped.options)},
+            held_out=held_out,
+        )
+        set_secrets(split, [fixed_secret(NAME, shipped.key, s, fold, j, kernel) for j in range(s)])
+        with serve_split(split, kernel_work) as federation:
             seconds: dict[str, float] = {}
             record: dict[str, Any] = {"dataset": shipped.key, "s": s, "fold": fold, "kernel": kernel, "rows": rows,
                                       "cells": rows * s, "n_train": n_train, "n_test": int(held_out.sum())}
