@@ -48,6 +48,8 @@ from common.errors import PpsvmError
 from common.files import PRIVATE_MODE
 from common.grpc_util import create_server
 from common.randomness import range_tag
+from common.kernels import gaussian_fetch_width
+from common.release_log import create_release_log
 from common.rpc import ppsvm_pb2 as pb
 from common.rpc import ppsvm_pb2_grpc as pb_grpc
 from common.wire import decode_arrays, encode_arrays
@@ -131,8 +133,12 @@ def write_variant(split_dir: Path, variant: Variant, rows: dict[str, Rows]) -> P
                       "column_block_members = [" + ", ".join(toml_string(m) for m in variant.members) + "]", text)
     if variant.secret_file is not None:
         text = re.sub(r"(?m)^secret_file = .*$", f"secret_file = {toml_string(variant.secret_file)}", text)
+    # Each variant is an entity of its own (its cell differs), so it keeps its own release log and basis pin.
+    log = f"{variant.stem}.releases.jsonl"
+    extra = variant.extra if "[privacy]" in variant.extra else variant.extra + "\n[privacy]\n"
     config = split_dir / f"{variant.stem}.toml"
-    config.write_text(text + variant.extra, encoding="utf-8")
+    config.write_text(text + extra + f"release_log = {toml_string(log)}\n", encoding="utf-8")
+    create_release_log(split_dir / log, load_entity_config(config).id)
     return config
 
 
@@ -447,9 +453,12 @@ def r0c0_train_ids(grid: Grid) -> list[str]:
 
 
 def honest_request(grid: Grid) -> pb.KernelRequest:
-    """What the coordinator would ask r0c0 (15 features): Gaussian, mbar 2, its column block's signed ranges."""
+    """What the coordinator would ask r0c0 (15 of 30 features): Gaussian at the one width a coordinator fetches (the
+    entity pins its first view, and the healthy training at the end asks the same), mbar 2, its column block's
+    signed ranges."""
     ranges = [signed_range(grid, "r0c0"), signed_range(grid, "r1c0")]
-    return pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=2, mu=0.1, scaling=pb.Scaling(ranges=ranges), record_set=pb.TRAIN)
+    return pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=2, mu=gaussian_fetch_width(30), scaling=pb.Scaling(ranges=ranges),
+                            record_set=pb.TRAIN)
 
 
 def _with(**changes: Any) -> Callable[[pb.KernelRequest], pb.KernelRequest]:
@@ -530,7 +539,8 @@ def test_absurd_mbar_on_an_entity_with_the_override(grid: Grid) -> None:
     """With the rule-3 override nothing but the request bounds mbar: 2**31 random points must be refused by size
     (the process runs under an address-space cap, so the attempt fails fast), and the entity keeps serving."""
     own = signed_range(grid, "r0c0-override")
-    request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=2**31, mu=0.1, scaling=pb.Scaling(ranges=[own]), record_set=pb.TRAIN)
+    request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=2**31, mu=gaussian_fetch_width(15), scaling=pb.Scaling(ranges=[own]),
+                               record_set=pb.TRAIN)
     try:
         with grid.channel("r0c0-override") as channel:
             with pytest.raises(grpc.RpcError) as refused:
@@ -544,10 +554,14 @@ def test_absurd_mbar_on_an_entity_with_the_override(grid: Grid) -> None:
 def test_stream_cancelled_by_the_caller_leaves_the_entity_serving(grid: Grid) -> None:
     """A KernelBlock stream the caller abandons after its first chunk (a truncated stream, seen from the entity)
     does not wedge the entity: the same request is then answered in full."""
-    # ~ 318,000 rows: five ~1 MiB messages, so most of the stream is still unsent (HTTP/2 flow control)
-    # when the caller cancels after the first.
-    request = _with(ids=r0c0_train_ids(grid) * 800)(honest_request(grid))
-    with grid.channel("r0c0") as channel:
+    # ~5.2 MB: five ~1 MiB messages, so most of the stream is still unsent (HTTP/2 flow control) when the caller
+    # cancels after the first. Repeated ids are refused, so the size comes from mbar, which only the entity with
+    # the rule-3 override serves beyond n_j.
+    rows = len(r0c0_train_ids(grid))
+    mbar = -(-5_200_000 // (8 * rows))
+    request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=mbar, mu=gaussian_fetch_width(15), record_set=pb.TRAIN,
+                               scaling=pb.Scaling(ranges=[signed_range(grid, "r0c0-override")]))
+    with grid.channel("r0c0-override") as channel:
         stub = pb_grpc.EntityStub(channel)
         call = stub.KernelBlock(request, timeout=CALL_TIMEOUT_S)
         next(call)
@@ -555,8 +569,8 @@ def test_stream_cancelled_by_the_caller_leaves_the_entity_serving(grid: Grid) ->
         with pytest.raises(grpc.RpcError) as cancelled:
             list(call)
         assert cancelled.value.code() is grpc.StatusCode.CANCELLED
-        assert decode_arrays(stub.KernelBlock(request, timeout=CALL_TIMEOUT_S))["kernel"].shape == (len(request.ids.ids), 2)
-    grid.assert_serving("r0c0")
+        assert decode_arrays(stub.KernelBlock(request, timeout=CALL_TIMEOUT_S))["kernel"].shape == (rows, mbar)
+    grid.assert_serving("r0c0-override")
 
 
 ABSURD_BASELINES: list[Any] = [
@@ -834,7 +848,10 @@ def test_malformed_entity_reply_is_named_by_the_coordinator(
 ) -> None:
     """An entity (in-process, plaintext) whose reply is truncated, over-size, of the wrong dtype or shape, or not
     what it claims: training fails with a PpsvmError that names the entity, and no model is written."""
-    core = EntityCore(load_entity_config(grid.split_dir / f"{stem}.toml"))
+    # A fake entity of its own: its release log is not the running r0c0's, whose basis view other tests pin.
+    config = dataclasses.replace(load_entity_config(grid.split_dir / f"{stem}.toml"),
+                                 release_log=grid.split_dir / f"hostile-{case}.releases.jsonl")
+    core = EntityCore(config, new_release_log=True)
     servicer = HostileEntity(core, tmp_path, {k: v for k, v in replies.items() if k != "garbage"})
 
     def register(server: grpc.Server) -> None:
