@@ -19,7 +19,7 @@ import pytest
 from common.dp import apply_scaling, fourier_features
 from common.config import federation_at_addresses, load_entity_config, load_federation
 from common.grpc_util import create_server
-from common.kernels import gaussian_kernel
+from common.kernels import gaussian_fetch_width, gaussian_kernel
 from common.model import Model
 from common.randomness import derive_B
 from common.rpc import ppsvm_pb2 as pb
@@ -113,7 +113,9 @@ def test_no_data_row_and_no_B_entry_leaves_an_entity(spied) -> None:
         X = np.vstack([cell.X_train, cell.X_test])
         scaled = (X - np.array(scaling.low)) / np.where(np.array(scaling.high) > np.array(scaling.low),
                                                          np.array(scaling.high) - np.array(scaling.low), 1.0)
-        published = gaussian_kernel(scaled[:1], B, model.mu)
+        # Entities publish Gaussian blocks at the one width the coordinator fetches (1/n), not the model's.
+        fetched_at = gaussian_fetch_width(sum(len(block.low) for block in model.scaling))
+        published = gaussian_kernel(scaled[:1], B, fetched_at)
         assert published.tobytes() in wire, "positive control: the spy must see the kernel rows"
         for row in (*X, *scaled):
             assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
@@ -141,7 +143,7 @@ def test_dp_mode_sends_only_noised_weights_and_figures(tmp_path: Path) -> None:
     with serve_spied(split_dir) as (live, spies, cores):
         federation = load_federation(live)
         model = train_dp(federation, DpOptions(method="dp-hybrid", public=public, epsilon=1.0, n_frequencies=20))
-        evaluate_dp_model(federation, model)
+        evaluate_dp_model(federation, model, 1.0)
     for entity_id, core in cores.items():
         wire = b"".join(spies[entity_id].sent)
         X = np.vstack([core.cell.X_train, core.cell.X_test])
