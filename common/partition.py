@@ -42,7 +42,7 @@ logger = logging.getLogger(__name__)
 FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
 # Files a previous split may have left that this one does not rewrite.
-_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl)|column-block-\d+\.secret")
+_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret")
 
 
 @dataclass(frozen=True)

@@ -15,9 +15,13 @@ Format (``FORMAT``, ``VERSION``), one JSON object per line::
      "detail": {...}, "prev": "<sha256 of line 0>"}
 
 ``prev`` chains each line to the one before, so an edited, reordered or cut line is
-found when the log is opened. A log that is missing altogether cannot be told from a new
-entity: opening refuses unless the caller says the entity is new (``create=True``), so a
-deleted log stops the entity instead of silently resetting what it has released.
+found when the log is opened. The chain cannot tell a log cut back to an earlier line
+(the last lines removed): a *head* file beside it (``<log>.head``, rewritten atomically
+after each append) records the last sequence number and digest, and a log shorter than
+its head is refused. A log that is missing altogether cannot be told from a new entity:
+opening refuses unless the entity is started as new, so a deleted log stops the entity
+instead of silently resetting what it has released. Removing or rewriting both files is
+an operator's deliberate act that no file of the entity's own can prevent.
 """
 
 from __future__ import annotations
@@ -34,7 +38,7 @@ from pathlib import Path
 from typing import Any
 
 from common.errors import ConfigError
-from common.files import PRIVATE_MODE
+from common.files import PRIVATE_MODE, write_atomic
 
 FORMAT = "ppsvm-release-log"
 VERSION = 1
@@ -61,6 +65,11 @@ def new_release_log_text(entity_id: str) -> str:
     record = {"seq": 0, "event": CREATED, "format": FORMAT, "version": VERSION, "entity_id": entity_id,
               "time": _now(), "prev": ""}
     return _encode(record).decode("utf-8")
+
+
+def head_path(path: Path) -> Path:
+    """The head file of a release log: its last sequence number and digest."""
+    return path.with_name(path.name + ".head")
 
 
 def create_release_log(path: Path, entity_id: str) -> None:
@@ -109,8 +118,10 @@ class ReleaseLog:
     def __init__(self, path: Path, entity_id: str) -> None:
         self.path = Path(path)
         self.entity_id = entity_id
+        self.head_path = head_path(self.path)
         self._lock = threading.Lock()
         self._records, self._last_digest = self._read()
+        self._check_head()
 
     @property
     def records(self) -> tuple[dict[str, Any], ...]:
@@ -132,6 +143,7 @@ class ReleaseLog:
             if size == self._size:
                 return False
             self._records, self._last_digest = self._read()
+            self._check_head()
             return True
 
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
@@ -146,7 +158,26 @@ class ReleaseLog:
             self._records.append(full)
             self._last_digest = _digest(line)
             self._size += len(line)
+            write_atomic(self.head_path, json.dumps({"seq": full["seq"], "digest": self._last_digest}) + "\n",
+                         PRIVATE_MODE)
             return full
+
+    def _check_head(self) -> None:
+        """Refuse a log cut back behind the last release its head file recorded."""
+        try:
+            head = json.loads(self.head_path.read_text(encoding="utf-8"))
+            seq, digest = int(head["seq"]), str(head["digest"])
+        except FileNotFoundError:
+            if self._records:
+                raise self._broken(f"has {len(self._records)} releases but its head file {self.head_path} is missing") from None
+            return
+        except (OSError, ValueError, KeyError, TypeError):
+            raise self._broken(f"has a head file {self.head_path} that cannot be read") from None
+        if seq > len(self._records):
+            raise self._broken(f"ends at release {len(self._records)}, but its head file records release {seq}: "
+                               "its last lines were cut")
+        if seq == len(self._records) and seq > 0 and digest != self._last_digest:
+            raise self._broken("does not end with the release its head file records")
 
     @contextmanager
     def _exclusive(self) -> Iterator[Any]:

@@ -72,6 +72,21 @@ def test_a_tampered_log_is_refused(tmp_path: Path, tamper: str) -> None:
         ReleaseLog(log.path, "r9c9" if tamper == "other-entity" else "r0c0")
 
 
+def test_a_log_cut_back_behind_its_head_is_refused(tmp_path: Path) -> None:
+    """Cutting the last lines keeps a valid chain; the head file beside the log still records them."""
+    log = new_log(tmp_path)
+    for _ in range(3):
+        log.append({"rpc": "DpWeights", "peer": "c", "epsilon_micro": 250_000})
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    log.path.write_bytes(b"".join(lines[:2]))
+    with pytest.raises(ConfigError, match="ends at release 1, but its head file records release 3"):
+        ReleaseLog(log.path, "r0c0")
+    log.path.write_bytes(b"".join(lines))
+    (tmp_path / "r0c0.releases.jsonl.head").unlink()
+    with pytest.raises(ConfigError, match="has 3 releases but its head file .* is missing"):
+        ReleaseLog(log.path, "r0c0")
+
+
 def test_a_second_process_serving_the_entity_shares_the_pin_and_the_budget(tmp_path: Path) -> None:
     first = guard(new_log(tmp_path), "mixed", epsilon_total=1.0)
     second = guard(ReleaseLog(first.log.path, "r0c0"), "mixed", epsilon_total=1.0)
