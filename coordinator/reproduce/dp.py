@@ -971,7 +971,7 @@ def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict
                     for m, per in noise.items()) + ".",
         f"- Laplace scale per coordinate at n = {n_entity:,}, C = {key(s.C)}, D = {s.frequencies}: "
         + ", ".join(f"eps={key(e)}: {laplace_scale(s.C, s.frequencies, n_entity, e):.2e}" for e in epsilons)
-        + f"; output-gamma L2 sensitivity 2C/n = {l2_sensitivity(s.C, n_entity):.2e}.",
+        + f"; output-gamma L2 sensitivity 2C/n + solver term = {l2_sensitivity(s.C, n_entity):.2e}.",
         f"- Test error rate (sign of the decision; no intercept in the Fourier models), C = {key(s.C)}: {errors} "
         f"(eps={first}), non-private {summary['plain'][NON_PRIVATE]['error_rate']['mean']:.3f}, public-only "
         + ", ".join(f"{n}: {summary['public_only'][str(n)]['error_rate']['mean']:.3f}" for n in s.public_sizes)
