@@ -23,7 +23,7 @@ import grpc
 from common.certs import COORDINATOR, Role
 from common.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, STREAM_WRITE_TIMEOUT_S
 from common.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
-from common.tls import Authorize, TlsFiles, channel_credentials, peer_party, server_credentials
+from common.tls import Authorize, TlsFiles, channel_credentials, peer_party, rewrap_handler, server_credentials
 
 logger = logging.getLogger(__name__)
 
@@ -254,13 +254,7 @@ class PeerLimits(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        method = handler_call_details.method
-        codec = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(self._unary(handler.unary_unary, method), **codec)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(self._stream(handler.unary_stream, method), **codec)
-        raise TypeError(f"{method}: PeerLimits handles unary-request methods only")
+        return rewrap_handler(handler, handler_call_details.method, self._unary, self._stream)
 
 
 def create_server(

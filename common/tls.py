@@ -158,14 +158,23 @@ class Authorize(grpc.ServerInterceptor):
         handler = continuation(handler_call_details)
         if handler is None:
             return None
-        method = handler_call_details.method
-        codec = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
-        # Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist.
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(self._guard(handler.unary_unary, method), **codec)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(self._guard(handler.unary_stream, method), **codec)
-        raise TypeError(f"{method}: Authorize guards unary-request methods only")
+        return rewrap_handler(handler, handler_call_details.method, self._guard, self._guard)
+
+
+Wrapper = Callable[[Callable[[Any, grpc.ServicerContext], Any], str], Callable[[Any, grpc.ServicerContext], Any]]
+
+
+def rewrap_handler(handler: grpc.RpcMethodHandler, method: str, unary: Wrapper, stream: Wrapper) -> grpc.RpcMethodHandler:
+    """``handler`` with its behaviour wrapped by ``unary`` or ``stream`` (for server interceptors).
+
+    Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist.
+    """
+    codec = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
+    if handler.unary_unary is not None:
+        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary, method), **codec)
+    if handler.unary_stream is not None:
+        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream, method), **codec)
+    raise TypeError(f"{method}: only unary-request methods can be wrapped")
 
 
 def choose_tls(tls: TlsFiles | None, *, insecure: bool, source: Path) -> TlsFiles | None:
