@@ -189,9 +189,10 @@ class Grid:
     def snapshot(self) -> dict[str, int]:
         """Every file of the split directory with its modification time (to prove nothing was written).
 
-        Release logs are left out: the entities record what they released before the refusal (ids, ranges)."""
+        Release logs and their head files are left out: the entities record what they released before the refusal
+        (ids, ranges)."""
         return {path.name: path.stat().st_mtime_ns for path in self.split_dir.iterdir()
-                if not path.name.endswith((".federation.toml", ".releases.jsonl"))}
+                if not path.name.endswith((".federation.toml", ".releases.jsonl", ".releases.jsonl.head"))}
 
     def train(self, federation: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:
         model = self.split_dir / f"{federation.name.split('.')[0]}.model.json"

@@ -313,8 +313,8 @@ def test_toml_document_round_trip() -> None:
 
 def test_federation_toml_loads_back(tmp_path: Path) -> None:
     entities = [
-        FederationEntity("hospital-A", 'host"one\\:5000', 0, 0),
-        FederationEntity("bank.B", "[::1]:5001", 0, 1),
+        FederationEntity("hospital-a", 'host"one\\:5000', 0, 0),
+        FederationEntity("bank.b", "[::1]:5001", 0, 1),
         FederationEntity("c", "h\x7f:5002", 1, 0),
         FederationEntity("d", "h\u00fc\n:5003", 1, 1),
     ]
