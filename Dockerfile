@@ -27,10 +27,8 @@ RUN python -c "import tomllib; print('\\n'.join(tomllib.load(open('/tmp/deps/pyp
 # The project itself (no test extras). README.m[d] copies the readme when it exists.
 # /src is new here: the classic builder fails ("layer does not exist", moby#37965)
 # after a COPY that changes nothing, such as copying pyproject.toml over itself.
-COPY pyproject.toml README.m[d] /src/
-COPY common /src/common
-COPY entity /src/entity
-COPY coordinator /src/coordinator
+COPY pyproject.toml LICENSE README.m[d] /src/
+COPY ppsvm /src/ppsvm
 RUN pip install --no-deps /src \
     && rm -rf /src \
     && ppsvm --version

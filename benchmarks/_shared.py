@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from coordinator.reproduce.report import cpu_model
+from ppsvm.experiments.report import cpu_model
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"

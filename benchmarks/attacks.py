@@ -3,23 +3,23 @@
 A column-block peer knows B_j (it shares the secret) and sees K(A_ij, B_j') for
 another entity's records. For every mbar from 1 to n_j + 2 this script draws
 records uniform on [0, 1]^n_j (the scaled feature box), B_j by
-common.randomness.derive_B, and runs common.attacks.reconstruct_gaussian
+ppsvm.core.randomness.derive_B, and runs ppsvm.experiments.attacks.reconstruct_gaussian
 (multi-start bounded least squares on the squared distances, mu = 1/n_j) and
-common.attacks.reconstruct_linear (minimum-norm solution plus the null space).
+ppsvm.experiments.attacks.reconstruct_linear (minimum-norm solution plus the null space).
 
-It then runs common.attacks.reconstruct_by_rescaling: a coordinator that knows
+It then runs ppsvm.experiments.attacks.reconstruct_by_rescaling: a coordinator that knows
 neither A_ij nor B_j but varies the per-feature scaling (low, high) of its
 kernel requests, answered by the same functions EntityCore.kernel_block uses.
 
 Last, the six attacks of issue 10 (a malicious coordinator, possibly helped by
 one column-block peer), each measured twice on WDBC cells made by
-common.partition.split_dataset: *before*, the old behaviour computed in this
-process (kernel blocks with common.kernels and derive_B, the un-clipped DP math,
+ppsvm.data.partition.split_dataset: *before*, the old behaviour computed in this
+process (kernel blocks with ppsvm.core.kernels and derive_B, the un-clipped DP math,
 the exact error count, a float ledger, float Laplace noise); *after*, the same
-requests sent to entity.cell.EntityCore, i.e. through the release guard.
+requests sent to ppsvm.entity.cell.EntityCore, i.e. through the release guard.
 tests/integration/test_malicious_coordinator.py runs them against entity processes.
 
-    PYTHONPATH=. .venv/bin/python benchmarks/attacks.py [--features 8] [--rows 100] [--seed 0]
+    .venv/bin/python -m benchmarks.attacks [--features 8] [--rows 100] [--seed 0]
 
 Pure computation in this process (no gRPC); prints the tables and writes results/attacks.json.
 """
@@ -35,27 +35,26 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks._shared import machine_info, table, write_json  # noqa: E402
-from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
-from common.attacks import (  # noqa: E402
+from benchmarks._shared import machine_info, table, write_json
+from ppsvm.experiments.inprocess import fixed_secret
+from ppsvm.experiments.attacks import (
     FIT_TOLERANCE, Reconstruction, bisect_change, float_laplace_reachable, reconstruct_by_peer_scalings,
     reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear, reconstruct_two_views,
 )
-from common.config import load_entity_config  # noqa: E402
-from common.dataset import DatasetOptions, load_dataset  # noqa: E402
-from common.dp import apply_scaling, fourier_features, private_weights  # noqa: E402
-from common.dp_model import DpModel  # noqa: E402
-from common.errors import PpsvmError  # noqa: E402
-from common.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit  # noqa: E402
-from common.partition import SplitOptions, split_dataset  # noqa: E402
-from common.randomness import derive_B, range_tag  # noqa: E402
-from common.release_log import create_release_log, head_path  # noqa: E402
-from entity.cell import EntityCore, SignedRange  # noqa: E402
-from entity.guard import MIN_EPSILON  # noqa: E402
+from ppsvm.config import load_entity_config
+from ppsvm.data.dataset import DatasetOptions, load_dataset
+from ppsvm.core.dp import apply_scaling, fourier_features, private_weights
+from ppsvm.core.dp_model import DpModel
+from ppsvm.errors import PpsvmError
+from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.core.randomness import derive_B, range_tag
+from ppsvm.core.release_log import create_release_log, head_path
+from ppsvm.entity.cell import EntityCore, SignedRange
+from ppsvm.entity.guard import MIN_EPSILON
 
 NAME = "attacks"
 RECOVERED = 1e-6   # a row counts as recovered when the best solution is this close (max abs, [0, 1] units)
@@ -165,14 +164,14 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
         "still map into [0, 1]), so the entity serves it, and would even if it checked that its range is covered. "
         "tests/integration/test_coordinator_powers.py runs it against a real entity process.",
         "",
-        f"rerun: PYTHONPATH=. .venv/bin/python benchmarks/{NAME}.py --features {n} --rows {rows} --seed {seed}",
+        f"rerun: .venv/bin/python -m benchmarks.{NAME} --features {n} --rows {rows} --seed {seed}",
     ]
     return "\n".join(lines)
 
 
 # --- issue 10: a malicious coordinator, before and after the release guard ----------------------------------------
 
-WDBC = Path(__file__).resolve().parents[1] / "common" / "data" / "wdbc.data"
+WDBC = Path(__file__).resolve().parents[1] / "ppsvm" / "data" / "bundled" / "wdbc.data"
 EXACT = 1e-9  # issue-10 attacks count a value as recovered within this (max abs error; scaled units for records)
 
 
@@ -476,7 +475,7 @@ def issue10_report(results: list[dict[str, Any]]) -> str:
     rows = [[str(r["finding"]), r["attack"], short(r["before"]), short(r["after"])] for r in results]
     lines = ["Issue 10: a malicious coordinator (with one colluding column-block peer), on WDBC cells (split_dataset, "
              "30 features). before: the old behaviour computed in this process; after: the same requests to "
-             "entity.cell.EntityCore (the release guard). Values count as recovered within "
+             "ppsvm.entity.cell.EntityCore (the release guard). Values count as recovered within "
              f"{EXACT:g} (scaled units for records)."]
     for row in rows:
         lines += ["", f"finding {row[0]}: {row[1]}", f"  before: {row[2]}", f"  after:  {row[3]}"]

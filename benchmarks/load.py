@@ -6,12 +6,12 @@ entities, zero errors." Everything runs as it is deployed, over mutual TLS on 12
 
 1. data: a seeded synthetic classification set, features uniform on [0, 1], labels from a noisy
    nonlinear rule spread over every column block; 5% of the records held out (seeded mask);
-2. split (``common.partition.split_dataset``, which also writes the TLS certificates) into
+2. split (``ppsvm.data.partition.split_dataset``, which also writes the TLS certificates) into
    2 row blocks x 16 column blocks = 32 cells of 4 features each; every row block has exactly
    200,000 training records, so every entity's training kernel block K(A_ij, B_j') is
    200,000 x mbar and reaches the coordinator as a gRPC server stream of ~1 MiB chunks.
    The column-block secrets are overwritten with reproducible values (benchmark only);
-3. 32 ``ppsvm entity`` processes (``coordinator.processes.EntityProcesses``), started 8 at a time
+3. 32 ``ppsvm entity`` processes (``ppsvm.processes.EntityProcesses``), started 8 at a time
    (``--start-batch``; 0 starts all 32 in one EntityProcesses, whose wait grows with the number
    started): each imports ppsvm and parses a 210,000-row CSV, a few CPU seconds on 2 cores;
 4. ``ppsvm coordinator train`` in a child process: gaussian kernel, mbar = n_j - 1 = 3 (privacy
@@ -64,14 +64,13 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks._shared import (  # noqa: E402
+from benchmarks._shared import (
     load_average, machine_info, package_versions, peak_rss_mib, print_machine, table, write_json,
 )
-from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
+from ppsvm.experiments.inprocess import fixed_secret
 
 NAME = "load"
 TEST_FRACTION = 0.05
@@ -112,14 +111,8 @@ def secret_text(seed: int, j: int) -> str:
 # --- processes -----------------------------------------------------------------------------------
 
 
-def child_env() -> dict[str, str]:
-    env = dict(os.environ)
-    env["PYTHONPATH"] = str(ROOT) + (os.pathsep + env["PYTHONPATH"] if env.get("PYTHONPATH") else "")
-    return env
-
-
 def ppsvm_command(*args: str) -> list[str]:
-    return [sys.executable, "-m", "coordinator.cli", *args]
+    return [sys.executable, "-m", "ppsvm", *args]
 
 
 def proc_status(pid: int) -> dict[str, float]:
@@ -176,11 +169,11 @@ def run_client(address: str, federation_path: str, plan: list[tuple[int, list[st
     """Connect, wait for the common start, send every request of ``plan`` back to back."""
     import grpc
 
-    from common.certs import DEFAULT_COORDINATOR_NAME
-    from common.config import load_federation
-    from common.grpc_util import open_channel
-    from common.rpc import ppsvm_pb2 as pb
-    from common.rpc import ppsvm_pb2_grpc as pb_grpc
+    from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
+    from ppsvm.config import load_federation
+    from ppsvm.wire.grpc_util import open_channel
+    from ppsvm.wire.rpc import ppsvm_pb2 as pb
+    from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
     federation = load_federation(federation_path)
     result: dict[str, Any] = {"latency_s": [], "errors": [], "decisions": {}}
@@ -295,12 +288,12 @@ def latency_figures(latencies: np.ndarray) -> dict[str, float]:
 
 
 def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any]) -> None:
-    from common.config import federation_at_addresses, load_federation
-    from common.dataset import Dataset
-    from common.model import Model
-    from common.partition import SplitOptions, split_dataset
-    from common.randomness import derive_B
-    from coordinator.processes import EntityProcesses, read_listening_address
+    from ppsvm.config import federation_at_addresses, load_federation
+    from ppsvm.data.dataset import Dataset
+    from ppsvm.core.model import Model
+    from ppsvm.data.partition import SplitOptions, split_dataset
+    from ppsvm.core.randomness import derive_B
+    from ppsvm.processes import EntityProcesses, read_listening_address
 
     r, s, nj = args.row_blocks, args.col_blocks, args.features_per_block
     n, m_train = s * nj, r * args.rows_per_block
@@ -357,7 +350,7 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         started = time.perf_counter()
         with train_log.open("w") as log:
             trainer = subprocess.Popen([sys.executable, "-c", RUSAGE_SHIM, str(usage_path), *command], stdout=log,
-                                       stderr=subprocess.STDOUT, env=child_env(), cwd=ROOT)
+                                       stderr=subprocess.STDOUT, cwd=ROOT)
             children.append(trainer)
             trainer.wait()
         mark(run, "train (ppsvm coordinator train, child process)", time.perf_counter() - started)
@@ -383,7 +376,7 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         with serve_log.open("w") as log:
             server = subprocess.Popen(ppsvm_command("coordinator", "serve", "--federation", str(live), "--model",
                                                     str(model_path), "--listen", "127.0.0.1:0"),
-                                      stdout=subprocess.PIPE, stderr=log, text=True, env=child_env(), cwd=ROOT)
+                                      stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
         children.append(server)
         address = read_listening_address(server, f"ppsvm coordinator serve (log {serve_log})", READY_TIMEOUT_S)
         mark(run, "start ppsvm coordinator serve", time.perf_counter() - started)
@@ -629,7 +622,7 @@ def main(argv: list[str] | None = None) -> int:
     info["load_average_at_end"] = load_average()
     info["wall_clock_s"] = total
     print(f"\nload average at end {info['load_average_at_end']}; total {total:.0f} s")
-    rerun = " ".join(["PYTHONPATH=. .venv/bin/python benchmarks/load.py", *(["--quick"] if args.quick else []),
+    rerun = " ".join([".venv/bin/python -m benchmarks.load", *(["--quick"] if args.quick else []),
                       *(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in FULL if getattr(args, k) != preset[k]),
                       *([f"--clients {args.clients}"] if args.clients != 8 else []),
                       *(["--clients-as threads"] if args.clients_as == "threads" else []),

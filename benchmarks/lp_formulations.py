@@ -1,4 +1,4 @@
-"""DESIGN.md section 4 regenerated: every LP formulation of common.lp on one Gaussian random kernel.
+"""DESIGN.md section 4 regenerated: every LP formulation of ppsvm.core.lp on one Gaussian random kernel.
 
 One kernel K(A, B') per size: A uniform on [0, 1]^20 (m rows), B uniform (mbar = 19 rows),
 mu = 1/20, labels from a noisy nonlinear rule, nu = 1. Each formulation is timed (median of
@@ -12,20 +12,18 @@ checked against highs-dual. Formulations measured too slow are skipped above a s
 from __future__ import annotations
 
 import argparse
-import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks._shared import (  # noqa: E402
+from benchmarks._shared import (
     AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, load_average, machine_info, median, peak_rss_mib,
     print_machine, relative_gap, seconds_text, synthetic, table, timed, write_json,
 )
-from common.kernels import gaussian_kernel  # noqa: E402
-from common.lp import FORMULATIONS, solve_lp  # noqa: E402
+from ppsvm.core.kernels import gaussian_kernel
+from ppsvm.core.lp import FORMULATIONS, solve_lp
 
 NAME = "lp_formulations"
 REFERENCE = "highs-dual"

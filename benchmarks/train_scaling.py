@@ -6,13 +6,13 @@ the four entities run as real processes over gRPC, and a coordinator process tim
 
 - the kernel fetch alone (Session.kernel: four entities compute K(A_i1, B_1') concurrently,
   stream it back, the coordinator aligns and stacks it),
-- ``coordinator.train.train()`` end to end (metadata, records and ranges in one round, alignment,
+- ``ppsvm.coordinator.train.train()`` end to end (metadata, records and ranges in one round, alignment,
   scaling, kernel, LP) with
   kernel="gaussian", mbar=19, nu=1, mu=1/20 fixed (no tuning), distribute=False,
 
 each repeated 3 times (median reported). The coordinator runs in its own process so its peak
 RSS is its own. Then, in this process, on the same assembled K: every formulation of
-common.lp (median of 3; cvxpy-primal skipped above 40,000 rows, cvxpy-dual above 160,000),
+ppsvm.core.lp (median of 3; cvxpy-primal skipped above 40,000 rows, cvxpy-dual above 160,000),
 objectives checked against highs-dual, and scikit-learn's SVC(kernel="rbf", gamma=mu) on the
 pooled, [0, 1]-scaled training rows (skipped above --svc-max rows).
 
@@ -24,7 +24,6 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import os
 import subprocess
 import sys
 import tempfile
@@ -33,15 +32,14 @@ from pathlib import Path
 from typing import Any
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
-import numpy as np  # noqa: E402
+import numpy as np
 
-from benchmarks._shared import (  # noqa: E402
+from benchmarks._shared import (
     AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, load_average, machine_info, median, peak_rss_mib,
     print_machine, relative_gap, seconds_text, synthetic, table, timed, write_json,
 )
-from coordinator.reproduce.inprocess import fixed_secret  # noqa: E402
+from ppsvm.experiments.inprocess import fixed_secret
 
 NAME = "train_scaling"
 ENTITY_ROWS, ENTITY_COLS = 4, 1
@@ -57,10 +55,10 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
     """Start the entities, time the kernel fetch and train(), save K and the timings to ``out``."""
     import resource
 
-    from common.config import federation_at_addresses, load_federation
-    from coordinator.federation import Session
-    from coordinator.processes import EntityProcesses
-    from coordinator.train import TrainOptions, train
+    from ppsvm.config import federation_at_addresses, load_federation
+    from ppsvm.coordinator.federation import Session
+    from ppsvm.processes import EntityProcesses
+    from ppsvm.coordinator.train import TrainOptions, train
 
     logging.basicConfig(level=logging.WARNING)
     planned = load_federation(federation_path)
@@ -128,8 +126,8 @@ def total_rows(m_train: int) -> int:
 
 
 def split(m_train: int, seed: int, out_dir: Path) -> tuple[Path, np.ndarray, np.ndarray]:
-    from common.dataset import Dataset
-    from common.partition import SplitOptions, split_dataset
+    from ppsvm.data.dataset import Dataset
+    from ppsvm.data.partition import SplitOptions, split_dataset
 
     X, y = synthetic(total_rows(m_train), seed)
     dataset = Dataset(ids=np.array([str(k) for k in range(len(y))]), X=X, y=y,
@@ -143,7 +141,7 @@ def split(m_train: int, seed: int, out_dir: Path) -> tuple[Path, np.ndarray, np.
 
 
 def in_process(K: np.ndarray, y: np.ndarray, m: int, args: argparse.Namespace) -> dict[str, Any]:
-    from common.lp import FORMULATIONS, solve_lp
+    from ppsvm.core.lp import FORMULATIONS, solve_lp
 
     order = ["highs-dual", *(f for f in FORMULATIONS if f != "highs-dual")]
     results: dict[str, Any] = {}
@@ -186,9 +184,8 @@ def measure(m: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     federation_path, X, y_all = split(m, args.seed, work / f"m{m}")
     split_s = time.perf_counter() - start
     out = work / f"m{m}" / "coordinator.json"
-    env = dict(os.environ, PYTHONPATH=str(ROOT) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else ""))
-    subprocess.run([sys.executable, str(Path(__file__).resolve()), "--coordinator", str(federation_path), str(out),
-                    "--repeats", str(args.repeats), "--mu", repr(args.mu)], check=True, env=env)
+    subprocess.run([sys.executable, "-m", "benchmarks.train_scaling", "--coordinator", str(federation_path), str(out),
+                    "--repeats", str(args.repeats), "--mu", repr(args.mu)], check=True, cwd=ROOT)
     figures = json.loads(out.read_text(encoding="utf-8"))
     figures["split_s"] = split_s
     with np.load(out.with_suffix(".npz")) as saved:

@@ -16,13 +16,13 @@ set -eu
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 export PYTHONPATH=.
-"$PYTHON" -m coordinator.cli split common/data/wdbc.data --rows 2 --cols 2 --out docker/demo --overwrite \
+"$PYTHON" -m ppsvm split ppsvm/data/bundled/wdbc.data --rows 2 --cols 2 --out docker/demo --overwrite \
   --label 1 --positive M --drop 0 --id-column 0 --host 0.0.0.0 --seed 0
 "$PYTHON" - <<'PY'
 import dataclasses
 from pathlib import Path
 
-from common.config import federation_toml, load_federation
+from ppsvm.config import federation_toml, load_federation
 
 path = Path("docker/demo/federation.toml")
 federation = load_federation(path)

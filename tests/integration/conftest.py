@@ -13,19 +13,19 @@ from typing import Any
 import grpc
 import pytest
 
-from common.certs import DEFAULT_COORDINATOR_NAME
-from common.config import FederationEntity, federation_at_addresses, load_federation
-from common.grpc_util import open_channel
-from coordinator.processes import EntityProcesses
+from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
+from ppsvm.config import FederationEntity, federation_at_addresses, load_federation
+from ppsvm.wire.grpc_util import open_channel
+from ppsvm.processes import EntityProcesses
 
 REPO = Path(__file__).resolve().parents[2]
-WDBC = REPO / "common" / "data" / "wdbc.data"
+WDBC = REPO / "ppsvm" / "data" / "bundled" / "wdbc.data"
 WDBC_OPTIONS = ["--label", "1", "--positive", "M", "--drop", "0", "--id-column", "0"]
 
 
 def ppsvm(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the ppsvm CLI in a child process, as a user would."""
-    result = subprocess.run([sys.executable, "-m", "coordinator.cli", *args], capture_output=True, text=True,
+    result = subprocess.run([sys.executable, "-m", "ppsvm", *args], capture_output=True, text=True,
                             timeout=timeout, cwd=REPO)
     if check and result.returncode != 0:
         raise AssertionError(f"ppsvm {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
@@ -63,7 +63,7 @@ def public_and_private(tmp: Path, n_public: int) -> tuple[Path, Path]:
     """WDBC cut in two: ``n_public`` records as a public file (cell format) and the rest as a raw file to split."""
     import numpy as np
 
-    from common.dataset import DatasetOptions, load_dataset
+    from ppsvm.data.dataset import DatasetOptions, load_dataset
 
     data = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
     order = np.random.default_rng(5).permutation(len(data.y))

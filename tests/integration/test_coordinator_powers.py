@@ -6,7 +6,7 @@ that sends chosen B's reconstructs A). These tests try: methods that do not exis
 matrix smuggled into a real request as an unknown protobuf field, and a scan of every
 request message for fields that could carry one.
 
-The last test runs the scaling attack (common.attacks.reconstruct_by_rescaling): an
+The last test runs the scaling attack (ppsvm.experiments.attacks.reconstruct_by_rescaling): an
 entity that applied whatever per-feature (low, high) a request named would reveal its
 whole cell and B_j to a coordinator moving one feature's bounds at a time. Entities now
 take the scaling only from their column block's ranges, tagged under the column-group
@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from common.attacks import reconstruct_by_rescaling
-from common.config import load_federation
-from common.rpc import ppsvm_pb2 as pb
-from common.wire import decode_arrays
+from ppsvm.experiments.attacks import reconstruct_by_rescaling
+from ppsvm.config import load_federation
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.chunks import decode_arrays
 
 from .conftest import coordinator_channel
 
@@ -37,7 +37,7 @@ MBAR = 1  # the smallest (most private) number of random points: the attack belo
 # the entity compute a kernel against a matrix the coordinator chose. Any new such field fails
 # test_no_request_field_can_carry_a_matrix until it is reviewed and listed here.
 REVIEWED_FIELDS = {
-    # The trained model, verbatim. EntityCore.accept_model (entity/cell.py) decodes it as UTF-8,
+    # The trained model, verbatim. EntityCore.accept_model (ppsvm/entity/cell.py) decodes it as UTF-8,
     # validates it with Model.from_json and writes it to <id>.model.json; nothing in entity/
     # reads it back, and EntityCore.kernel_block builds its kernel only from the entity's own
     # cell, derive_B(own secret, mbar, n_j) and the request's kernel, mbar, mu and scaling.

@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.dp import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling, train_linear_svm
-from common.dp_model import DpModel
-from common.rpc import ppsvm_pb2 as pb
-from entity.cell import load_cell
+from ppsvm.core.dp import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling, train_linear_svm
+from ppsvm.core.dp_model import DpModel
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.data.cell import load_cell
 
 from .conftest import DP_SPLIT_OPTIONS, ppsvm, public_and_private
 

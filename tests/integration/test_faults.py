@@ -29,10 +29,10 @@ from typing import IO
 import numpy as np
 import pytest
 
-from common.config import load_federation
-from common.model import Model
-from coordinator.federation import Session
-from coordinator.processes import read_listening_address
+from ppsvm.config import load_federation
+from ppsvm.core.model import Model
+from ppsvm.coordinator.federation import Session
+from ppsvm.processes import read_listening_address
 
 from .conftest import REPO, RunningFederation
 from .test_training import central_model
@@ -41,7 +41,7 @@ KERNEL, MBAR, NU, MU = "gaussian", 5, 10.0, 0.03
 TRAIN_SETTINGS = ["--kernel", KERNEL, "--mbar", str(MBAR), "--nu", str(NU), "--mu", str(MU)]
 TRIAL_TIMEOUT_S = 120.0  # a coordinator still running after this long has hung: a failure
 ENTITY_START_TIMEOUT_S = 60.0
-TEMP_MODEL = re.compile(r"^\.model\.json\..+\.tmp$")  # what common.files.write_atomic may leave on SIGKILL
+TEMP_MODEL = re.compile(r"^\.model\.json\..+\.tmp$")  # what ppsvm.files.write_atomic may leave on SIGKILL
 # Lines the coordinator logs between phases: the kernel is assembled (the LP, the write and the
 # delivery follow at once), the model is written (delivery to the entities follows).
 KERNEL_ASSEMBLED, MODEL_WRITTEN, LP_SOLVED = "assembled train kernel", "model written", "LP solved"
@@ -57,7 +57,7 @@ class Coordinator:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "coordinator", "train", "--federation", str(federation_path),
+            [sys.executable, "-m", "ppsvm", "coordinator", "train", "--federation", str(federation_path),
              "--model-out", str(model_out), *TRAIN_SETTINGS, *extra],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         )
@@ -131,7 +131,7 @@ def start_entity(config: Path, address: str, log: Path) -> subprocess.Popen[str]
     """``ppsvm entity --config C --listen ADDRESS``; returns once it prints 'listening on ADDRESS'."""
     with log.open("a") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", address],
+            [sys.executable, "-m", "ppsvm", "entity", "--config", str(config), "--listen", address],
             stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
         )
     try:

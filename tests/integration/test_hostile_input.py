@@ -42,22 +42,22 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from common.certs import COORDINATOR, federation_parties, make_certificates
-from common.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
-from common.errors import PpsvmError
-from common.files import PRIVATE_MODE
-from common.grpc_util import create_server
-from common.randomness import range_tag
-from common.kernels import gaussian_fetch_width
-from common.release_log import create_release_log
-from common.rpc import ppsvm_pb2 as pb
-from common.rpc import ppsvm_pb2_grpc as pb_grpc
-from common.wire import decode_arrays, encode_arrays
-from coordinator.cli import main as cli_main
-from coordinator.processes import EntityProcesses
-from coordinator.train import TrainOptions, train_and_save
-from entity.cell import EntityCore, SignedRange
-from entity.servicer import KERNEL_NAMES, RECORD_SETS, EntityServicer
+from ppsvm.wire.certs import COORDINATOR, federation_parties, make_certificates
+from ppsvm.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
+from ppsvm.errors import PpsvmError
+from ppsvm.files import PRIVATE_MODE
+from ppsvm.wire.grpc_util import create_server
+from ppsvm.core.randomness import range_tag
+from ppsvm.core.kernels import gaussian_fetch_width
+from ppsvm.core.release_log import create_release_log
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.chunks import decode_arrays, encode_arrays
+from ppsvm.cli import main as cli_main
+from ppsvm.processes import EntityProcesses
+from ppsvm.coordinator.train import TrainOptions, train_and_save
+from ppsvm.entity.cell import EntityCore, SignedRange
+from ppsvm.entity.servicer import KERNEL_NAMES, RECORD_SETS, EntityServicer
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
 
@@ -355,7 +355,7 @@ def test_malformed_cell_stops_the_entity_naming_file_line_and_column(
     before = sorted(broken_cells.iterdir())
     served = threading.Event()
     served.set()  # an entity that did start would stop at once (and fail below) rather than serve forever
-    monkeypatch.setattr("entity.server.stop_on_signals", lambda: served)
+    monkeypatch.setattr("ppsvm.entity.server.stop_on_signals", lambda: served)
     status = cli_main(["entity", "--config", str(broken_cells / f"{case}.toml"), "--listen", "127.0.0.1:0"])
     out, err = capsys.readouterr()
     assert status == 1 and "listening on" not in out
@@ -371,7 +371,7 @@ def test_malformed_cell_entity_process_exits_1_without_listening(broken_cells: P
     cases = {"nan-feature": "'nan' is not a finite number", "duplicate-id": "duplicate record id", "empty-file": "empty file",
              "line-over-1-mib": "line 3 is longer than 1,048,576 characters"}
     processes = {
-        case: subprocess.Popen([sys.executable, "-m", "coordinator.cli", "entity", "--config", str(broken_cells / f"{case}.toml"),
+        case: subprocess.Popen([sys.executable, "-m", "ppsvm", "entity", "--config", str(broken_cells / f"{case}.toml"),
                                 "--listen", "127.0.0.1:0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         for case in cases
     }

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
-from common.config import load_entity_config
-from common.dataset import Dataset
-from common.partition import SplitOptions, split_dataset
-from common.randomness import derive_B
-from coordinator.federation import Session
-from coordinator.reference import pool_cells
-from coordinator.reproduce.inprocess import serve_split
+from ppsvm.config import load_entity_config
+from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.core.randomness import derive_B
+from ppsvm.coordinator.federation import Session
+from ppsvm.coordinator.reference import pool_cells
+from ppsvm.experiments.inprocess import serve_split
 
 GRPC_MAX_MESSAGE = 4 * 1024 * 1024
 

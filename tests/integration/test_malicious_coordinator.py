@@ -4,8 +4,8 @@ Threat model (docs/threat-model.md, DESIGN.md section 2 rule 5): a coordinator s
 it likes, possibly helped by one entity of the target's column block, which holds the column-block
 secret (so it knows B_j and can tag any range as its own). Each finding of issue 10 gets a test that
 runs the attack over gRPC/mutual TLS and shows it fails now, **and a control that runs the same attack
-on the old behaviour in-process** (the kernel blocks computed the old way with common.kernels and
-common.randomness.derive_B, the old un-clipped DP math, the exact error count, float Laplace noise),
+on the old behaviour in-process** (the kernel blocks computed the old way with ppsvm.core.kernels and
+ppsvm.core.randomness.derive_B, the old un-clipped DP math, the exact error count, float Laplace noise),
 or against an entity started with the explicit override that allows it, so that no test can pass
 because its attack is broken.
 
@@ -18,7 +18,7 @@ Two splits of WDBC (30 features, one column block each) are started once for the
   (finding 5, which stops it, deletes its log and restarts it). A pristine copy of the split is kept
   for the log-truncation test.
 
-Attack math lives in common/attacks.py (reconstruct_by_peer_scalings, reconstruct_two_views,
+Attack math lives in ppsvm/experiments/attacks.py (reconstruct_by_peer_scalings, reconstruct_two_views,
 bisect_change, float_laplace_reachable); benchmarks/attacks.py reports the same attacks before/after.
 """
 
@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import json
 import math
-import os
 import re
 import shutil
 import subprocess
@@ -39,29 +38,30 @@ import grpc
 import numpy as np
 import pytest
 
-from common.attacks import (
+from ppsvm.experiments.attacks import (
     bisect_change, float_laplace_reachable, reconstruct_by_peer_scalings, reconstruct_linear, reconstruct_two_views,
 )
-from common.config import federation_at_addresses, load_entity_config, load_federation
-from common.dp import apply_scaling, fourier_features
-from common.dp_model import DpModel
-from common.errors import DataError
-from common.grpc_util import open_channel
-from common.kernels import kernel, scale_to_unit
-from common.privacy import MIXED_MODE_WARNING
-from common.randomness import derive_B, range_tag
-from common.release_log import MICRO_PER_EPSILON
-from common.rpc import ppsvm_pb2 as pb
-from common.rpc import ppsvm_pb2_grpc as pb_grpc
-from common.wire import decode_arrays
-from coordinator.processes import read_listening_address
-from entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1, Cell, load_cell
-from entity.guard import MIN_EPSILON, epsilon_micro
+from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
+from ppsvm.core.dp import apply_scaling, fourier_features
+from ppsvm.core.dp_model import DpModel
+from ppsvm.errors import DataError
+from ppsvm.wire.grpc_util import open_channel
+from ppsvm.core.kernels import kernel, scale_to_unit
+from ppsvm.core.privacy import MIXED_MODE_WARNING
+from ppsvm.core.randomness import derive_B, range_tag
+from ppsvm.core.release_log import MICRO_PER_EPSILON
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.chunks import decode_arrays
+from ppsvm.processes import read_listening_address
+from ppsvm.data.cell import Cell, load_cell
+from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1
+from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm, split
 
 N = 30                 # WDBC features, one column block
-MU = 1.0 / N           # the one Gaussian width honest coordinators fetch at (common.kernels.gaussian_fetch_width)
+MU = 1.0 / N           # the one Gaussian width honest coordinators fetch at (ppsvm.core.kernels.gaussian_fetch_width)
 PINNED_MBAR = N - 1    # the fixture's honest first release
 RECOVERED = 1e-9       # a control "recovers" a value to this (max abs error, scaled units unless said)
 DP_BUDGET = 5.0        # dp r0c0
@@ -113,11 +113,10 @@ def start_entity(config: Path, *flags: str) -> Entity:
     """Start `ppsvm entity --config CONFIG` through the CLI on a free port; wait until it accepts calls."""
     entity_id = config.stem
     stderr_path = config.with_name(f"{entity_id}.stderr.{len(list(config.parent.glob(f'{entity_id}.stderr.*')))}.log")
-    env = {**os.environ, "PYTHONPATH": str(REPO) + (os.pathsep + os.environ["PYTHONPATH"] if os.environ.get("PYTHONPATH") else "")}
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(config), "--listen", "127.0.0.1:0", *flags],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, env=env, cwd=REPO,
+            [sys.executable, "-m", "ppsvm", "entity", "--config", str(config), "--listen", "127.0.0.1:0", *flags],
+            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
         )
     try:
         address = read_listening_address(process, f"entity {entity_id}", TIMEOUT)
@@ -571,7 +570,7 @@ def test_f4_two_views_recover_rows_in_process(rk: Split) -> None:
     two together give ||a||^2 as well, and one of the two candidates is the row to 1e-9.
     """
     entity = rk["r0c0"]
-    cell = entity.cell()
+    cell = ppsvm.entity.cell()
     low, high = block_scaling([signed_range(rk[e]) for e in sorted(rk.entities)])
     U = scale_to_unit(cell.X_train, low, high)
     B = derive_B(entity.secret(), N - 1, N)
@@ -622,7 +621,7 @@ def test_f5_budget_cannot_be_stretched_or_reset(dp: Split) -> None:
     assert epsilon_micro(1e-300) == 1 and epsilon_micro(5e-324) == 1
 
     entity = dp["r1c0"]
-    cell = entity.cell()
+    cell = ppsvm.entity.cell()
     model = threshold_model(0, float(np.median(cell.X_test[:, 0])))
     answered = 0
     while True:
@@ -677,7 +676,7 @@ def test_f5_truncated_log_does_not_reset_the_budget(dp: Split) -> None:
     config = dp.directory.parent / "spare" / "r1c0.toml"
     entity = start_entity(config)
     try:
-        model = threshold_model(0, float(np.median(entity.cell().X_test[:, 0])))
+        model = threshold_model(0, float(np.median(ppsvm.entity.cell().X_test[:, 0])))
         for _ in range(3):
             entity.stub.DpEvaluate(pb.DpEvaluateRequest(model_json=model, epsilon=0.25), timeout=TIMEOUT)
         assert entity.metadata().epsilon_spent == pytest.approx(0.75)
@@ -741,7 +740,7 @@ def test_f6_dp_entity_refuses_the_random_kernel_protocol(dp: Split, rk: Split) -
 def test_f6_float_laplace_rules_out_a_neighbour_in_process() -> None:
     """Control for finding 6's noise: Laplace noise drawn in floating point (numpy's sampler, as the old release
     drew it) is not DP. For w and a neighbouring w' = w + 0.05 at scale 2.84 (the figures of a WDBC release), most
-    outputs drawn from w cannot be produced from w' at all (common.attacks.float_laplace_reachable, Mironov 2012):
+    outputs drawn from w cannot be produced from w' at all (ppsvm.experiments.attacks.float_laplace_reachable, Mironov 2012):
     each such output rules w' out with certainty. The reachability check is exact: every output is reachable from
     the w it was drawn from."""
     rng = np.random.default_rng(3)
@@ -755,13 +754,13 @@ def test_f6_float_laplace_rules_out_a_neighbour_in_process() -> None:
 def test_f6_laplace_release_is_on_the_discrete_grid(dp: Split) -> None:
     """Finding 6's noise, guarded: a laplace DpWeights release is discrete Laplace on a power-of-two grid.
 
-    The reply's noise text names the grid 2^k (common.noise.GridLaplace.describe) and every released
+    The reply's noise text names the grid 2^k (ppsvm.core.noise.GridLaplace.describe) and every released
     weight is an exact multiple of 2^k, which float Laplace noise essentially never is (the control
     above shows what float noise gives away). Continuous mechanisms are refused without the entity's
     own setting (test_f1's "continuous noise" case).
     """
     entity = dp["r0c0"]
-    low, high = public_bounds(entity.cell())
+    low, high = public_bounds(ppsvm.entity.cell())
     reply = entity.stub.DpWeights(dp_request(low, high, rho=np.full((4, N), 0.1), epsilon=0.01), timeout=TIMEOUT)
     match = re.search(r"discrete Laplace on grid 2\^(-?\d+)", reply.noise)
     assert match, reply.noise

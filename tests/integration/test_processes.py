@@ -24,7 +24,7 @@ def _running_with(marker: str) -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if marker in cmdline and "coordinator.cli" in cmdline:
+        if marker in cmdline and "ppsvm.cli" in cmdline:
             found.append(cmdline)
     return found
 
@@ -33,7 +33,7 @@ def test_entity_stops_cleanly_on_sigterm_and_sigint(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
     for signum in (signal.SIGTERM, signal.SIGINT):
         entity = subprocess.Popen(
-            [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
+            [sys.executable, "-m", "ppsvm", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
         )
         assert entity.stdout.readline().startswith("listening on 127.0.0.1:")
@@ -44,7 +44,7 @@ def test_entity_stops_cleanly_on_sigterm_and_sigint(tmp_path: Path) -> None:
 def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", "demo", "--out", str(out), "--json", "--mbar", "5", "--nu", "10", "--mu", "0.03"],
+        [sys.executable, "-m", "ppsvm", "demo", "--out", str(out), "--json", "--mbar", "5", "--nu", "10", "--mu", "0.03"],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
@@ -59,7 +59,7 @@ def test_process_probe_sees_a_running_entity(tmp_path: Path) -> None:
     """Positive control for the checks above: the probe finds a live entity by its config path."""
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
     entity = subprocess.Popen(
-        [sys.executable, "-m", "coordinator.cli", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
+        [sys.executable, "-m", "ppsvm", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
     )
     try:
@@ -73,7 +73,7 @@ def test_process_probe_sees_a_running_entity(tmp_path: Path) -> None:
 def _interrupt_demo(out: Path, signum: int, after_processes: int) -> None:
     """Start the demo, send ``signum`` once ``after_processes`` processes mention ``out``; nothing may survive."""
     demo = subprocess.Popen(
-        [sys.executable, "-m", "coordinator.cli", "demo", "--out", str(out)],
+        [sys.executable, "-m", "ppsvm", "demo", "--out", str(out)],
         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
     )
     deadline = time.monotonic() + 120

@@ -17,7 +17,7 @@ FIGURES = [f"sinc-figure{number}.png" for number in (3, 4, 5, 6)]
 
 def reproduce_quick(out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", "reproduce", "sinc", "--quick", "--out", str(out), "--no-progress"],
+        [sys.executable, "-m", "ppsvm", "reproduce", "sinc", "--quick", "--out", str(out), "--no-progress"],
         capture_output=True, text=True, timeout=120, cwd=REPO,
     )
 
@@ -92,7 +92,7 @@ def test_a_second_run_gives_the_same_results(
 
 def test_a_bad_mbar_is_a_config_error(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", "reproduce", "sinc", "--mbar", "1,x", "--out", str(tmp_path / "out")],
+        [sys.executable, "-m", "ppsvm", "reproduce", "sinc", "--mbar", "1,x", "--out", str(tmp_path / "out")],
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )
     assert result.returncode == 1

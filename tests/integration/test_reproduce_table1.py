@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.dataset import load_dataset
-from common.partition import SplitOptions, split_dataset
-from common.shipped import TABLE1_DATASETS
-from common.tuning import fold_indices
-from coordinator.reproduce.inprocess import fixed_secret, set_secrets
+from ppsvm.data.dataset import load_dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.shipped import TABLE1_DATASETS
+from ppsvm.core.tuning import fold_indices
+from ppsvm.experiments.inprocess import fixed_secret, set_secrets
 
 from .conftest import REPO, without_run_details
 from .test_training import central_model
@@ -24,7 +24,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 def reproduce(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", "reproduce", "table1", "--out", str(out), *args],
+        [sys.executable, "-m", "ppsvm", "reproduce", "table1", "--out", str(out), *args],
         capture_output=True, text=True, timeout=600, cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
@@ -95,7 +95,7 @@ def test_a_partition_that_leaves_one_feature_is_skipped_and_said(tmp_path: Path)
 
 def test_unknown_dataset_is_refused_before_any_work(tmp_path: Path) -> None:
     result = subprocess.run(
-        [sys.executable, "-m", "coordinator.cli", "reproduce", "table1", "--datasets", "iris", "--out", str(tmp_path / "o")],
+        [sys.executable, "-m", "ppsvm", "reproduce", "table1", "--datasets", "iris", "--out", str(tmp_path / "o")],
         capture_output=True, text=True, timeout=60, cwd=REPO,
     )
     assert result.returncode == 1

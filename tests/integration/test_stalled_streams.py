@@ -18,16 +18,16 @@ import grpc
 import numpy as np
 import pytest
 
-from common.config import federation_at_addresses, load_federation
-from common.dataset import Dataset
-from common.partition import SplitOptions, split_dataset
-from common.rpc import ppsvm_pb2 as pb
-from common.rpc import ppsvm_pb2_grpc as pb_grpc
-from common.tls import channel_credentials
-from common.wire import decode_arrays
-from coordinator.client import EntityClient
-from coordinator.federation import kernel_request
-from coordinator.processes import EntityProcesses
+from ppsvm.config import federation_at_addresses, load_federation
+from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import channel_credentials
+from ppsvm.wire.chunks import decode_arrays
+from ppsvm.coordinator.client import EntityClient
+from ppsvm.coordinator.federation import kernel_request
+from ppsvm.processes import EntityProcesses
 
 from .conftest import coordinator_channel
 

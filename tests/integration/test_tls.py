@@ -14,16 +14,16 @@ from pathlib import Path
 import grpc
 import pytest
 
-from common.certs import COORDINATOR, ENTITY, make_certificates
-from common.config import federation_at_addresses, load_entity_config, load_federation
-from common.errors import EntityError
-from common.grpc_util import open_channel
-from common.randomness import new_secret_hex
-from common.rpc import ppsvm_pb2 as pb
-from common.rpc import ppsvm_pb2_grpc as pb_grpc
-from common.tls import TlsFiles
-from common.wire import decode_arrays
-from coordinator.processes import EntityProcesses
+from ppsvm.wire.certs import COORDINATOR, ENTITY, make_certificates
+from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
+from ppsvm.errors import EntityError
+from ppsvm.wire.grpc_util import open_channel
+from ppsvm.core.randomness import new_secret_hex
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import TlsFiles
+from ppsvm.wire.chunks import decode_arrays
+from ppsvm.processes import EntityProcesses
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
 
@@ -61,7 +61,7 @@ def test_prediction_service_answers_predict_only_to_client_certificates(federati
     run = federation(1, 2)
     run.train(*TRAIN)
     server = subprocess.Popen(
-        [sys.executable, "-m", "coordinator.cli", "coordinator", "serve", "--federation", str(run.federation_path),
+        [sys.executable, "-m", "ppsvm", "coordinator", "serve", "--federation", str(run.federation_path),
          "--model", str(run.split_dir / "model.json"), "--listen", "127.0.0.1:0"],
         cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )
@@ -139,7 +139,7 @@ def test_plaintext_only_when_asked_for_and_then_warned(tmp_path: Path) -> None:
         assert secure.returncode == 1 and "TLS handshake failed" in secure.stderr  # TLS client, plaintext server
         insecure = ppsvm("coordinator", "train", "--federation", str(live), "--model-out", model, "--insecure", *TRAIN)
         assert "TLS is OFF" in insecure.stderr
-    entity = subprocess.Popen([sys.executable, "-m", "coordinator.cli", "entity", "--config", str(configs[0]), "--insecure",
+    entity = subprocess.Popen([sys.executable, "-m", "ppsvm", "entity", "--config", str(configs[0]), "--insecure",
                                "--listen", "127.0.0.1:0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     try:
         assert entity.stdout is not None and entity.stdout.readline().startswith("listening on ")

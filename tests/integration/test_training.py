@@ -13,11 +13,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.config import load_entity_config, load_federation
-from common.lp import solve_lp
-from common.model import Model
-from common.randomness import derive_B
-from coordinator.reference import pool_cells
+from ppsvm.config import load_entity_config, load_federation
+from ppsvm.core.lp import solve_lp
+from ppsvm.core.model import Model
+from ppsvm.core.randomness import derive_B
+from ppsvm.coordinator.reference import pool_cells
 
 from .conftest import coordinator_channel, ppsvm
 
@@ -184,15 +184,15 @@ def test_serve_predicts_by_record_id(federation) -> None:
 
     import grpc
 
-    from common.rpc import ppsvm_pb2 as pb
-    from common.rpc import ppsvm_pb2_grpc as pb_grpc
-    from entity.cell import load_cell
+    from ppsvm.wire.rpc import ppsvm_pb2 as pb
+    from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+    from ppsvm.data.cell import load_cell
 
     run = federation(2, 2)
     run.train("--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03")
     model = Model.load(run.split_dir / "model.json")
     server = subprocess.Popen(
-        [sys.executable, "-m", "coordinator.cli", "coordinator", "serve", "--federation", str(run.federation_path),
+        [sys.executable, "-m", "ppsvm", "coordinator", "serve", "--federation", str(run.federation_path),
          "--model", str(run.split_dir / "model.json"), "--listen", "127.0.0.1:0"],
         stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
     )

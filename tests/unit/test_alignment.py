@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from coordinator.federation import duplicate_record_id, record_positions
+from ppsvm.coordinator.federation import duplicate_record_id, record_positions
 
 REFERENCE = np.array(["a7", "b2", "c9", "d1", "e5"])
 

@@ -10,11 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.errors import ConfigError, DataError, PrivacyError
-from common.config import load_entity_config
-from common.model import ColumnScaling, Model, ModelEntity
-from common.randomness import derive_B
-from entity.cell import EntityCore, SignedRange, load_cell
+from ppsvm.errors import ConfigError, DataError, PrivacyError
+from ppsvm.config import load_entity_config
+from ppsvm.core.model import ColumnScaling, Model, ModelEntity
+from ppsvm.core.randomness import derive_B
+from ppsvm.data.cell import load_cell
+from ppsvm.entity.cell import EntityCore, SignedRange
 
 SECRET = bytes(range(32))
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from common.config import (
+from ppsvm.config import (
     FederationEntity,
     federation_toml,
     load_entity_config,
@@ -17,8 +17,8 @@ from common.config import (
     toml_document,
     toml_string,
 )
-from common.errors import ConfigError
-from common.randomness import MIN_SECRET_BYTES
+from ppsvm.errors import ConfigError
+from ppsvm.core.randomness import MIN_SECRET_BYTES
 
 SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef"
 

@@ -13,8 +13,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.dataset import DatasetOptions, add_dataset_arguments, dataset_options_from_args, load_dataset
-from common.errors import ConfigError, DataError
+from ppsvm.data.dataset import DatasetOptions, add_dataset_arguments, dataset_options_from_args, load_dataset
+from ppsvm.errors import ConfigError, DataError
 
 REPO = Path(__file__).resolve().parents[2]
 DATA_DIRS = (REPO / "data", REPO.parent / "shared" / "datasets")

@@ -1,7 +1,7 @@
 """The hybrid DP SVM: feature map, frequency learning, exact SVM solvers, sensitivities, noise.
 
 Every expected value is computed here independently (loops, closed forms, cvxpy/Clarabel,
-scikit-learn, scipy.stats), never read back from common.dp.
+scikit-learn, scipy.stats), never read back from ppsvm.core.dp.
 """
 
 from __future__ import annotations
@@ -18,8 +18,8 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from common import dp
-from common.errors import DataError, PrivacyError, SolverError
+from ppsvm.core import dp
+from ppsvm.errors import DataError, PrivacyError, SolverError
 
 # --- independent references ---------------------------------------------------------------------
 
@@ -31,7 +31,7 @@ def unit_rows(n: int, p: int, rng: np.random.Generator) -> np.ndarray:
 
 
 def rff_problem(n: int, d: int, D: int, seed: int, *, noise: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
-    """zhat features of a noisy non-linear two-class problem, built without common.dp."""
+    """zhat features of a noisy non-linear two-class problem, built without ppsvm.core.dp."""
     rng = np.random.default_rng(seed)
     X = rng.random((n, d))
     y = np.where(np.sin(3 * X[:, 0]) + X[:, 1:].sum(axis=1) / d + noise * rng.standard_normal(n) > 0.6, 1.0, -1.0)

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from common.rpc import generate as gen
-from common.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import generate as gen
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 CHECKED_IN = Path(gen.__file__).resolve().parent
 
@@ -22,12 +22,12 @@ def test_regenerated_stubs_are_byte_identical(tmp_path: Path) -> None:
     gen.generate(tmp_path)
     assert gen.GENERATED, "nothing listed as generated"
     for name in gen.GENERATED:
-        fresh = tmp_path / "common" / "rpc" / name
+        fresh = tmp_path / "ppsvm" / "wire" / "rpc" / name
         assert fresh.is_file(), f"protoc did not produce {name}"
         checked_in = CHECKED_IN / name
-        assert checked_in.is_file(), f"{name} is not checked in under common/rpc/"
+        assert checked_in.is_file(), f"{name} is not checked in under ppsvm/wire/rpc/"
         assert fresh.read_bytes() == checked_in.read_bytes(), (
-            f"common/rpc/{name} differs from what proto/ppsvm.proto generates: run `python -m common.rpc.generate`"
+            f"ppsvm/wire/rpc/{name} differs from what proto/ppsvm.proto generates: run `python -m ppsvm.wire.rpc.generate`"
         )
 
 

@@ -15,9 +15,9 @@ from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import WireError
-from common.rpc import ppsvm_pb2 as pb
-from common.wire import decode_arrays, encode_arrays
+from ppsvm.errors import WireError
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.chunks import decode_arrays, encode_arrays
 
 MAX_BYTES = 4096
 ALLOWED_KINDS = set("fiubU")

@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.kernels import assemble, gaussian_kernel, kernel, linear_kernel, product_columns, rescale_gaussian
-from common.randomness import derive_B
+from ppsvm.core.kernels import assemble, gaussian_kernel, kernel, linear_kernel, product_columns, rescale_gaussian
+from ppsvm.core.randomness import derive_B
 
 M_ROWS, N_FEATURES, MBAR = 37, 11, 7
 MU = 0.3

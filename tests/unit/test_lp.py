@@ -9,7 +9,7 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from common.lp import FORMULATIONS, solve_lp
+from ppsvm.core.lp import FORMULATIONS, solve_lp
 
 REL_TOL = 1e-6
 
@@ -255,7 +255,7 @@ def test_unknown_task_refused() -> None:
 @pytest.mark.parametrize("task", ["classify", "regress"])
 def test_interior_point_path_for_large_problems(task: str, monkeypatch: pytest.MonkeyPatch) -> None:
     """highs-dual switches to interior point above a row count; force it on a small problem."""
-    import common.lp as lp
+    import ppsvm.core.lp as lp
 
     K, target = problem(task, 1500, 7, 4)
     monkeypatch.setattr(lp, "_IPM_ABOVE_ROWS", 0)

@@ -13,15 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from common.errors import ConfigError, PrivacyError
-from common.kernels import gaussian_kernel, linear_kernel
-from common.lp import solve_lp
-from common.metrics import auc, error_rate, evaluate, relative_error, rmse
-from common.model import ColumnScaling, Model, ModelEntity
-from common.privacy import check_mbar
-from common.tuning import cross_validation_score, fold_indices, tune
-from coordinator.cli import build_parser, _train_options
-from coordinator.train import TrainOptions, default_mbar
+from ppsvm.errors import ConfigError, PrivacyError
+from ppsvm.core.kernels import gaussian_kernel, linear_kernel
+from ppsvm.core.lp import solve_lp
+from ppsvm.core.metrics import auc, error_rate, evaluate, relative_error, rmse
+from ppsvm.core.model import ColumnScaling, Model, ModelEntity
+from ppsvm.core.privacy import check_mbar
+from ppsvm.core.tuning import cross_validation_score, fold_indices, tune
+from ppsvm.cli import build_parser, _train_options
+from ppsvm.coordinator.train import TrainOptions, default_mbar
 
 
 def make_model(**changes: object) -> Model:
@@ -403,7 +403,7 @@ def test_cli_string_number_in_table_is_config_error(table: dict[str, object]) ->
 
 
 def test_search_grid_runs_opposite_ways_for_the_two_tasks() -> None:
-    from common.tuning import search_grid
+    from ppsvm.core.tuning import search_grid
 
     classify_nu, classify_mu = search_grid("classify", "gaussian", 10, None, None)
     regress_nu, _ = search_grid("regress", "gaussian", 10, None, None)
@@ -414,8 +414,8 @@ def test_search_grid_runs_opposite_ways_for_the_two_tasks() -> None:
 
 
 def test_a_grid_point_whose_lp_fails_is_skipped(monkeypatch: pytest.MonkeyPatch) -> None:
-    import common.tuning as tuning
-    from common.errors import SolverError
+    import ppsvm.core.tuning as tuning
+    from ppsvm.errors import SolverError
 
     rng = np.random.default_rng(0)
     K = rng.random((40, 3))

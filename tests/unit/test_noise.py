@@ -1,7 +1,7 @@
-"""Exact discrete Laplace sampling and the grid release (common.noise).
+"""Exact discrete Laplace sampling and the grid release (ppsvm.core.noise).
 
 Expected values are computed here from closed forms (the discrete Laplace pmf and cdf,
-exp(-gamma)), never read back from common.noise; each distribution test is paired with the
+exp(-gamma)), never read back from ppsvm.core.noise; each distribution test is paired with the
 same test against a wrong distribution, which must fail, so a broken sampler is caught.
 """
 
@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from common import noise
+from ppsvm.core import noise
 
 DRAWS = 20_000
 

@@ -22,14 +22,14 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from common.certs import CA_FILE, CA_KEY_FILE, CLIENT, COORDINATOR, ENTITY, Pem, federation_parties, make_certificates, role_uri
-from common.config import load_federation
-from common.errors import ConfigError
-from common.grpc_util import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_server
-from common.rpc import ppsvm_pb2 as pb
-from common.rpc import ppsvm_pb2_grpc as pb_grpc
-from common.tls import TlsFiles, peer_names
-from coordinator.serve import PREDICTION_ROLES
+from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, CLIENT, COORDINATOR, ENTITY, Pem, federation_parties, make_certificates, role_uri
+from ppsvm.config import load_federation
+from ppsvm.errors import ConfigError
+from ppsvm.wire.grpc_util import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_server
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import TlsFiles, peer_names
+from ppsvm.coordinator.serve import PREDICTION_ROLES
 
 SERVICE = "ppsvm.test.Probe"
 CHUNK = b"x" * (1 << 20)  # one message as big as the wire layer's chunks

@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.randomness import derive_B, features_check, key_check_value, new_secret_hex
+from ppsvm.core.randomness import derive_B, features_check, key_check_value, new_secret_hex
 
 SECRET = b"column-block-secret-0123456789ab"
 OTHER = b"column-block-secret-0123456789ac"  # differs in the last byte only

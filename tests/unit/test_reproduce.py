@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.dataset import Dataset
-from common.errors import ConfigError
-from common.partition import SplitOptions, split_dataset
-from coordinator.reproduce.report import Progress, parse_list, software_versions, write_results
-from coordinator.reproduce.table1 import Table1Options, block_widths, skip_reason
+from ppsvm.data.dataset import Dataset
+from ppsvm.errors import ConfigError
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.experiments.report import Progress, parse_list, software_versions, write_results
+from ppsvm.experiments.table1 import Table1Options, block_widths, skip_reason
 
 
 class Terminal(io.StringIO):

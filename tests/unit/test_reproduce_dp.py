@@ -10,9 +10,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from common.dp import train_linear_svm
-from common.errors import ConfigError, DataError
-from coordinator.reproduce import dp
+from ppsvm.core.dp import train_linear_svm
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.experiments import dp
 
 # --- options and presets --------------------------------------------------------------------------
 
@@ -196,7 +196,7 @@ def test_with_error() -> None:
 
 
 def test_quiet_fits_holds_back_info_and_restores_the_level() -> None:
-    logger = logging.getLogger("common.dp")
+    logger = logging.getLogger("ppsvm.core.dp")
     before = logger.level
     with dp.quiet_fits():
         assert not logger.isEnabledFor(logging.INFO) or logger.getEffectiveLevel() <= logging.DEBUG

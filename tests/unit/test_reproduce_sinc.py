@@ -5,8 +5,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from common.errors import ConfigError
-from coordinator.reproduce.sinc import (
+from ppsvm.errors import ConfigError
+from ppsvm.experiments.sinc import (
     GRID, HALF_WIDTH, INNER_HALF_WIDTH, MBARS, QUICK_MBARS, TEST, TRAIN, SincOptions, best, build_data, edge_text,
     grid_edge, plot_grid, region_of, region_points, sinc_2d,
 )

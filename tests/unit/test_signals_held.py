@@ -8,7 +8,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from coordinator.processes import _signals_held
+from ppsvm.processes import _signals_held
 
 
 @pytest.fixture(autouse=True)

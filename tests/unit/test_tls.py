@@ -9,13 +9,13 @@ import grpc
 import pytest
 from cryptography import x509
 
-from common.certs import (CLIENT, COORDINATOR, ENTITY, certificate_identity, certificate_party, check_party_name,
+from ppsvm.wire.certs import (CLIENT, COORDINATOR, ENTITY, certificate_identity, certificate_party, check_party_name,
                           federation_parties, make_certificates)
-from common.config import FederationEntity
-from common.errors import ConfigError, EntityError
-from common.tls import TlsFiles, choose_tls
-from coordinator import client as client_module
-from coordinator.client import EntityClient
+from ppsvm.config import FederationEntity
+from ppsvm.errors import ConfigError, EntityError
+from ppsvm.wire.tls import TlsFiles, choose_tls
+from ppsvm.coordinator import client as client_module
+from ppsvm.coordinator.client import EntityClient
 
 
 def write_party(directory: Path, name: str, **options: object) -> TlsFiles:

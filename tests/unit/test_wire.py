@@ -9,9 +9,9 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from common.errors import WireError
-from common.rpc import ppsvm_pb2 as pb
-from common.wire import decode_arrays, encode_arrays, expect_arrays
+from ppsvm.errors import WireError
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.chunks import decode_arrays, encode_arrays, expect_arrays
 
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024
 

@@ -1,0 +1,148 @@
+"""The coordinator's connection to one entity: typed calls, deadlines, errors that name the entity."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import grpc
+import numpy as np
+
+from ppsvm.config import FederationEntity
+from ppsvm.constants import DEFAULT_DEADLINE_S, RETRY_ATTEMPTS, RETRY_BACKOFF_S
+from ppsvm.errors import EntityError, WireError
+from ppsvm.wire.grpc_util import open_channel
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import TlsFiles
+from ppsvm.wire.chunks import decode_arrays, expect_arrays
+
+logger = logging.getLogger(__name__)
+T = TypeVar("T")
+
+
+class EntityClient:
+    """Calls to one entity. Every failure becomes an EntityError naming the entity and its address."""
+
+    def __init__(
+        self, entity: FederationEntity, tls: TlsFiles | None, deadline: float = DEFAULT_DEADLINE_S, attempts: int = RETRY_ATTEMPTS,
+    ) -> None:
+        self.entity = entity
+        self.deadline = deadline
+        self.attempts = attempts
+        self.channel = open_channel(entity.address, tls=tls, peer=entity.id)
+        self.stub = pb_grpc.EntityStub(self.channel)
+
+    @property
+    def name(self) -> str:
+        return f"entity {self.entity.id} at {self.entity.address}"
+
+    def close(self) -> None:
+        self.channel.close()
+
+    def _call(self, what: str, call: Callable[[], T]) -> T:
+        """Run one call; UNAVAILABLE is retried with doubling pauses (every ppsvm call is idempotent)."""
+        started = time.monotonic()
+        for attempt in range(1, self.attempts + 1):
+            try:
+                return call()
+            except grpc.RpcError as error:
+                code = error.code() if hasattr(error, "code") else None
+                details = error.details() if hasattr(error, "details") else str(error)
+                # A refused handshake will be refused again: only a missing peer is worth waiting for.
+                if code is grpc.StatusCode.UNAVAILABLE and attempt < self.attempts and not _tls_failure(details):
+                    pause = RETRY_BACKOFF_S * 2 ** (attempt - 1)
+                    logger.warning("%s is unavailable (%s, attempt %d of %d); retrying in %.1f s", self.name, what, attempt, self.attempts, pause)
+                    time.sleep(pause)
+                    continue
+                raise self._error(what, code, details, attempt, time.monotonic() - started) from None
+            except WireError as error:
+                raise EntityError(f"{self.name} sent a malformed array ({what}): {error}") from None
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _error(self, what: str, code: grpc.StatusCode | None, details: str, attempts: int, seconds: float) -> EntityError:
+        if code is grpc.StatusCode.UNAVAILABLE:
+            hint = ""
+            if _tls_failure(details):
+                hint = (f"; the TLS handshake failed: the entity must present a valid certificate for {self.entity.id!r} "
+                        "from the federation CA, and accept this coordinator's")
+            return EntityError(f"{self.name} is unreachable ({what}; {attempts} attempts over {seconds:.1f} s){hint}: {details}")
+        if code is grpc.StatusCode.DEADLINE_EXCEEDED:
+            return EntityError(f"{self.name} did not answer {what} within {self.deadline:g} s")
+        name = code.name if code is not None else "error"
+        return EntityError(f"{self.name} refused {what} ({name}): {details}")
+
+    def _arrays(self, what: str, method: Callable[..., Any], request: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+        def run() -> dict[str, np.ndarray]:
+            arrays = decode_arrays(method(request, timeout=self.deadline))
+            expect_arrays(arrays, names, self.name)
+            return arrays
+
+        return self._call(what, run)
+
+    def metadata(self) -> pb.BlockMetadata:
+        return self._call("Metadata", lambda: self.stub.Metadata(pb.Empty(), timeout=self.deadline))
+
+    def records(self) -> dict[str, np.ndarray]:
+        """train_ids, test_ids and, where held, train_labels and test_labels."""
+        arrays = self._arrays("Records", self.stub.Records, pb.Empty(), ("train_ids", "test_ids"))
+        for part in ("train", "test"):
+            ids, labels = arrays[f"{part}_ids"], arrays.get(f"{part}_labels")
+            if ids.ndim != 1 or ids.dtype.kind != "U":
+                raise EntityError(f"{self.name} sent {part} ids of shape {ids.shape} and dtype {ids.dtype}")
+            if labels is not None and (labels.shape != ids.shape or labels.dtype.kind != "f" or not np.isfinite(labels).all()):
+                raise EntityError(f"{self.name} sent {part}_labels of shape {labels.shape} for {ids.size} ids, or labels that are not finite numbers")
+        return arrays
+
+    def feature_range(self) -> pb.SignedRange:
+        """The entity's per-feature min and max with its tag, ready to relay to its column block."""
+        arrays = self._arrays("FeatureRange", self.stub.FeatureRange, pb.Empty(), ("low", "high", "tag"))
+        low, high, tag = arrays["low"], arrays["high"], arrays["tag"]
+        if low.ndim != 1 or high.shape != low.shape or tag.shape != (1,) or tag.dtype.kind != "U":
+            raise EntityError(f"{self.name} sent a feature range of shapes {low.shape}, {high.shape} and a tag of shape {tag.shape}")
+        if not (np.isfinite(low).all() and np.isfinite(high).all()) or (high < low).any():
+            raise EntityError(f"{self.name} sent a feature range that is not finite numbers with min <= max")
+        return pb.SignedRange(entity_id=self.entity.id, low=low.tolist(), high=high.tolist(), tag=str(tag[0]))
+
+    def kernel_block(self, request: pb.KernelRequest) -> np.ndarray:
+        """K(A_ij, B_j') for the requested records, shape (rows, mbar)."""
+        block = self._arrays("KernelBlock", self.stub.KernelBlock, request, ("kernel",))["kernel"]
+        if block.ndim != 2 or block.shape[1] != request.mbar or block.dtype != np.float64:
+            raise EntityError(f"{self.name} sent a kernel block of shape {block.shape} and dtype {block.dtype}; expected (rows, {request.mbar}) float64")
+        if not np.isfinite(block).all():
+            raise EntityError(f"{self.name} sent a kernel block with non-finite entries")
+        return block
+
+    def accept_model(self, model_json: str) -> str:
+        reply = self._call(
+            "AcceptModel", lambda: self.stub.AcceptModel(pb.ModelMessage(model_json=model_json.encode()), timeout=self.deadline)
+        )
+        return reply.message
+
+    def dp_weights(self, request: pb.DpRequest) -> pb.DpReply:
+        reply = self._call("DpWeights", lambda: self.stub.DpWeights(request, timeout=self.deadline))
+        if len(reply.weights) != 2 * request.n_frequencies or not np.isfinite(reply.weights).all():
+            raise EntityError(f"{self.name} sent {len(reply.weights)} weights; expected {2 * request.n_frequencies} finite numbers")
+        return reply
+
+    def dp_evaluate(self, model_json: str, epsilon: float) -> pb.DpEvaluateReply:
+        request = pb.DpEvaluateRequest(model_json=model_json.encode(), epsilon=epsilon)
+        reply = self._call("DpEvaluate", lambda: self.stub.DpEvaluate(request, timeout=self.deadline))
+        if not 0.0 <= reply.error_rate <= 1.0:
+            raise EntityError(f"{self.name} sent an error rate of {reply.error_rate}; expected a number in [0, 1]")
+        return reply
+
+    def local_baseline(self, request: pb.BaselineRequest) -> pb.BaselineReply:
+        return self._call("LocalBaseline", lambda: self.stub.LocalBaseline(request, timeout=self.deadline))
+
+
+def _tls_failure(details: str) -> bool:
+    """Whether gRPC's UNAVAILABLE details describe a refused certificate rather than an absent peer.
+
+    Not the bare word "handshake": "Handshake read failed (... Connection reset by peer)" is
+    what a restarting entity gives, and that is worth retrying.
+    """
+    text = details.lower()
+    return any(word in text for word in ("ssl_error", "certificate", "verification", "unauthenticated", "alert"))

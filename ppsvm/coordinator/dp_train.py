@@ -1,0 +1,151 @@
+"""``ppsvm coordinator train --method dp-hybrid | private-svm | public-only`` (Li et al. 2014).
+
+The coordinator reads only the *public* records: from them it takes the feature
+scaling, the kernel width and rho (learned for dp-hybrid, drawn at random for
+private-svm). Each entity (row blocks holding every feature and the label,
+s = 1) maps its rows with zhat, trains the exact linear SVM and releases its
+weights through a DP mechanism, charged to its own release log. The model's
+weights are the n_i-weighted mean of the releases: each is epsilon-DP for its
+entity's records, and averaging released values costs no further privacy.
+"""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ppsvm.config import Federation
+from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.core.dp import (
+    DEFAULT_C, DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE, apply_scaling, learn_frequencies,
+    public_kernel_width, public_scaling, random_frequencies, train_kernel_svm,
+)
+from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.core.kernels import gaussian_kernel
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.coordinator.federation import Session
+from ppsvm.coordinator.train import distribute
+from ppsvm.data.cell import load_cell
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class DpOptions:
+    """Settings of one DP training run.
+
+    Attributes
+    ----------
+    method : {"dp-hybrid", "private-svm", "public-only"}
+    public : Path
+        Public records, in the cell format (``id,label,features...``); every row is used.
+    mechanism : {"laplace", "output-gamma", "objective", "none"}
+        "none" releases unnoised weights (NOT PRIVATE) and needs each entity's own consent.
+    epsilon : float or None
+        Per release; None only with mechanism "none" or method "public-only".
+    seed : int
+        Seed of rho's start (dp-hybrid) or draw (private-svm): rho is public, so a seed is fine.
+    """
+
+    method: str
+    public: Path
+    mechanism: str = "laplace"
+    epsilon: float | None = None
+    n_frequencies: int = DEFAULT_N_FREQUENCIES
+    C: float = DEFAULT_C
+    huber_h: float = DEFAULT_HUBER_H
+    seed: int = 0
+    deadline: float = DEFAULT_DEADLINE_S
+    distribute: bool = True
+
+    def __post_init__(self) -> None:
+        if self.method not in METHODS:
+            raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        if self.mechanism not in (*MECHANISMS, NON_PRIVATE):
+            raise ConfigError(f"mechanism must be one of {', '.join((*MECHANISMS, NON_PRIVATE))}, got {self.mechanism!r}")
+        needs_epsilon = self.method != "public-only" and self.mechanism != NON_PRIVATE
+        if needs_epsilon and (self.epsilon is None or not (math.isfinite(self.epsilon) and self.epsilon > 0)):
+            raise ConfigError(f"--epsilon must be a number > 0 for {self.method} with the {self.mechanism} mechanism, got {self.epsilon}")
+        if not needs_epsilon and self.epsilon is not None:
+            raise ConfigError(f"--epsilon does not apply to {self.method if self.method == 'public-only' else 'mechanism none'}")
+        if self.n_frequencies < 1 or not (math.isfinite(self.C) and self.C > 0):
+            raise ConfigError(f"frequencies must be >= 1 and C > 0, got {self.n_frequencies} and {self.C}")
+
+
+def load_public(path: Path) -> tuple[np.ndarray, np.ndarray]:
+    """Every record of the public file (training and held-out alike): X (m, d), y (m,) in {-1, +1}."""
+    cell = load_cell(path)
+    if cell.y_train is None or cell.y_test is None:
+        raise DataError(f"{path}: public records need a label column")
+    X = np.vstack([cell.X_train, cell.X_test])
+    y = np.concatenate([cell.y_train, cell.y_test])
+    if len(np.unique(y)) < 2:
+        raise DataError(f"{path}: the public records hold one class only; both are needed")
+    return X, y
+
+
+def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
+    """Train a DP (or public-only) RBF model; ``federation`` may be None for public-only."""
+    started = time.perf_counter()
+    X_public, y_public = load_public(options.public)
+    low, high = public_scaling(X_public)
+    scaled = apply_scaling(X_public, low, high)
+    width = public_kernel_width(scaled)
+    common = {"low": tuple(low.tolist()), "high": tuple(high.tolist()), "kernel_width": width, "C": options.C}
+    if options.method == "public-only":
+        svm = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y_public, options.C)
+        return DpModel(method="public-only", mechanism="public", epsilon=None, private=True,
+                       basis=tuple(map(tuple, scaled.tolist())), dual_coef=tuple(svm.dual_coef.tolist()),
+                       training={"n_public": len(y_public), "seconds": time.perf_counter() - started}, **common)
+    if federation is None:
+        raise ConfigError(f"{options.method} needs a federation of entities")
+    if len(federation.column_blocks) != 1:
+        raise ConfigError(f"{options.method} trains on row blocks that hold every feature (s = 1); "
+                          f"{federation.source} has {len(federation.column_blocks)} column blocks")
+    rng = np.random.default_rng(options.seed)
+    rho_started = time.perf_counter()
+    if options.method == "dp-hybrid":
+        fit = learn_frequencies(scaled, width, options.n_frequencies, rng)
+        rho, rho_info = fit.rho, {"objective_start": fit.objective_start, "objective_end": fit.objective_end}
+    else:
+        rho, rho_info = random_frequencies(scaled.shape[1], options.n_frequencies, width, rng), {}
+    rho_seconds = time.perf_counter() - rho_started
+    request = pb.DpRequest(
+        method=options.method, mechanism=options.mechanism, epsilon=options.epsilon or 0.0, c=options.C,
+        n_frequencies=options.n_frequencies, rho=rho.ravel().tolist(), low=low.tolist(), high=high.tolist(), huber_h=options.huber_h,
+    )
+    with Session(federation, options.deadline) as session:
+        metadata = session.load_metadata()
+        wrong = {e: m.n_features for e, m in metadata.items() if m.n_features != scaled.shape[1]}
+        if wrong:
+            raise DataError(f"the public records have {scaled.shape[1]} features; entities {wrong} hold other counts")
+        replies = session.each(lambda c: c.dp_weights(request))
+    releases = [replies[e.id] for e in federation.entities]
+    counts = np.array([r.n_train for r in releases], dtype=float)
+    weights = np.average(np.array([list(r.weights) for r in releases]), axis=0, weights=counts)
+    private = options.mechanism != NON_PRIVATE
+    return DpModel(
+        method=options.method, mechanism=options.mechanism, epsilon=options.epsilon if private else None, private=private,
+        rho=tuple(map(tuple, rho.tolist())), weights=tuple(weights.tolist()),
+        entities=tuple(DpEntity(r.entity_id, int(r.n_train), r.noise) for r in releases),
+        training={"n_public": len(y_public), "n_train": int(counts.sum()), "rho_seconds": rho_seconds, **rho_info,
+                  "budget_remaining": {r.entity_id: r.budget_remaining for r in releases} if private else {},
+                  "seconds": time.perf_counter() - started},
+        **common,
+    )
+
+
+def train_dp_and_save(federation: Federation | None, options: DpOptions, model_out: Path) -> DpModel:
+    """Train, write the model atomically, then send it to every entity."""
+    model = train_dp(federation, options)
+    model.save(model_out)
+    logger.info("model written to %s", model_out)
+    if options.distribute and federation is not None:
+        distribute(federation, model.to_json(), model_out, options.deadline)
+    return model

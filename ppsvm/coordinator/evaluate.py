@@ -1,0 +1,125 @@
+"""Evaluation on the entities' held-out records, and the entity-alone comparison."""
+
+from __future__ import annotations
+
+import logging
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from ppsvm.config import Federation
+from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.core.metrics import evaluate as figures_for
+from ppsvm.core.dp_model import DpModel
+from ppsvm.core.model import Model
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.coordinator.federation import KERNEL_KINDS, Session
+
+logger = logging.getLogger(__name__)
+
+
+def check_model_matches(model: Model, federation: Federation) -> None:
+    """The model was trained on this federation's grid (same entity ids in the same cells)."""
+    trained = {(e.id, e.row_block, e.column_block) for e in model.entities}
+    current = {(e.id, e.row_block, e.column_block) for e in federation.entities}
+    if trained != current:
+        differ = sorted(trained ^ current)[:4]
+        raise ConfigError(f"the model was trained on a different federation than {federation.source}: {differ}")
+
+
+def assembled_decisions(
+    federation: Federation, model: Model, parts: tuple[str, ...] = ("test",), deadline: float = DEFAULT_DEADLINE_S,
+) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
+    """Decision values of the training and/or held-out records, from kernel rows the entities assemble.
+
+    Returns
+    -------
+    dict
+        Each of ``parts`` ("train", "test") to (ids (k,), targets (k,), decision values (k,)), in row-block order.
+    """
+    check_model_matches(model, federation)
+    found: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
+    with Session(federation, deadline) as session:
+        blocks, _ = session.survey()  # the signed ranges it fetches are checked against the model's scaling
+        for part in parts:
+            if part == "test" and not any(len(b.test_ids) for b in blocks):
+                raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")
+            K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, part, model.column_index)
+            found[part] = (np.concatenate([getattr(b, f"{part}_ids") for b in blocks]),
+                           np.concatenate([getattr(b, f"{part}_labels") for b in blocks]), model.decision(K))
+    return found
+
+
+def evaluate_model(federation: Federation, model: Model | DpModel, deadline: float = DEFAULT_DEADLINE_S, *,
+                   epsilon: float | None = None) -> dict[str, Any]:
+    """Decision values of the held-out records, assembled from the entities, and their figures.
+
+    A DP model is scored inside each entity from a noised error count that spends ``epsilon``
+    of each entity's budget (see :func:`evaluate_dp_model`).
+
+    Returns
+    -------
+    dict
+        error_rate and auc (classify) or relative_error and rmse (regress), n_test, private.
+    """
+    if isinstance(model, DpModel):
+        if epsilon is None:
+            raise ConfigError("evaluating a DP model spends privacy budget at every entity (a noised error count): "
+                              "pass --epsilon")
+        return evaluate_dp_model(federation, model, epsilon, deadline)
+    if epsilon is not None:
+        raise ConfigError("--epsilon applies to DP models only; random-kernel models are scored from kernel rows")
+    ids, targets, decision = assembled_decisions(federation, model, ("test",), deadline)["test"]
+    return {**figures_for(model.task, targets, decision), "n_test": len(ids), "private": model.private}
+
+
+def evaluate_dp_model(federation: Federation, model: DpModel, epsilon: float,
+                      deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+    """Each entity releases its held-out error count with discrete Laplace noise, spending ``epsilon``.
+
+    The error rate is the held-out-count-weighted mean of the noised rates. No AUC: ranking
+    the held-out records would need every record's decision value, which is not DP.
+    """
+    text = model.to_json()
+    with Session(federation, deadline) as session:
+        replies = session.each(lambda c: c.dp_evaluate(text, epsilon))
+    counts = np.array([replies[e.id].n_test for e in federation.entities], dtype=float)
+    return {
+        "error_rate": float(np.average([replies[e.id].error_rate for e in federation.entities], weights=counts)),
+        "error_noise": replies[federation.entities[0].id].noise, "evaluation_epsilon": epsilon,
+        "n_test": int(counts.sum()), "private": model.private, "method": model.method, "epsilon": model.epsilon,
+    }
+
+
+@dataclass(frozen=True)
+class BaselineFigures:
+    """One entity's entity-alone result (computed inside the entity)."""
+
+    entity_id: str
+    n_train: int
+    n_test: int
+    figures: dict[str, float]
+
+
+def entity_alone(
+    federation: Federation, task: str, kernel: str, *, nu: float | None, mu: float | None, seed: int,
+    deadline: float = DEFAULT_DEADLINE_S,
+) -> list[BaselineFigures]:
+    """Ask every entity to train on its own cell and report its held-out error (only figures leave it)."""
+    request = pb.BaselineRequest(task=task, kernel=KERNEL_KINDS[kernel], nu=nu or 0.0, mu=mu or 0.0, seed=seed)
+    with Session(federation, deadline) as session:
+        replies = session.each(lambda c: c.local_baseline(request))
+    keys = ("error_rate", "auc") if task == "classify" else ("relative_error", "rmse")
+    return [
+        BaselineFigures(r.entity_id, r.n_train, r.n_test, {key: getattr(r, key) for key in keys})
+        for r in (replies[e.id] for e in federation.entities)
+    ]
+
+
+def mean_figures(results: list[BaselineFigures]) -> dict[str, float]:
+    """Held-out-count-weighted mean of the entities' figures."""
+    weights = np.array([r.n_test for r in results], dtype=float)
+    keys = results[0].figures.keys()
+    return {key: float(np.average([r.figures[key] for r in results], weights=weights)) for key in keys}

@@ -1,0 +1,348 @@
+"""The coordinator's session with a federation: alignment, scaling, concurrent kernel assembly."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
+from dataclasses import dataclass
+from typing import Any, TypeVar
+
+import numpy as np
+
+from ppsvm.config import Federation, FederationEntity
+from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.errors import ConfigError, DataError, EntityError
+from ppsvm.core.kernels import KernelName, assemble, gaussian_fetch_width, rescale_gaussian
+from ppsvm.core.model import ColumnScaling
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.tls import choose_tls
+from ppsvm.coordinator.client import EntityClient
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+KERNEL_KINDS = {"linear": pb.LINEAR, "gaussian": pb.GAUSSIAN}
+RECORD_SETS = {"train": pb.TRAIN, "test": pb.TEST}
+
+
+@dataclass(frozen=True)
+class RowBlockRecords:
+    """The records of one row block, in the order of its first column block's entity.
+
+    ``train_labels`` / ``test_labels`` come from the entities that hold labels
+    (checked to agree). ``order[entity_id]`` maps that entity's rows to this order.
+    """
+
+    row_block: int
+    train_ids: np.ndarray
+    train_labels: np.ndarray
+    test_ids: np.ndarray
+    test_labels: np.ndarray
+    train_order: dict[str, np.ndarray]
+    test_order: dict[str, np.ndarray]
+
+
+def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
+    """Where each of ``ids`` stands in ``reference`` (unique ids); None unless they hold the same set.
+
+    Entities of a row block usually list their records in the same order: that case is one comparison.
+    """
+    if ids.shape == reference.shape and np.array_equal(ids, reference):
+        return np.arange(len(ids))
+    if ids.shape != reference.shape or np.unique(ids).size != ids.size:
+        return None
+    sorter = np.argsort(reference)
+    slots = np.minimum(np.searchsorted(reference, ids, sorter=sorter), len(reference) - 1)
+    order = sorter[slots]
+    return order if np.array_equal(reference[order], ids) else None
+
+
+def duplicate_record_id(ids_by_row_block: dict[int, np.ndarray]) -> tuple[str, int, int] | None:
+    """A record id listed twice, with the two row blocks listing it (equal when one row block lists it twice).
+
+    Parameters
+    ----------
+    ids_by_row_block : dict of row block to ndarray of str, shape (k,)
+        Each row block's training and held-out ids.
+
+    Returns
+    -------
+    (id, row block, row block), or None when every id is unique across the federation.
+    """
+    if not ids_by_row_block:
+        return None
+    ids = np.concatenate(list(ids_by_row_block.values()))
+    # The usual answer is "none": a set says so in 1 ms for 10k ids, less than a sort.
+    if len(set(ids.tolist())) == ids.size:
+        return None
+    owners = np.repeat(list(ids_by_row_block), [part.size for part in ids_by_row_block.values()])
+    order = np.argsort(ids, kind="stable")
+    ids, owners = ids[order], owners[order]
+    k = int(np.flatnonzero(ids[1:] == ids[:-1])[0])
+    return str(ids[k]), int(owners[k]), int(owners[k + 1])
+
+
+def kernel_request(kernel: KernelName, mbar: int, mu: float, ranges: Sequence[pb.SignedRange], **records: object) -> pb.KernelRequest:
+    """A kernel request for one column block, relaying its members' signed ranges; ``records`` is record_set=... or ids=..."""
+    return pb.KernelRequest(kernel=KERNEL_KINDS[kernel], mbar=mbar, mu=mu, scaling=pb.Scaling(ranges=ranges), **records)
+
+
+class Session:
+    """Open channels to every entity of a federation; use as a context manager."""
+
+    def __init__(self, federation: Federation, deadline: float = DEFAULT_DEADLINE_S) -> None:
+        self.federation = federation
+        # The coordinator's TLS material, or None when plaintext was asked for: also what serve listens with.
+        self.tls = choose_tls(federation.tls, insecure=federation.insecure, source=federation.source)
+        self.clients = {e.id: EntityClient(e, self.tls, deadline) for e in federation.entities}
+        # Up to three calls per entity in flight at once (see survey).
+        self._pool = ThreadPoolExecutor(max_workers=min(32, 3 * len(self.clients)), thread_name_prefix="entity-call")
+        self.metadata: dict[str, pb.BlockMetadata] = {}
+        # Per column block, its members' signed feature ranges (see column_scaling).
+        self.signed_ranges: dict[int, list[pb.SignedRange]] = {}
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._pool.shutdown(wait=False, cancel_futures=True)
+        for client in self.clients.values():
+            client.close()
+
+    def each(self, call: Callable[[EntityClient], T], entities: Sequence[FederationEntity] | None = None) -> dict[str, T]:
+        """Run ``call`` on every (or the given) entity concurrently; results by entity id.
+
+        The first failure (in federation order) is raised after all calls finish.
+        """
+        chosen = entities if entities is not None else self.federation.entities
+        results = self._gather({(e.id, ""): self._pool.submit(call, self.clients[e.id]) for e in chosen})
+        return {entity_id: result for (entity_id, _), result in results.items()}
+
+    def _gather(self, futures: dict[tuple[str, str], Future[Any]]) -> dict[tuple[str, str], Any]:
+        """Results of calls keyed (entity id, call); after all finish, the first failure of each entity is raised."""
+        results: dict[tuple[str, str], Any] = {}
+        errors: dict[str, Exception] = {}
+        for key, future in futures.items():
+            try:
+                results[key] = future.result()
+            except Exception as error:  # noqa: BLE001 - collected and re-raised with every entity named
+                errors.setdefault(key[0], error)
+        if len(errors) == 1:
+            raise next(iter(errors.values()))
+        if errors:
+            raise EntityError(f"{len(errors)} entities failed:\n  " + "\n  ".join(str(e) for e in errors.values()))
+        return results
+
+    def survey(self) -> tuple[list[RowBlockRecords], tuple[ColumnScaling, ...]]:
+        """:meth:`load_metadata`, :meth:`align_records` and :meth:`column_scaling` in one round of calls.
+
+        No answer of the three depends on another and none computes a kernel, so every
+        entity's Metadata, Records and FeatureRange calls are in flight at once; the checks
+        then run in the same order as the separate methods, so a wrong identity or secret
+        is still the error reported. Measured with 4 entities on 2 cores, the calls alone: 22 ms in
+        one round, 31 ms one kind after another.
+        """
+        calls: dict[str, Callable[[EntityClient], Any]] = {
+            "metadata": EntityClient.metadata, "records": EntityClient.records, "ranges": EntityClient.feature_range,
+        }
+        answers = self._gather({(e.id, name): self._pool.submit(call, self.clients[e.id])
+                                for name, call in calls.items() for e in self.federation.entities})
+        by_call = {name: {e.id: answers[(e.id, name)] for e in self.federation.entities} for name in calls}
+        self._check_metadata(by_call["metadata"])
+        return self._align(by_call["records"]), self._scaling(by_call["ranges"])
+
+    def load_metadata(self) -> dict[str, pb.BlockMetadata]:
+        """Block metadata of every entity; checks ids and column-block widths agree with the federation."""
+        self._check_metadata(self.each(lambda c: c.metadata()))
+        return self.metadata
+
+    def _check_metadata(self, metadata: dict[str, pb.BlockMetadata]) -> None:
+        self.metadata = metadata
+        for entity in self.federation.entities:
+            meta = self.metadata[entity.id]
+            if meta.entity_id != entity.id:
+                raise EntityError(f"the entity at {entity.address} says it is {meta.entity_id!r}, the federation file says {entity.id!r}")
+            if meta.column_block != entity.column_block:
+                raise EntityError(f"entity {entity.id} says it holds column block {meta.column_block}, the federation file says {entity.column_block}")
+        for j in self.federation.column_blocks:
+            members = self.column_block(j)
+            widths = {e.id: self.metadata[e.id].n_features for e in members}
+            if len(set(widths.values())) != 1:
+                raise DataError(f"column block {j}: entities hold different feature counts {widths}")
+            secret_groups = self._groups(members, "secret_check")
+            if secret_groups:
+                raise ConfigError(
+                    f"column block {j}: its entities hold different column-group secrets (key-check values differ: "
+                    f"{secret_groups}), so their B_j differ and the assembled kernel would be wrong; give every entity "
+                    "of the block the same secret file"
+                )
+            feature_groups = self._groups(members, "features_check")
+            if feature_groups:
+                raise DataError(
+                    f"column block {j}: its entities hold different feature columns (names or order differ: {feature_groups}), "
+                    "so the assembled kernel would compare unlike features; every entity of a column block must list "
+                    "the same feature columns, with the same names, in the same order"
+                )
+
+    def _groups(self, members: Sequence[FederationEntity], field: str) -> str:
+        """Members grouped by a metadata fingerprint, described ("a, b; c"), or "" when all agree."""
+        groups: dict[str, list[str]] = {}
+        for entity in members:
+            groups.setdefault(getattr(self.metadata[entity.id], field), []).append(entity.id)
+        return "; ".join(", ".join(ids) for ids in groups.values()) if len(groups) > 1 else ""
+
+    def row_block(self, i: int) -> list[FederationEntity]:
+        return sorted((e for e in self.federation.entities if e.row_block == i), key=lambda e: e.column_block)
+
+    def column_block(self, j: int) -> list[FederationEntity]:
+        return sorted((e for e in self.federation.entities if e.column_block == j), key=lambda e: e.row_block)
+
+    def n_features(self, j: int) -> int:
+        return self.metadata[self.column_block(j)[0].id].n_features
+
+    def align_records(self) -> list[RowBlockRecords]:
+        """Match records by id across the column blocks of each row block; check labels agree."""
+        return self._align(self.each(lambda c: c.records()))
+
+    def _align(self, records: dict[str, dict[str, np.ndarray]]) -> list[RowBlockRecords]:
+        # Each row block's first entity lists its records (the others are matched against it).
+        listed = {i: records[self.row_block(i)[0].id] for i in self.federation.row_blocks}
+        duplicate = duplicate_record_id({i: np.concatenate([r["train_ids"], r["test_ids"]]) for i, r in listed.items()})
+        if duplicate is not None:
+            record, first, second = duplicate
+            if first == second:
+                raise DataError(f"entity {self.row_block(first)[0].id} sent record id {record!r} twice; ids must be unique")
+            raise DataError(f"record id {record!r} is held by row blocks {first} and {second} "
+                            f"(entities {self.row_block(first)[0].id} and {self.row_block(second)[0].id}); "
+                            "ids must be unique across the federation")
+        return [self._align_row_block(i, records) for i in self.federation.row_blocks]
+
+    def _align_row_block(self, i: int, records: dict[str, dict[str, np.ndarray]]) -> RowBlockRecords:
+        members = self.row_block(i)
+        first = members[0]
+        result: dict[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
+        for part in ("train", "test"):
+            reference = records[first.id][f"{part}_ids"]  # unique: checked by _align
+            orders: dict[str, np.ndarray] = {}
+            labels: np.ndarray | None = None
+            labelled_by = ""
+            for entity in members:
+                ids = records[entity.id][f"{part}_ids"]
+                order = record_positions(reference, ids)
+                if order is None:
+                    raise DataError(
+                        f"row block {i}: entities {first.id} and {entity.id} hold different {part} records "
+                        f"(only in {first.id}: {np.setdiff1d(reference, ids)[:5].tolist()}; "
+                        f"only in {entity.id}: {np.setdiff1d(ids, reference)[:5].tolist()})"
+                    )
+                orders[entity.id] = order
+                held = records[entity.id].get(f"{part}_labels")
+                if held is None:
+                    continue
+                aligned = np.empty(len(ids))
+                aligned[order] = held
+                if labels is None:
+                    labels, labelled_by = aligned, entity.id
+                elif not np.array_equal(labels, aligned):
+                    bad = reference[np.flatnonzero(labels != aligned)[:5]].tolist()
+                    raise DataError(f"row block {i}: entities {labelled_by} and {entity.id} disagree on the labels of {part} records {bad}")
+            if labels is None:
+                raise DataError(f"row block {i}: no entity holds labels for its records")
+            result[part] = (reference, labels, orders)
+        return RowBlockRecords(i, result["train"][0], result["train"][1], result["test"][0], result["test"][1],
+                               result["train"][2], result["test"][2])
+
+    def column_scaling(self) -> tuple[ColumnScaling, ...]:
+        """Per column block, the per-feature min and max over all its entities' training records.
+
+        The entities compute the same from the signed ranges relayed with each kernel request.
+        """
+        return self._scaling(self.each(lambda c: c.feature_range()))
+
+    def _scaling(self, ranges: dict[str, pb.SignedRange]) -> tuple[ColumnScaling, ...]:
+        signed = {j: [ranges[e.id] for e in self.column_block(j)] for j in self.federation.column_blocks}
+        # One assignment, so a concurrent reader (the prediction service) sees every block or none.
+        self.signed_ranges = signed
+        scaling = []
+        for j, members in signed.items():
+            lows = np.vstack([r.low for r in members])
+            highs = np.vstack([r.high for r in members])
+            scaling.append(ColumnScaling(j, tuple(lows.min(axis=0).tolist()), tuple(highs.max(axis=0).tolist())))
+        return tuple(scaling)
+
+    def ranges_for(self, scaling: Sequence[ColumnScaling]) -> dict[int, list[pb.SignedRange]]:
+        """The signed ranges to relay, checked to give ``scaling`` (e.g. a model's) in every column block."""
+        if not self.signed_ranges:
+            self.column_scaling()
+        signed = self.signed_ranges
+        for expected in scaling:
+            ranges = signed[expected.column_block]
+            low = np.min([r.low for r in ranges], axis=0).tolist()
+            high = np.max([r.high for r in ranges], axis=0).tolist()
+            if (tuple(low), tuple(high)) != (expected.low, expected.high):
+                raise DataError(f"column block {expected.column_block}: the entities' feature ranges differ from the model's "
+                                "scaling: their training data changed since the model was trained; train again")
+        return signed
+
+    def kernel(
+        self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], blocks: Sequence[RowBlockRecords], part: str,
+        columns: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Assemble K(A, B') for the training or held-out records of all row blocks, stacked in row-block order.
+
+        ``columns`` (shape (p, s)) selects the product basis, see :func:`ppsvm.core.kernels.assemble`.
+
+        Returns
+        -------
+        ndarray, shape (sum of row-block sizes, mbar or p)
+        """
+        start = time.perf_counter()
+        ranges = self.ranges_for(scaling)
+        fetch_mu = self.fetch_width(kernel)
+        fetched = self.each(
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block],
+                                                    record_set=RECORD_SETS[part]))
+        )
+        rows = []
+        for block in blocks:
+            order = block.train_order if part == "train" else block.test_order
+            aligned = []
+            for entity in self.row_block(block.row_block):
+                raw = fetched[entity.id]
+                if raw.shape[0] != len(order[entity.id]):
+                    raise EntityError(f"entity {entity.id} sent {raw.shape[0]} kernel rows for {len(order[entity.id])} {part} records")
+                reordered = np.empty_like(raw)
+                reordered[order[entity.id]] = raw
+                aligned.append(reordered)
+            rows.append(assemble(kernel, aligned, columns))
+        K = self._at_width(kernel, np.vstack(rows), fetch_mu, mu)
+        logger.info("assembled %s kernel %s from %d entities in %.2f s", part, K.shape, len(fetched), time.perf_counter() - start)
+        return K
+
+    def fetch_width(self, kernel: KernelName) -> float:
+        """The Gaussian width entities are asked for (0 for linear): always the same, since each pins one."""
+        if kernel != "gaussian":
+            return 0.0
+        return gaussian_fetch_width(sum(self.n_features(j) for j in self.federation.column_blocks))
+
+    @staticmethod
+    def _at_width(kernel: KernelName, K: np.ndarray, fetch_mu: float, mu: float) -> np.ndarray:
+        return rescale_gaussian(K, fetch_mu, mu) if kernel == "gaussian" else K
+
+    def kernel_rows_for_ids(
+        self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], row_block: int, ids: list[str],
+        columns: np.ndarray | None = None,
+    ) -> np.ndarray:
+        """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar or p)."""
+
+        members = self.row_block(row_block)
+        ranges = self.ranges_for(scaling)
+        fetch_mu = self.fetch_width(kernel)
+        fetched = self.each(
+            lambda c: c.kernel_block(kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block],
+                                                    ids=pb.RecordIds(ids=ids))),
+            members,
+        )
+        return self._at_width(kernel, assemble(kernel, [fetched[e.id] for e in members], columns), fetch_mu, mu)

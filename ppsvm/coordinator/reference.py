@@ -1,0 +1,75 @@
+"""``ppsvm reference``: the papers' non-private comparison on pooled data (benchmarks only).
+
+It reads every cell of a ``ppsvm split`` output directly, pools them by record
+id, and trains the reduced kernel K(A, Abar') with Abar a random 10% of the
+training rows. This sees all the data: it exists to measure what privacy costs.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppsvm.config import load_entity_config, load_federation
+from ppsvm.constants import REFERENCE_ROW_FRACTION
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.core.kernels import KernelName
+from ppsvm.core.lp import Task
+from ppsvm.core.local_svm import fit_local
+from ppsvm.core.metrics import evaluate
+from ppsvm.coordinator.federation import record_positions
+from ppsvm.data.cell import Cell, load_cell
+
+LABEL = "pooled reference (NOT PRIVATE: all cells read in one place)"
+
+
+def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Reassemble the pooled training and held-out matrices from a split directory.
+
+    Returns
+    -------
+    X_train (m, n), y_train (m,), X_test (t, n), y_test (t,)
+        Rows grouped by row block, columns in column-block order.
+    """
+    federation = load_federation(split_dir / "federation.toml")
+    parts: dict[str, list[np.ndarray]] = {"X_train": [], "y_train": [], "X_test": [], "y_test": []}
+    for i in federation.row_blocks:
+        cells: list[Cell] = []
+        for j in federation.column_blocks:
+            config_path = split_dir / f"{federation.cell(i, j).id}.toml"
+            if not config_path.exists():
+                raise ConfigError(f"{config_path} not found: the reference needs the split directory's entity configs")
+            cells.append(load_cell(load_entity_config(config_path).data))
+        labelled = next((c for c in cells if c.y_train is not None), None)
+        if labelled is None:
+            raise DataError(f"row block {i}: no cell holds labels")
+        for part in ("train", "test"):
+            reference = getattr(cells[0], f"{part}_ids")
+
+            def aligned(cell: Cell, values: np.ndarray) -> np.ndarray:
+                """``values`` (one per record of ``cell``) reordered to the first cell's record order."""
+                order = record_positions(reference, getattr(cell, f"{part}_ids"))
+                if order is None:
+                    raise DataError(f"row block {i}: cells {cells[0].source} and {cell.source} hold different {part} records")
+                result = np.empty_like(values)
+                result[order] = values
+                return result
+
+            parts[f"X_{part}"].append(np.hstack([aligned(c, getattr(c, f"X_{part}")) for c in cells]))
+            parts[f"y_{part}"].append(aligned(labelled, getattr(labelled, f"y_{part}")))
+    return (np.vstack(parts["X_train"]), np.concatenate(parts["y_train"]),
+            np.vstack(parts["X_test"]), np.concatenate(parts["y_test"]))
+
+
+def pooled_reference(
+    split_dir: Path, task: Task, kernel: KernelName, *, nu: float | None, mu: float | None, seed: int,
+) -> dict[str, Any]:
+    """Train and evaluate the pooled reduced-kernel reference; returns its figures and settings."""
+    X_train, y_train, X_test, y_test = pool_cells(split_dir)
+    if len(y_test) == 0:
+        raise DataError(f"{split_dir}: no held-out records to evaluate the reference on")
+    model = fit_local(task, kernel, X_train, y_train, basis_fraction=REFERENCE_ROW_FRACTION, nu=nu, mu=mu, seed=seed)
+    return {**evaluate(task, y_test, model.decision(X_test)), "n_train": len(y_train), "n_test": len(y_test),
+            "basis_rows": len(model.basis), "nu": model.nu, "mu": model.mu, "private": False}

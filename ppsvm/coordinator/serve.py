@@ -1,0 +1,92 @@
+"""``ppsvm coordinator serve``: answer prediction requests for records the entities hold, by id."""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Sequence
+
+import grpc
+
+from ppsvm.wire.certs import CLIENT, ROLES
+from ppsvm.config import Federation
+from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.errors import DataError
+from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals, unary_handler
+from ppsvm.core.model import Model
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import method_roles
+from ppsvm.coordinator.evaluate import check_model_matches
+from ppsvm.coordinator.federation import RowBlockRecords, Session
+
+logger = logging.getLogger(__name__)
+
+# Predict answers about any record the entities hold, so only a prediction client's certificate
+# may ask: an entity's may not, since a decision value is a function of other entities' private features.
+# Status tells the model's public settings and a request count: any party of the federation.
+PREDICTION_ROLES = method_roles(pb.DESCRIPTOR.services_by_name["Coordinator"].full_name, {"Predict": (CLIENT,), "Status": ROLES})
+
+
+class CoordinatorServicer(pb_grpc.CoordinatorServicer):
+    """Predicts by record id: asks the record's row block for K(x_j', B_j') and applies the model."""
+
+    def __init__(self, session: Session, model: Model, blocks: Sequence[RowBlockRecords]) -> None:
+        self.session = session
+        self.model = model
+        self.served = 0
+        self._lock = threading.Lock()
+        # Which row block holds each record: from the ids the entities publish.
+        self.row_block_of: dict[str, int] = {}
+        for block in blocks:
+            for record in [*block.train_ids.tolist(), *block.test_ids.tolist()]:
+                self.row_block_of[record] = block.row_block
+
+    @unary_handler
+    def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictReply:
+        ids = list(request.ids)
+        unknown = [record for record in ids if record not in self.row_block_of]
+        if unknown:
+            raise DataError(f"no entity holds record id(s) {unknown[:5]}")
+        by_block: dict[int, list[str]] = {}
+        for record in ids:
+            by_block.setdefault(self.row_block_of[record], []).append(record)
+        decision: dict[str, float] = {}
+        for row_block, members in by_block.items():
+            K = self.session.kernel_rows_for_ids(
+                self.model.kernel, self.model.mbar, self.model.mu, self.model.scaling, row_block, members, self.model.column_index,
+            )
+            decision.update(zip(members, self.model.decision(K).tolist()))
+        with self._lock:
+            self.served += len(ids)
+        classify = self.model.task == "classify"
+        return pb.PredictReply(predictions=[
+            pb.Prediction(id=r, decision=decision[r], prediction=(1.0 if decision[r] >= 0 else -1.0) if classify else decision[r])
+            for r in ids
+        ])
+
+    @unary_handler
+    def Status(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.StatusReply:
+        return pb.StatusReply(
+            task=self.model.task, kernel=self.model.kernel, mbar=self.model.mbar,
+            n_entities=len(self.session.federation.entities), private=self.model.private, requests_served=self.served,
+        )
+
+
+def serve_coordinator(federation: Federation, model: Model, listen: str, deadline: float = DEFAULT_DEADLINE_S) -> int:
+    """Serve predictions until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` when ready."""
+    check_model_matches(model, federation)
+    stop = stop_on_signals()
+    with Session(federation, deadline) as session:
+        blocks, _ = session.survey()
+        # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
+        session.ranges_for(model.scaling)
+        servicer = CoordinatorServicer(session, model, blocks)
+        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=session.tls,
+                                     roles=PREDICTION_ROLES)
+        print(f"listening on {host_of(listen)}:{port}", flush=True)
+        # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
+        while not stop.wait(timeout=0.5):
+            pass
+        server.stop(2.0).wait()
+    return 0

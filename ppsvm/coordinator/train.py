@@ -1,0 +1,206 @@
+"""``ppsvm coordinator train``: assemble K(A, B') from the entities, tune, solve the LP, write the model."""
+
+from __future__ import annotations
+
+import logging
+import math
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from ppsvm.config import Federation
+from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, REFERENCE_ROW_FRACTION, TASKS
+from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
+from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
+from ppsvm.core.lp import FORMULATIONS, Formulation, Task, solve_lp
+from ppsvm.core.model import Model, ModelEntity
+from ppsvm.core.privacy import NOT_PRIVATE_BANNER
+from ppsvm.core.tuning import search_grid, tune
+from ppsvm.coordinator.federation import RowBlockRecords, Session
+
+logger = logging.getLogger(__name__)
+
+# "paper": B = [B_1 ... B_s], mbar points. "product": points from the Cartesian product of the
+# B_j's rows, formed by the coordinator from the same blocks (see ppsvm.core.kernels.product_columns).
+BASES = ("paper", "product")
+
+
+@dataclass(frozen=True)
+class TrainOptions:
+    """Settings of one training run; None means "auto" (chosen or tuned by the coordinator).
+
+    Attributes
+    ----------
+    mbar : int or None
+        Random points per column block. Auto: the papers' rule min(n_j) - 1, capped at 10% of the training rows.
+    nu, mu : float or None
+        Auto: k-fold cross-validation on the assembled kernel (mu through the power identity).
+    basis : {"paper", "product"}
+        "product" adds kernel columns that pair rows of different B_j's, up to 10% of the
+        training rows in all (the pooled reference's basis size); the entities' blocks and
+        requests are exactly the paper's.
+    """
+
+    task: Task = "classify"
+    kernel: KernelName = "gaussian"
+    mbar: int | None = None
+    nu: float | None = None
+    mu: float | None = None
+    folds: int = DEFAULT_FOLDS
+    seed: int = 0
+    formulation: Formulation = "highs-dual"
+    deadline: float = DEFAULT_DEADLINE_S
+    distribute: bool = True
+    basis: str = "paper"
+
+    def __post_init__(self) -> None:
+        if self.basis not in BASES:
+            raise ConfigError(f"basis must be one of {', '.join(BASES)}, got {self.basis!r}")
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be 'classify' or 'regress', got {self.task!r}")
+        if self.kernel not in KERNELS:
+            raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, got {self.kernel!r}")
+        if self.formulation not in FORMULATIONS:
+            raise ConfigError(f"LP formulation must be one of {', '.join(FORMULATIONS)}, got {self.formulation!r}")
+        if self.mbar is not None and (not isinstance(self.mbar, int) or isinstance(self.mbar, bool) or self.mbar < 1):
+            raise ConfigError(f"mbar must be a whole number >= 1 or 'auto', got {self.mbar!r}")
+        for name in ("nu", "mu"):
+            value = getattr(self, name)
+            if value is None:
+                continue
+            if not isinstance(value, (int, float)) or isinstance(value, bool) or not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{name} must be a number > 0 or 'auto', got {value!r}")
+        if self.folds < 2:
+            raise ConfigError(f"folds must be >= 2, got {self.folds}")
+
+
+def default_mbar(widths: list[int], n_train: int) -> int:
+    """The papers' rule: min(n_j) - 1 (privacy rule 3), and at most 10% of the training rows."""
+    return max(1, min(min(widths) - 1, math.ceil(0.1 * n_train)))
+
+
+def train(federation: Federation, options: TrainOptions) -> Model:
+    """Train a random-kernel model over the federation's entities.
+
+    Returns
+    -------
+    Model
+        Not yet written or distributed (see :func:`train_and_save`).
+
+    Raises
+    ------
+    EntityError, DataError, PrivacyError, SolverError
+        Naming the entity, record or setting at fault.
+    """
+    started = time.perf_counter()
+    with Session(federation, options.deadline) as session:
+        blocks, scaling = session.survey()
+        if options.task == "classify":
+            _check_labels(session, blocks)
+        widths = [session.n_features(j) for j in federation.column_blocks]
+        n_train = sum(len(b.train_ids) for b in blocks)
+        mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
+        private = _check_privacy(session, mbar, widths)
+        n_total = sum(widths)
+        # Gaussian blocks are fetched once at the one width entities pin (Session.fetch_width);
+        # every width tuning tries, and the final one, is a power of it.
+        mu_fetch = session.fetch_width("gaussian")
+        columns = None
+        if options.basis == "product":
+            count = math.ceil(REFERENCE_ROW_FRACTION * n_train)
+            columns = product_columns(mbar, len(widths), count, options.seed)
+            logger.info("product basis: %d points from %d rows of each of %d B_j", len(columns), mbar, len(widths))
+        K = session.kernel(options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train",
+                           columns)
+        target = np.concatenate([b.train_labels for b in blocks])
+        nu, mu, tuning = options.nu, options.mu, None
+        if nu is None or (mu is None and options.kernel == "gaussian"):
+            nu_values, mu_values = search_grid(options.task, options.kernel, n_total, nu, mu)
+            logger.info("tuning %d grid points by %d-fold cross-validation", len(nu_values) * len(mu_values), options.folds)
+            result = tune(
+                options.task, options.kernel, K, target, mu_ref=mu_fetch, nu_values=nu_values, mu_values=mu_values,
+                folds=options.folds, seed=options.seed, formulation=options.formulation,
+                progress=_log_progress,
+            )
+            nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
+            tuning = {"folds": options.folds, "seed": options.seed, "score": result.score,
+                      "grid": [list(point) for point in result.scores]}
+            logger.info("tuned nu = %g%s (cross-validated %s %.4f)", nu, f", mu = {mu:g}" if mu else "",
+                        "error rate" if options.task == "classify" else "relative error", result.score)
+        assert nu is not None
+        if options.kernel == "gaussian":
+            assert mu is not None
+            K = rescale_gaussian(K, mu_fetch, mu)
+        solution = solve_lp(options.task, K, target, nu, options.formulation)
+        logger.info("LP solved: %d x %d kernel, objective %.6g, %s in %.2f s",
+                    K.shape[0], K.shape[1], solution.objective, solution.formulation, solution.seconds)
+    return Model(
+        task=options.task, kernel=options.kernel, mu=float(mu) if options.kernel == "gaussian" else 0.0,
+        nu=float(nu), mbar=mbar, u=tuple(solution.u.tolist()), gamma=solution.gamma, private=private,
+        scaling=scaling,
+        entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
+        columns=None if columns is None else tuple(map(tuple, columns.tolist())),
+        training={
+            "n_train": int(n_train), "n_features": widths, "formulation": solution.formulation,
+            "objective": solution.objective, "lp_seconds": solution.seconds,
+            "seconds": time.perf_counter() - started, "tuning": tuning,
+        },
+    )
+
+
+def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
+    """Classification needs labels in {-1, +1} and both classes among the training records."""
+    for block in blocks:
+        odd = sorted(set(np.unique(block.train_labels).tolist()) - {-1.0, 1.0})
+        if odd:
+            holders = [e.id for e in session.row_block(block.row_block) if session.metadata[e.id].has_labels]
+            raise DataError(f"row block {block.row_block} (labels from entity {', '.join(holders)}): labels must be -1 or +1 "
+                            f"for classification, got {odd[:5]}")
+    labels = np.concatenate([b.train_labels for b in blocks])
+    if len(np.unique(labels)) < 2:
+        raise DataError(f"every training record has label {labels[0]:+g}: classification needs both classes")
+
+
+def _log_progress(done: int, total: int) -> None:
+    if done == total or done % max(1, total // 5) == 0:
+        logger.info("tuning: %d/%d grid points", done, total)
+
+
+def _check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
+    """Refuse early (before any kernel is computed) when an entity would refuse mbar; False if not private."""
+    private = True
+    for j, width in zip(session.federation.column_blocks, widths):
+        if mbar < width:
+            continue
+        private = False
+        refusing = [e.id for e in session.column_block(j) if not session.metadata[e.id].non_private_override]
+        if refusing:
+            raise PrivacyError(
+                f"mbar = {mbar} is not below the {width} features of column block {j}: entities "
+                f"{', '.join(refusing)} will refuse it (privacy rule 3). Use mbar <= {min(widths) - 1}."
+            )
+    if not private:
+        logger.warning(NOT_PRIVATE_BANNER)
+    return private
+
+
+def train_and_save(federation: Federation, options: TrainOptions, model_out: Path) -> Model:
+    """Train, write the model atomically, then send it to every entity."""
+    model = train(federation, options)
+    model.save(model_out)
+    logger.info("model written to %s", model_out)
+    if options.distribute:
+        distribute(federation, model.to_json(), model_out, options.deadline)
+    return model
+
+
+def distribute(federation: Federation, model_json: str, model_out: Path, deadline: float) -> None:
+    """Send a written model file to every entity."""
+    with Session(federation, deadline) as session:
+        try:
+            session.each(lambda c: c.accept_model(model_json))
+        except EntityError as error:
+            raise EntityError(f"the model was written to {model_out} but not delivered to every entity: {error}") from None
+    logger.info("model delivered to %d entities", len(federation.entities))

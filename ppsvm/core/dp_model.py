@@ -1,0 +1,168 @@
+"""The differentially private RBF model file: JSON, written atomically.
+
+One file format for the three methods of Li et al. (2014) and their reference:
+
+- ``dp-hybrid`` and ``private-svm``: f(x) = w' zhat(scale(x)), with rho (D x d)
+  learned from public records or drawn at random, and w the n_i-weighted mean of
+  the entities' released (noised) weights;
+- ``public-only``: an RBF SVM on the public records alone, f(x) = sum_i c_i
+  (k(x_i, x) + 1); public records may be stored, private ones never are.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppsvm.errors import ConfigError
+from ppsvm.files import write_atomic
+from ppsvm.core.model import number, read_document
+
+FORMAT = "ppsvm-dp-model"
+FORMAT_VERSION = 1
+METHODS = ("dp-hybrid", "private-svm", "public-only")
+
+
+@dataclass(frozen=True)
+class DpEntity:
+    """An entity that contributed weights, with its record count (the weight of its release)."""
+
+    id: str
+    n_train: int
+    noise: str
+
+
+@dataclass(frozen=True)
+class DpModel:
+    """A random-Fourier-feature (or public-only RBF) classifier.
+
+    Attributes
+    ----------
+    method : str
+        One of :data:`METHODS`.
+    mechanism : str
+        How the weights were protected ("laplace", "output-gamma", "objective",
+        "none" for NOT PRIVATE, "public" for public-only).
+    epsilon : float or None
+        Each entity's release is epsilon-DP for its own records; None when not private.
+    private : bool
+    low, high : tuple of float, length d
+        Per-feature scaling from the public records.
+    kernel_width : float
+        gamma of exp(-gamma ||x - y||^2), from the public records.
+    C : float
+    rho : tuple of tuple of float, shape (D, d); empty for public-only
+    weights : tuple of float, length 2D; empty for public-only
+    basis : tuple of tuple of float, shape (n_public, d); public-only: the scaled public records
+    dual_coef : tuple of float, length n_public; public-only
+    entities : tuple of DpEntity
+    training : dict
+    """
+
+    method: str
+    mechanism: str
+    epsilon: float | None
+    private: bool
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+    kernel_width: float
+    C: float
+    rho: tuple[tuple[float, ...], ...] = ()
+    weights: tuple[float, ...] = ()
+    basis: tuple[tuple[float, ...], ...] = ()
+    dual_coef: tuple[float, ...] = ()
+    entities: tuple[DpEntity, ...] = ()
+    training: dict[str, Any] = field(default_factory=dict)
+    task: str = "classify"
+
+    @property
+    def n_features(self) -> int:
+        return len(self.low)
+
+    def decision(self, X: np.ndarray) -> np.ndarray:
+        """Decision values for raw feature rows X of shape (m, d); returns shape (m,)."""
+        from ppsvm.core.dp import apply_scaling, decision, fourier_features
+        from ppsvm.core.kernels import gaussian_kernel
+
+        X = np.asarray(X, dtype=np.float64)
+        if X.ndim != 2 or X.shape[1] != self.n_features:
+            raise ConfigError(f"X has shape {X.shape}; the model expects {self.n_features} features")
+        scaled = apply_scaling(X, np.asarray(self.low), np.asarray(self.high))
+        if self.method == "public-only":
+            return decision(gaussian_kernel(scaled, np.asarray(self.basis), self.kernel_width), self._public_svm)
+        return fourier_features(scaled, np.asarray(self.rho)) @ np.asarray(self.weights)
+
+    @property
+    def _public_svm(self) -> Any:
+        """The public-only model's dual coefficients as ppsvm.core.dp's KernelSVM, so one function predicts."""
+        from ppsvm.core.dp import KernelSVM
+
+        return KernelSVM(dual_coef=np.asarray(self.dual_coef), objective=float("nan"), sweeps=0)
+
+    def to_json(self) -> str:
+        document = {"format": FORMAT, "version": FORMAT_VERSION, **asdict(self)}
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "model") -> DpModel:
+        document = read_document(text, source, FORMAT, FORMAT_VERSION)
+        try:
+            for key in ("kernel_width", "C"):
+                document[key] = number(document, key, source)
+            for key in ("low", "high", "weights", "dual_coef"):
+                document[key] = tuple(float(v) for v in document.get(key, ()))
+            for key in ("rho", "basis"):
+                document[key] = tuple(tuple(float(v) for v in row) for row in document.get(key, ()))
+            document["entities"] = tuple(DpEntity(**e) for e in document.get("entities", ()))
+            model = cls(**document)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"{source} is not a valid ppsvm DP model file: {exc}") from exc
+        model.validate(source)
+        return model
+
+    def validate(self, source: str) -> None:
+        """Shapes agree and every number is finite; ConfigError naming ``source`` otherwise."""
+        if self.method not in METHODS:
+            raise ConfigError(f"{source}: method must be one of {', '.join(METHODS)}, got {self.method!r}")
+        d = self.n_features
+        if len(self.high) != d or d == 0:
+            raise ConfigError(f"{source}: low and high must have the same, non-zero length")
+        if self.method == "public-only":
+            if not self.basis or any(len(row) != d for row in self.basis) or len(self.dual_coef) != len(self.basis):
+                raise ConfigError(f"{source}: a public-only model needs basis rows of {d} features and one dual coefficient each")
+        elif not self.rho or any(len(row) != d for row in self.rho) or len(self.weights) != 2 * len(self.rho):
+            raise ConfigError(f"{source}: rho must be D x {d} and weights of length 2D")
+        numbers = [*self.low, *self.high, self.kernel_width, self.C, *self.weights, *self.dual_coef]
+        numbers += [v for row in (*self.rho, *self.basis) for v in row]
+        if not np.isfinite(numbers).all():
+            raise ConfigError(f"{source}: every number in the model must be finite")
+
+    def save(self, path: str | Path) -> None:
+        write_atomic(Path(path), self.to_json())
+
+
+def load_any_model(path: str | Path) -> Any:
+    """A random-kernel :class:`ppsvm.core.model.Model` or a :class:`DpModel`, by the file's format."""
+    path = Path(path)
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
+    return parse_any_model(text, str(path))
+
+
+def parse_any_model(text: str, source: str) -> Any:
+    """:func:`load_any_model` for text already read (e.g. received over the wire)."""
+    from ppsvm.core.model import Model
+
+    try:
+        kind = json.loads(text).get("format")
+    except (ValueError, AttributeError, RecursionError) as exc:
+        raise ConfigError(f"{source} is not a ppsvm model file: {type(exc).__name__}") from None
+    return DpModel.from_json(text, source) if kind == FORMAT else Model.from_json(text, source)

@@ -1,0 +1,267 @@
+"""The two linear programs of the papers, and three ways to solve them.
+
+Classification (Mangasarian & Wild), labels d_i in {-1, +1}:
+
+    min_{u, gamma}  nu * sum_i max(0, 1 - d_i (K_i u - gamma)) + ||u||_1
+
+Regression (Fung & Mangasarian), real targets y_i:
+
+    min_{u, gamma}  sum_i |K_i u - gamma - y_i| + nu * ||u||_1
+
+Both are the LPs of the papers with the slack variables eliminated. Formulations
+(DESIGN.md section 4 shows the formulation decides the speed by 5x to 30x):
+
+- ``highs-dual`` (default): the LP dual, mbar + 1 dense rows and m bounded
+  columns, passed straight to HiGHS (dual simplex, interior point with
+  crossover above 60k rows); u and gamma are the row multipliers. Fastest
+  measured (benchmarks/lp_formulations.py).
+- ``cvxpy-dual``: the same dual written in cvxpy, solved by HiGHS.
+- ``cvxpy-primal``: the LP exactly as the papers write it (slack and
+  absolute-value variables), in cvxpy, solved by HiGHS.
+
+Every formulation is checked against the others and against scipy's linprog
+in the unit tests; the objective is always recomputed from (u, gamma) on all
+rows, so a wrong sign convention cannot pass silently.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import highspy
+import numpy as np
+
+from ppsvm.errors import SolverError
+
+logger = logging.getLogger(__name__)
+
+Formulation = Literal["highs-dual", "cvxpy-dual", "cvxpy-primal"]
+FORMULATIONS: tuple[Formulation, ...] = ("highs-dual", "cvxpy-dual", "cvxpy-primal")
+Task = Literal["classify", "regress"]
+
+# Measured on the dual (mbar = 19, 2 cores): dual simplex 1.3 s vs interior point 1.4 s at
+# 40k rows, 20.3 s vs 8.1 s at 160k. The simplex's bound-flipping ratio test grows with the
+# column count; interior-point iterations stay few. Both end at a vertex (IPM crosses over).
+_IPM_ABOVE_ROWS = 60_000
+
+
+
+@dataclass(frozen=True)
+class LPSolution:
+    """An optimal (u, gamma) with the objective value and how it was found.
+
+    Attributes
+    ----------
+    u : ndarray, shape (mbar,)
+    gamma : float
+    objective : float
+        The objective above evaluated at (u, gamma) on all rows.
+    formulation : str
+    iterations : int
+        Simplex iterations (highs-dual); 0 where cvxpy does not report them.
+    seconds : float
+        Wall-clock time of the solve.
+    """
+
+    u: np.ndarray
+    gamma: float
+    objective: float
+    formulation: str
+    iterations: int
+    seconds: float
+
+
+def classification_objective(K: np.ndarray, d: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
+    """nu * sum(hinge) + ||u||_1 for K (m, mbar), d (m,), u (mbar,)."""
+    return float(nu * np.maximum(0.0, 1.0 - d * (K @ u - gamma)).sum() + np.abs(u).sum())
+
+
+def regression_objective(K: np.ndarray, y: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
+    """sum |K u - gamma - y| + nu * ||u||_1 for K (m, mbar), y (m,), u (mbar,)."""
+    return float(np.abs(K @ u - gamma - y).sum() + nu * np.abs(u).sum())
+
+
+def solve_lp(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation = "highs-dual"
+) -> LPSolution:
+    """Solve the classification or regression LP.
+
+    Parameters
+    ----------
+    task : {"classify", "regress"}
+    K : ndarray, shape (m, mbar)
+        The assembled kernel K(A, B').
+    target : ndarray, shape (m,)
+        Labels in {-1, +1} (classify) or real targets (regress).
+    nu : float
+        Weight of the error term (classify) or of ||u||_1 (regress), > 0.
+    formulation : {"highs-dual", "cvxpy-dual", "cvxpy-primal"}
+
+    Returns
+    -------
+    LPSolution
+
+    Raises
+    ------
+    ValueError
+        Shapes, non-finite values, nu <= 0, or labels that are not +-1 of both classes.
+    SolverError
+        The solver did not report an optimum.
+    """
+    K, target = _validate(task, K, target, nu)
+    start = time.perf_counter()
+    if formulation == "highs-dual":
+        u, gamma, iterations = _highs_dual(task, K, target, nu)
+    elif formulation == "cvxpy-dual":
+        u, gamma, iterations = _cvxpy_dual(task, K, target, nu)
+    elif formulation == "cvxpy-primal":
+        u, gamma, iterations = _cvxpy_primal(task, K, target, nu)
+    else:
+        raise ValueError(f"unknown LP formulation {formulation!r}; expected one of {', '.join(FORMULATIONS)}")
+    objective = _objective(task, K, target, nu, u, gamma)
+    return LPSolution(u, gamma, objective, formulation, iterations, time.perf_counter() - start)
+
+
+def _objective(task: Task, K: np.ndarray, target: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
+    if task == "classify":
+        return classification_objective(K, target, nu, u, gamma)
+    return regression_objective(K, target, nu, u, gamma)
+
+
+def _validate(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray]:
+    K = np.asarray(K, dtype=np.float64)
+    target = np.asarray(target, dtype=np.float64)
+    if K.ndim != 2 or K.shape[0] == 0 or K.shape[1] == 0:
+        raise ValueError(f"kernel must be a non-empty 2-D array, got shape {K.shape}")
+    if target.shape != (K.shape[0],):
+        raise ValueError(f"kernel has {K.shape[0]} rows but there are {target.shape} targets")
+    if not np.isfinite(K).all():
+        raise ValueError("kernel has non-finite entries (NaN or inf)")
+    if not np.isfinite(target).all():
+        raise ValueError("targets have non-finite entries (NaN or inf)")
+    if not (np.isfinite(nu) and nu > 0):
+        raise ValueError(f"nu must be a finite number > 0, got {nu}")
+    if task == "classify":
+        values = set(np.unique(target).tolist())
+        if not values <= {-1.0, 1.0}:
+            raise ValueError(f"classification labels must be -1 or +1, got {sorted(values)[:5]}")
+        if len(values) < 2:
+            raise ValueError(f"all {K.shape[0]} training labels are {int(target[0]):+d}: need both classes")
+    elif task != "regress":
+        raise ValueError(f"unknown task {task!r}; expected 'classify' or 'regress'")
+    return K, target
+
+
+# --- HiGHS on the LP dual ------------------------------------------------------------------------
+
+
+def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:
+    """The LP dual handed to HiGHS's dual simplex without a modelling layer.
+
+    classify:  min -e'a  s.t. -1 <= K'D a <= 1,  d'a = 0,  0 <= a <= nu
+    regress:   min -y'a  s.t. -nu <= K'a <= nu,  e'a = 0, -1 <= a <= 1
+
+    With row multipliers (p, q) the reduced cost of a_i is
+    -1 - d_i (K_i p + q) (classify), so u = -p and gamma = q.
+    """
+    m, mbar = K.shape
+    if task == "classify":
+        rows = np.vstack([(K * target[:, None]).T, target[None, :]])
+        cost, lower, upper, reg = -np.ones(m), np.zeros(m), np.full(m, nu), 1.0
+    else:
+        rows = np.vstack([K.T, np.ones((1, m))])
+        cost, lower, upper, reg = -target, -np.ones(m), np.ones(m), nu
+    lp = highspy.HighsLp()
+    lp.num_col_ = m
+    lp.num_row_ = mbar + 1
+    lp.col_cost_ = cost
+    lp.col_lower_ = lower
+    lp.col_upper_ = upper
+    lp.row_lower_ = np.r_[np.full(mbar, -reg), 0.0]
+    lp.row_upper_ = np.r_[np.full(mbar, reg), 0.0]
+    # The constraint matrix is dense: pass it row-wise without building a sparse copy.
+    lp.a_matrix_.format_ = highspy.MatrixFormat.kRowwise
+    lp.a_matrix_.start_ = np.arange(mbar + 2, dtype=np.int64) * m
+    lp.a_matrix_.index_ = np.tile(np.arange(m, dtype=np.int32), mbar + 1)
+    lp.a_matrix_.value_ = np.ascontiguousarray(rows).ravel()
+    solver = highspy.Highs()
+    solver.setOptionValue("output_flag", False)
+    solver.setOptionValue("solver", "ipm" if m > _IPM_ABOVE_ROWS else "simplex")
+    # Measured: presolve finds nothing to remove in a dense LP with mbar + 1 rows and costs ~15%.
+    solver.setOptionValue("presolve", "off")
+    solver.setOptionValue("random_seed", 0)
+    solver.passModel(lp)
+    solver.run()
+    status = solver.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        # Seen on nearly constant kernels (a tiny Gaussian width): one method gives up where
+        # the other still finds the optimum.
+        other = "simplex" if m > _IPM_ABOVE_ROWS else "ipm"
+        logger.info("HiGHS stopped with status %r; retrying with %s", solver.modelStatusToString(status), other)
+        solver.clearSolver()
+        solver.setOptionValue("solver", other)
+        solver.run()
+        status = solver.getModelStatus()
+    if status != highspy.HighsModelStatus.kOptimal:
+        raise SolverError(f"HiGHS stopped with status {solver.modelStatusToString(status)!r} on the LP dual")
+    duals = np.asarray(solver.getSolution().row_dual)
+    return -duals[:mbar], float(duals[mbar]), int(solver.getInfo().simplex_iteration_count)
+
+
+# --- cvxpy formulations --------------------------------------------------------------------------
+
+
+def _cvxpy_solve(problem: Any, name: str) -> None:
+    import cvxpy as cp
+
+    try:
+        problem.solve(solver=cp.HIGHS)
+    except cp.error.SolverError as exc:
+        raise SolverError(f"HiGHS failed on the {name} LP: {exc}") from exc
+    if problem.status != cp.OPTIMAL:
+        raise SolverError(f"HiGHS returned status {problem.status!r} on the {name} LP")
+
+
+def _cvxpy_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:
+    """max e'a s.t. |K'Da| <= 1, d'a = 0, 0 <= a <= nu   (classify)
+    max y'a s.t. |K'a| <= nu,  e'a = 0, -1 <= a <= 1   (regress)
+    The multipliers of |.| <= . give u, that of the equality gives -gamma."""
+    import cvxpy as cp
+
+    m = K.shape[0]
+    a = cp.Variable(m)
+    if task == "classify":
+        M, reg, gain, lo, hi, balance = (K * target[:, None]).T, 1.0, np.ones(m), 0.0, nu, target
+    else:
+        M, reg, gain, lo, hi, balance = K.T, nu, target, -1.0, 1.0, np.ones(m)
+    upper, lower, equal = M @ a <= reg, M @ a >= -reg, balance @ a == 0
+    problem = cp.Problem(cp.Maximize(gain @ a), [upper, lower, equal, a >= lo, a <= hi])
+    _cvxpy_solve(problem, "dual")
+    u = np.asarray(upper.dual_value) - np.asarray(lower.dual_value)
+    gamma = float(equal.dual_value)
+    # cvxpy's sign convention for equality multipliers: pick the sign whose primal value meets the dual.
+    candidates = [(abs(_objective(task, K, target, nu, u, g) - problem.value), g) for g in (gamma, -gamma)]
+    return u, min(candidates)[1], 0
+
+
+def _cvxpy_primal(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:
+    """The LPs exactly as written in the papers, with slack and absolute-value variables."""
+    import cvxpy as cp
+
+    m, mbar = K.shape
+    u, gamma, s = cp.Variable(mbar), cp.Variable(), cp.Variable(mbar)
+    slack = cp.Variable(m)
+    if task == "classify":
+        constraints = [cp.multiply(target, K @ u - gamma) + slack >= 1, slack >= 0]
+        objective = nu * cp.sum(slack) + cp.sum(s)
+    else:
+        residual = K @ u - gamma - target
+        constraints = [residual <= slack, -slack <= residual]
+        objective = cp.sum(slack) + nu * cp.sum(s)
+    constraints += [u <= s, -s <= u]
+    problem = cp.Problem(cp.Minimize(objective), constraints)
+    _cvxpy_solve(problem, "primal")
+    return np.asarray(u.value), float(gamma.value), 0

@@ -1,0 +1,167 @@
+"""The trained model file: JSON, written atomically, never holding B or data.
+
+It records u, gamma, the kernel and its width, mbar, the partition (entity ids
+and grid positions), the per-column-block feature scaling, whether the run was
+private, and how it was trained.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppsvm.errors import ConfigError
+from ppsvm.files import write_atomic
+
+FORMAT = "ppsvm-model"
+FORMAT_VERSION = 1
+
+
+def number(document: dict[str, Any], key: str, source: str) -> float:
+    """``document[key]`` as a float; ConfigError naming the key when it is missing or not a number."""
+    value = document.get(key)
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"{source}: {key!r} must be a number, got {value!r}")
+    return float(value)
+
+
+def read_document(text: str, source: str, expected_format: str, version: int) -> dict[str, Any]:
+    """The JSON object of a ppsvm file of ``expected_format``, without its format and version keys.
+
+    Raises
+    ------
+    ConfigError
+        Not JSON (or nested too deeply to parse), not an object, another format or version.
+    """
+    try:
+        document = json.loads(text)
+    except (ValueError, RecursionError) as exc:
+        raise ConfigError(f"{source} is not a ppsvm model file: not JSON ({type(exc).__name__})") from None
+    if not isinstance(document, dict) or document.pop("format", None) != expected_format:
+        raise ConfigError(f"{source} is not a ppsvm model file of format {expected_format!r}")
+    if document.pop("version", None) != version:
+        raise ConfigError(f"{source}: unsupported {expected_format} version")
+    return document
+
+
+@dataclass(frozen=True)
+class ColumnScaling:
+    """Per-feature [low, high] of one column block; features map to (x - low) / (high - low)."""
+
+    column_block: int
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    @property
+    def n_features(self) -> int:
+        return len(self.low)
+
+
+def _column_row(value: object) -> int:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise ValueError(f"columns must hold whole numbers, got {value!r}")
+    return value
+
+
+@dataclass(frozen=True)
+class ModelEntity:
+    id: str
+    row_block: int
+    column_block: int
+
+
+@dataclass(frozen=True)
+class Model:
+    """A random-kernel classifier or regressor: f(x) = K(x', B') u - gamma.
+
+    Attributes
+    ----------
+    u : tuple of float, one per kernel column (mbar, or len(columns))
+    scaling : tuple of ColumnScaling, one per column block
+    private : bool
+        False when some entity's non-private override allowed mbar >= n_j.
+    columns : tuple of tuple of int, optional
+        The product basis (``coordinator train --basis product``): kernel column c combines
+        column ``columns[c][j]`` of each block K(x_j', B_j'). None: the paper's basis, column k
+        of every block.
+    training : dict
+        How it was trained (records, formulation, objective, seconds, tuning).
+    """
+
+    task: str
+    kernel: str
+    mu: float
+    nu: float
+    mbar: int
+    u: tuple[float, ...]
+    gamma: float
+    private: bool
+    scaling: tuple[ColumnScaling, ...]
+    entities: tuple[ModelEntity, ...]
+    columns: tuple[tuple[int, ...], ...] | None = None
+    training: dict[str, Any] = field(default_factory=dict)
+
+    @property
+    def column_index(self) -> np.ndarray | None:
+        """``columns`` as the (p, s) array :func:`ppsvm.core.kernels.assemble` takes, or None."""
+        return None if self.columns is None else np.array(self.columns, dtype=np.int64).reshape(len(self.columns), -1)
+
+    def decision(self, K: np.ndarray) -> np.ndarray:
+        """K u - gamma for assembled kernel rows K of shape (m, len(u)); returns shape (m,)."""
+        if K.ndim != 2 or K.shape[1] != len(self.u):
+            raise ValueError(f"kernel rows have shape {K.shape}; the model expects (m, {len(self.u)})")
+        return K @ np.asarray(self.u) - self.gamma
+
+    def to_json(self) -> str:
+        document = {"format": FORMAT, "version": FORMAT_VERSION, **asdict(self)}
+        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+    @classmethod
+    def from_json(cls, text: str, source: str = "model") -> Model:
+        """Parse and validate a model file's text; ConfigError naming ``source`` when it is not one."""
+        document = read_document(text, source, FORMAT, FORMAT_VERSION)
+        try:
+            document["u"] = tuple(float(x) for x in document["u"])
+            for key in ("gamma", "mu", "nu"):
+                document[key] = number(document, key, source)
+            if not isinstance(document["mbar"], int) or isinstance(document["mbar"], bool):
+                raise ValueError(f"mbar must be a whole number, got {document['mbar']!r}")
+            document["scaling"] = tuple(
+                ColumnScaling(s["column_block"], tuple(s["low"]), tuple(s["high"])) for s in document["scaling"]
+            )
+            document["entities"] = tuple(ModelEntity(**e) for e in document["entities"])
+            if document.get("columns") is not None:
+                document["columns"] = tuple(tuple(_column_row(k) for k in row) for row in document["columns"])
+            model = cls(**document)
+        except (KeyError, TypeError, ValueError) as exc:
+            if isinstance(exc, ConfigError):
+                raise
+            raise ConfigError(f"{source} is not a valid ppsvm model file: {exc}") from exc
+        if model.columns is None and len(model.u) != model.mbar:
+            raise ConfigError(f"{source}: u has {len(model.u)} entries but mbar is {model.mbar}")
+        if model.columns is not None:
+            if len(model.u) != len(model.columns):
+                raise ConfigError(f"{source}: u has {len(model.u)} entries but there are {len(model.columns)} columns")
+            s = len(model.scaling)
+            if any(len(row) != s or not all(0 <= k < model.mbar for k in row) for row in model.columns):
+                raise ConfigError(f"{source}: every entry of columns must list {s} block rows, each in [0, mbar = {model.mbar})")
+        if not np.isfinite([*model.u, model.gamma, model.mu, model.nu]).all():
+            raise ConfigError(f"{source}: u, gamma, mu and nu must be finite numbers")
+        return model
+
+    def save(self, path: str | Path) -> None:
+        """Write atomically: a temporary file in the same directory, fsync, then rename."""
+        write_atomic(Path(path), self.to_json())
+
+    @classmethod
+    def load(cls, path: str | Path) -> Model:
+        path = Path(path)
+        try:
+            text = path.read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
+        return cls.from_json(text, str(path))

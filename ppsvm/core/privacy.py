@@ -1,0 +1,51 @@
+"""Privacy rule 3 (DESIGN.md section 2): fewer random points than features."""
+
+from __future__ import annotations
+
+from ppsvm.errors import PrivacyError
+
+NOT_PRIVATE_BANNER = (
+    "NOT PRIVATE: mbar >= n_j for some column block; kernel rows can pin records down "
+    "(privacy rule 3 was overridden in an entity config)"
+)
+MIXED_MODE_WARNING = (
+    "serves the random-kernel and the DP protocol for the same records ([privacy] mode = \"mixed\"): labels, ranges "
+    "and kernel blocks are not differentially private, so no epsilon-DP guarantee holds for its records"
+)
+
+
+def check_mbar(mbar: int, n_features: int, override: bool, who: str) -> bool:
+    """Refuse mbar >= n_j unless the entity's own config overrides the guard.
+
+    Parameters
+    ----------
+    mbar : int
+        Requested number of random points.
+    n_features : int
+        n_j, the width of the column block.
+    override : bool
+        The entity config's non-private override.
+    who : str
+        The entity, for the message.
+
+    Returns
+    -------
+    bool
+        True when the request is private (mbar < n_j), False when allowed only by the override.
+
+    Raises
+    ------
+    PrivacyError
+        mbar >= n_j without the override, or mbar < 1.
+    """
+    if mbar < 1:
+        raise PrivacyError(f"entity {who}: mbar must be >= 1, got {mbar}")
+    if mbar < n_features:
+        return True
+    if override:
+        return False
+    raise PrivacyError(
+        f"entity {who} refuses mbar = {mbar}: it holds only n_j = {n_features} features, and with mbar >= n_j "
+        f"the kernel rows can reveal its records (privacy rule 3 needs mbar <= {n_features - 1}). "
+        "Lower mbar, or merge column blocks."
+    )

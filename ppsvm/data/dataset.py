@@ -1,0 +1,512 @@
+"""Reading raw benchmark files (UCI style) into a numeric, labelled dataset.
+
+The files are read as published: no header unless told, ``?`` or an empty cell
+means missing, labels are arbitrary strings, whitespace around fields is ignored
+and blank lines are skipped. Column references (label, dropped columns, id
+column) are 0-based indices, negative ones counting from the end, or header
+names; error messages use the same 0-based column indices and 1-based line
+numbers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import itertools
+import logging
+import math
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Literal, TextIO
+
+import numpy as np
+
+from ppsvm.constants import MAX_CSV_LINE_CHARS, TASKS
+from ppsvm.errors import ConfigError, DataError
+
+__all__ = [
+    "Dataset",
+    "DatasetOptions",
+    "add_dataset_arguments",
+    "bounded_lines",
+    "dataset_options_from_args",
+    "load_dataset",
+]
+
+logger = logging.getLogger(__name__)
+
+MISSING_TOKENS = frozenset({"", "?"})
+# Enough distinct values to recognise the label column in an error, not a dump of it.
+_MAX_LISTED_VALUES = 8
+_INTEGER = re.compile(r"[+-]?\d+")
+
+ColumnRef = str | int
+
+
+@dataclass(frozen=True)
+class DatasetOptions:
+    """How to turn a raw delimited file into a :class:`Dataset`.
+
+    Parameters
+    ----------
+    label : str or int
+        Label column: 0-based index (negative counts from the end) or header name.
+    positive : str, optional
+        Classification: this raw label value becomes +1, every other value -1.
+    negative : str, optional
+        Classification: this raw label value becomes -1, every other value +1
+        (e.g. Cleveland's ``0``). Mutually exclusive with `positive`.
+    task : {"classify", "regress"}
+        Regression parses the labels as real numbers.
+    drop : tuple of str or int
+        Columns to leave out of the features (e.g. WDBC's id column 0).
+    id_column : str or int, optional
+        Column holding record ids; it is never a feature. Default: the 0-based
+        number of the data row (blank lines and header not counted), as a string.
+    missing : {"refuse", "drop", "impute"}
+        Missing feature values: raise, drop the rows, or use the column mean of
+        the observed values.
+    header : bool
+        The first non-blank line holds column names.
+    delimiter : str
+        One-character field separator.
+    """
+
+    label: ColumnRef = -1
+    positive: str | None = None
+    negative: str | None = None
+    task: Literal["classify", "regress"] = "classify"
+    drop: tuple[ColumnRef, ...] = ()
+    id_column: ColumnRef | None = None
+    missing: Literal["refuse", "drop", "impute"] = "refuse"
+    header: bool = False
+    delimiter: str = ","
+
+    def __post_init__(self) -> None:
+        if self.positive is not None and self.negative is not None:
+            raise ConfigError("give either a positive or a negative label value, not both")
+        if self.task not in TASKS:
+            raise ConfigError(f"task must be 'classify' or 'regress', not {self.task!r}")
+        if self.task == "regress" and (self.positive is not None or self.negative is not None):
+            raise ConfigError("positive/negative label values apply to classification only")
+        if self.missing not in ("refuse", "drop", "impute"):
+            raise ConfigError(f"missing must be 'refuse', 'drop' or 'impute', not {self.missing!r}")
+        if len(self.delimiter) != 1 or self.delimiter in ('"', "\n", "\r"):
+            raise ConfigError(f"delimiter must be one character other than a quote or newline, not {self.delimiter!r}")
+
+
+@dataclass(frozen=True)
+class Dataset:
+    """A numeric dataset with labels and record ids.
+
+    Attributes
+    ----------
+    ids : ndarray of str, shape (m,)
+        Unique record ids (numpy unicode dtype).
+    X : ndarray of float64, shape (m, n)
+        Finite feature values.
+    y : ndarray of float64, shape (m,)
+        +1/-1 for classification, real targets for regression.
+    feature_names : tuple of str, length n
+        Header names, else ``"x<original column index>"``.
+    source : str
+        Path the data was read from.
+    """
+
+    ids: np.ndarray
+    X: np.ndarray
+    y: np.ndarray
+    feature_names: tuple[str, ...]
+    source: str
+
+    def __post_init__(self) -> None:
+        # Catches hand-built (e.g. synthetic) datasets whose parts disagree.
+        m = self.X.shape[0] if self.X.ndim == 2 else -1
+        if m < 0 or self.y.shape != (m,) or self.ids.shape != (m,) or len(self.feature_names) != self.X.shape[1]:
+            raise DataError(
+                f"{self.source}: inconsistent dataset: ids {self.ids.shape}, X {self.X.shape}, "
+                f"y {self.y.shape}, {len(self.feature_names)} feature names"
+            )
+
+
+@dataclass(frozen=True)
+class _Table:
+    """The raw fields of a file: stripped strings, one list per data line."""
+
+    path: Path
+    header: tuple[str, ...] | None
+    line_numbers: list[int]
+    rows: list[list[str]]
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.rows[0])
+
+    def where(self, row: int, column: int) -> str:
+        """Location of a cell for error messages: file, 1-based line, column."""
+        name = f" ({self.header[column]!r})" if self.header is not None else ""
+        return f"{self.path}, line {self.line_numbers[row]}, column {column}{name}"
+
+
+def bounded_lines(handle: TextIO, path: Path, max_chars: int = MAX_CSV_LINE_CHARS) -> Iterator[str]:
+    """The lines of a text file opened with ``newline=""``, for :func:`csv.reader`, each read with a bounded length.
+
+    The csv module reads whole lines, so one line of gigabytes (a binary file, a file whose line
+    ends were lost) would be read into memory whole and end in a MemoryError traceback.
+
+    Raises
+    ------
+    DataError
+        A line (with its line end) is longer than ``max_chars`` characters; names the file and line.
+    """
+    for number in itertools.count(1):
+        line = handle.readline(max_chars + 1)
+        if not line:
+            return
+        if len(line) > max_chars:
+            raise DataError(f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
+                            "is it a text file with one record per line?")
+        yield line
+
+
+def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Dataset:
+    """Read a delimited text file into a :class:`Dataset`.
+
+    Parameters
+    ----------
+    path : str or Path
+        The data file.
+    options : DatasetOptions
+        Label column, label mapping, dropped columns, missing-value policy.
+    max_line_chars : int
+        Longest line read (see :func:`bounded_lines`).
+
+    Returns
+    -------
+    Dataset
+        ids (m,), X (m, n), y (m,); n is the number of columns minus the label,
+        id and dropped columns.
+
+    Raises
+    ------
+    DataError
+        The file is empty, unreadable or malformed (a line over ``max_line_chars``,
+        field counts, non-numeric or non-finite features, missing values under
+        ``refuse``, bad labels, duplicate ids); the message names file, line and column.
+    ConfigError
+        A column reference does not exist or the columns overlap.
+    """
+    table = _read_table(Path(path), options, max_line_chars)
+    label_column, id_column, feature_columns = _resolve_columns(table, options)
+
+    X, missing = _parse_features(table, feature_columns)
+    label_missing = np.array([row[label_column] in MISSING_TOKENS for row in table.rows])
+    ids = _record_ids(table, id_column)
+
+    keep = _apply_missing_policy(table, options, X, missing, label_missing, label_column, feature_columns)
+    raw_labels = [row[label_column] for row, kept in zip(table.rows, keep) if kept]
+    kept_rows = np.flatnonzero(keep)
+    if options.task == "classify":
+        y = _classification_labels(table, label_column, raw_labels, options)
+    else:
+        y = _regression_targets(table, label_column, kept_rows)
+
+    if table.header is not None:
+        feature_names = tuple(table.header[c] for c in feature_columns)
+    else:
+        feature_names = tuple(f"x{c}" for c in feature_columns)
+    return Dataset(ids=ids[keep], X=X[keep], y=y, feature_names=feature_names, source=str(path))
+
+
+def _read_table(path: Path, options: DatasetOptions, max_line_chars: int) -> _Table:
+    header: tuple[str, ...] | None = None
+    header_line = 0
+    line_numbers: list[int] = []
+    rows: list[list[str]] = []
+    try:
+        # utf-8-sig: spreadsheet exports often start with a byte-order mark.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(bounded_lines(handle, path, max_line_chars), delimiter=options.delimiter, skipinitialspace=True)
+            for raw in reader:
+                fields = [field.strip() for field in raw]
+                if not fields or fields == [""]:
+                    continue
+                if options.header and header is None:
+                    header = tuple(fields)
+                    header_line = reader.line_num
+                    continue
+                expected = len(header) if header is not None else len(rows[0]) if rows else len(fields)
+                if len(fields) != expected:
+                    first = f"the header on line {header_line}" if header is not None else f"line {line_numbers[0]}"
+                    raise DataError(
+                        f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}"
+                    )
+                line_numbers.append(reader.line_num)
+                rows.append(fields)
+    except OSError as error:
+        raise DataError(f"cannot read {path}: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    except csv.Error as error:
+        raise DataError(f"{path}, line {reader.line_num}: {error}") from error
+
+    if not rows:
+        raise DataError(f"{path}: no data rows (the file is empty or holds only a header)")
+    if header is not None:
+        _check_header(path, header)
+    return _Table(path=path, header=header, line_numbers=line_numbers, rows=rows)
+
+
+def _check_header(path: Path, header: tuple[str, ...]) -> None:
+    seen: dict[str, int] = {}
+    for index, name in enumerate(header):
+        if not name:
+            raise DataError(f"{path}, header line: column {index} has no name")
+        if name in seen:
+            raise DataError(f"{path}, header line: columns {seen[name]} and {index} are both named {name!r}")
+        seen[name] = index
+
+
+def _resolve_column(table: _Table, ref: ColumnRef, role: str) -> int:
+    n = table.n_columns
+    if isinstance(ref, int):
+        if not -n <= ref < n:
+            raise ConfigError(
+                f"{table.path}: {role} column {ref} is out of range: the file has {n} columns "
+                f"(0..{n - 1}, or -1..-{n} from the end)"
+            )
+        return ref % n
+    if table.header is None:
+        raise ConfigError(
+            f"{table.path}: {role} column {ref!r} is a name, but the file has no header; "
+            "give a 0-based column index or read the header"
+        )
+    if ref not in table.header:
+        raise ConfigError(f"{table.path}: no {role} column named {ref!r}; the columns are {', '.join(table.header)}")
+    return table.header.index(ref)
+
+
+def _resolve_columns(table: _Table, options: DatasetOptions) -> tuple[int, int | None, list[int]]:
+    """Label column, id column and the feature columns, all as 0-based indices."""
+    label = _resolve_column(table, options.label, "label")
+    dropped = {_resolve_column(table, ref, "dropped") for ref in options.drop}
+    if label in dropped:
+        raise ConfigError(f"{table.path}: column {label} is both the label and a dropped column")
+    id_column = None
+    if options.id_column is not None:
+        id_column = _resolve_column(table, options.id_column, "id")
+        if id_column == label:
+            raise ConfigError(f"{table.path}: column {label} is both the label and the id column")
+    features = [c for c in range(table.n_columns) if c != label and c != id_column and c not in dropped]
+    if not features:
+        raise ConfigError(f"{table.path}: no feature columns left after the label, id and dropped columns")
+    return label, id_column, features
+
+
+def _parse_features(table: _Table, columns: list[int]) -> tuple[np.ndarray, np.ndarray]:
+    """Feature values (m, n) and a mask (m, n) of missing cells; errors in file order."""
+    X = np.zeros((len(table.rows), len(columns)))
+    missing = np.zeros(X.shape, dtype=bool)
+    for r, fields in enumerate(table.rows):
+        values = X[r]
+        for k, c in enumerate(columns):
+            text = fields[c]
+            if text in MISSING_TOKENS:
+                missing[r, k] = True
+                continue
+            try:
+                value = float(text)
+            except ValueError:
+                raise DataError(
+                    f"{table.where(r, c)}: non-numeric feature value {text!r}; "
+                    f"drop the column with --drop {c} or encode it as numbers"
+                ) from None
+            if not math.isfinite(value):
+                raise DataError(f"{table.where(r, c)}: non-finite feature value {text!r}")
+            values[k] = value
+    return X, missing
+
+
+def _record_ids(table: _Table, id_column: int | None) -> np.ndarray:
+    if id_column is None:
+        return np.array([str(r) for r in range(len(table.rows))])
+    first_line: dict[str, int] = {}
+    for r, fields in enumerate(table.rows):
+        record_id = fields[id_column]
+        if record_id in MISSING_TOKENS:
+            raise DataError(f"{table.where(r, id_column)}: missing record id {record_id!r}")
+        if record_id in first_line:
+            raise DataError(
+                f"{table.where(r, id_column)}: duplicate record id {record_id!r} "
+                f"(also on line {first_line[record_id]})"
+            )
+        first_line[record_id] = table.line_numbers[r]
+    return np.array(list(first_line))
+
+
+def _apply_missing_policy(
+    table: _Table,
+    options: DatasetOptions,
+    X: np.ndarray,
+    missing: np.ndarray,
+    label_missing: np.ndarray,
+    label_column: int,
+    feature_columns: list[int],
+) -> np.ndarray:
+    """Handle missing cells (imputes X in place); returns the mask (m,) of rows kept."""
+    rows_missing = missing.any(axis=1)
+    if options.missing == "drop":
+        keep = ~(rows_missing | label_missing)
+        n_dropped = int((~keep).sum())
+        if not keep.any():
+            raise DataError(f"{table.path}: every row has a missing value; nothing is left after dropping them")
+        if n_dropped:
+            logger.warning("%s: dropped %d of %d rows with missing values", table.path, n_dropped, len(keep))
+        return keep
+
+    if label_missing.any():
+        r = int(np.flatnonzero(label_missing)[0])
+        raise DataError(
+            f"{table.where(r, label_column)}: missing label {table.rows[r][label_column]!r}; "
+            "fix the file or drop such rows with --missing drop"
+        )
+    if not missing.any():
+        return np.ones(len(X), dtype=bool)
+
+    if options.missing == "refuse":
+        r, k = (int(i) for i in np.argwhere(missing)[0])
+        columns = ", ".join(str(feature_columns[k]) for k in np.flatnonzero(missing.any(axis=0)))
+        raise DataError(
+            f"{table.where(r, feature_columns[k])}: missing value {table.rows[r][feature_columns[k]]!r} "
+            f"({int(rows_missing.sum())} rows have missing values, in columns {columns}); "
+            "pass --missing drop to drop those rows or --missing impute to use column means"
+        )
+
+    observed = (~missing).sum(axis=0)
+    if (observed == 0).any():
+        c = feature_columns[int(np.flatnonzero(observed == 0)[0])]
+        raise DataError(f"{table.path}: column {c} has no observed values to impute from; drop it with --drop {c}")
+    means = np.where(missing, 0.0, X).sum(axis=0) / observed
+    X[missing] = np.broadcast_to(means, X.shape)[missing]
+    logger.warning(
+        "%s: imputed %d missing values in %d columns with column means",
+        table.path,
+        int(missing.sum()),
+        int(missing.any(axis=0).sum()),
+    )
+    return np.ones(len(X), dtype=bool)
+
+
+def _listing(counts: dict[str, int]) -> str:
+    shown = ", ".join(f"{value!r} ({count})" for value, count in list(counts.items())[:_MAX_LISTED_VALUES])
+    return shown + (", ..." if len(counts) > _MAX_LISTED_VALUES else "")
+
+
+def _classification_labels(table: _Table, label_column: int, raw: list[str], options: DatasetOptions) -> np.ndarray:
+    """Map raw label strings (m,) to +1/-1."""
+    counts: dict[str, int] = {}
+    for value in raw:
+        counts[value] = counts.get(value, 0) + 1
+    where = f"{table.path}: label column {label_column}"
+
+    if options.positive is not None or options.negative is not None:
+        if options.positive is not None:
+            chosen, sign, flag = options.positive, 1.0, "positive"
+        else:
+            chosen, sign, flag = options.negative, -1.0, "negative"
+        if chosen not in counts:
+            raise DataError(f"{where} has no value {chosen!r} (the {flag} class); values found: {_listing(counts)}")
+        if len(counts) == 1:
+            raise DataError(f"{where}: every record has label {chosen!r}; a classifier needs two classes")
+        return np.where(np.array(raw) == chosen, sign, -sign)
+
+    numeric = _as_numbers(list(counts))
+    if numeric is not None and len(numeric) == 2 and set(numeric) in ({-1.0, 1.0}, {0.0, 1.0}):
+        return np.where(np.array([float(v) for v in raw]) == 1.0, 1.0, -1.0)
+    raise DataError(
+        f"{where} has {len(counts)} distinct values ({_listing(counts)}), not two of -1/1 or 0/1; "
+        "pass --positive VALUE (that value -> +1, all others -> -1) or --negative VALUE"
+    )
+
+
+def _as_numbers(values: list[str]) -> list[float] | None:
+    try:
+        return [float(v) for v in values]
+    except ValueError:
+        return None
+
+
+def _regression_targets(table: _Table, label_column: int, rows: np.ndarray) -> np.ndarray:
+    y = np.empty(len(rows))
+    for i, r in enumerate(rows):
+        text = table.rows[r][label_column]
+        try:
+            y[i] = float(text)
+        except ValueError:
+            raise DataError(f"{table.where(r, label_column)}: regression target {text!r} is not a number") from None
+        if not math.isfinite(y[i]):
+            raise DataError(f"{table.where(r, label_column)}: non-finite regression target {text!r}")
+    return y
+
+
+def _column_ref(text: str) -> ColumnRef:
+    """A command-line column reference: integers are indices, anything else a header name."""
+    return int(text) if _INTEGER.fullmatch(text) else text
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of :class:`DatasetOptions` (except the task) to `parser`."""
+    group = parser.add_argument_group("dataset")
+    group.add_argument(
+        "--label", default="-1", help="label column: 0-based index (negative from the end) or header name (default -1)"
+    )
+    classes = group.add_mutually_exclusive_group()
+    classes.add_argument("--positive", help="label value that becomes +1 (all others -1)")
+    classes.add_argument("--negative", help="label value that becomes -1 (all others +1)")
+    group.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="COLUMNS",
+        help="columns to drop: indices or header names, comma-separated or repeated",
+    )
+    group.add_argument("--id-column", help="column holding record ids (default: the data row number)")
+    group.add_argument(
+        "--missing",
+        choices=("refuse", "drop", "impute"),
+        default="refuse",
+        help="missing values ('?' or empty): refuse, drop the rows, or impute column means (default refuse)",
+    )
+    group.add_argument("--header", action="store_true", help="the first line holds column names")
+    group.add_argument("--delimiter", default=",", help="field separator (default ',')")
+
+
+def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOptions:
+    """Build :class:`DatasetOptions` from arguments added by :func:`add_dataset_arguments`.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments.
+    task : str
+        "classify" or "regress" (the caller owns the ``--task`` option).
+
+    Returns
+    -------
+    DatasetOptions
+        Integer-looking column references become indices, others header names.
+    """
+    drop = tuple(_column_ref(part.strip()) for item in args.drop for part in item.split(",") if part.strip())
+    return DatasetOptions(
+        label=_column_ref(args.label),
+        positive=args.positive,
+        negative=args.negative,
+        task=task,  # type: ignore[arg-type]  # validated in DatasetOptions.__post_init__
+        drop=drop,
+        id_column=None if args.id_column is None else _column_ref(args.id_column),
+        missing=args.missing,
+        header=args.header,
+        delimiter=args.delimiter,
+    )

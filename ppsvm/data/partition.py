@@ -1,0 +1,393 @@
+"""The checkerboard split behind ``ppsvm split``.
+
+A dataset is cut into r row blocks and s column blocks; each cell goes to one
+entity as a CSV file, with an entity config that is private to that entity, a
+secret per column block (shared by that block's entities, from which they derive
+B_j; DESIGN.md section 2), a public federation file for the coordinator, TLS
+certificates (each with its roles: the coordinator, every entity and one
+prediction client, ``client``) from a one-off CA whose key is not kept, and a
+manifest (``split.json``) recording how the split was made. All files are staged
+under temporary names and renamed into place only once every one was written.
+"""
+
+from __future__ import annotations
+
+import csv
+import hashlib
+import io
+import json
+import logging
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, DEFAULT_COORDINATOR_NAME, certificate_file, federation_parties, key_file, make_certificates
+from ppsvm.config import FederationEntity, federation_toml, release_log_name, toml_document
+from ppsvm.constants import TASKS
+from ppsvm.data.dataset import Dataset
+from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
+from ppsvm.core.kernels import KERNELS
+from ppsvm.core.randomness import new_secret_hex
+from ppsvm.core.release_log import new_release_log_text
+from ppsvm.errors import ConfigError, DataError
+
+__all__ = ["SplitOptions", "SplitResult", "split_dataset"]
+
+logger = logging.getLogger(__name__)
+
+FEDERATION_FILE = "federation.toml"
+MANIFEST_FILE = "split.json"
+# Files a previous split may have left that this one does not rewrite.
+_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret")
+
+
+@dataclass(frozen=True)
+class SplitOptions:
+    """How to cut a dataset into a checkerboard of entity cells.
+
+    Parameters
+    ----------
+    rows : int
+        Number of row blocks r (>= 1).
+    cols : int
+        Number of column blocks s (1 <= s <= n features).
+    out_dir : Path
+        Directory for the files; refused if non-empty unless `overwrite`.
+    test_fraction : float
+        Fraction of records held out for testing, in [0, 1).
+    seed : int
+        Seed of the shuffle.
+    task : str
+        "classify" or "regress".
+    kernel : str
+        "linear" or "gaussian" (written to the federation file).
+    host : str
+        Host of every entity address.
+    base_port : int
+        Entity (i, j) listens on ``base_port + i * cols + j``.
+    overwrite : bool
+        Allow a non-empty `out_dir`: files of the same names are replaced and
+        cell files of an earlier split that this one does not produce are removed.
+    """
+
+    rows: int
+    cols: int
+    out_dir: Path
+    test_fraction: float = 0.3
+    seed: int = 0
+    task: str = "classify"
+    kernel: str = "gaussian"
+    host: str = "127.0.0.1"
+    base_port: int = 50051
+    overwrite: bool = False
+
+
+@dataclass(frozen=True)
+class SplitResult:
+    """What :func:`split_dataset` wrote.
+
+    Attributes
+    ----------
+    federation_path : Path
+        The public federation file.
+    entity_config_paths : tuple of Path, length rows * cols
+        Entity configs in row-major order r0c0, r0c1, ...
+    n_train, n_test : int
+        Numbers of training and held-out records.
+    """
+
+    federation_path: Path
+    entity_config_paths: tuple[Path, ...]
+    n_train: int
+    n_test: int
+
+
+def split_dataset(
+    dataset: Dataset,
+    options: SplitOptions,
+    provenance: Mapping[str, Any] | None = None,
+    *,
+    held_out: np.ndarray | None = None,
+    row_blocks: np.ndarray | None = None,
+) -> SplitResult:
+    """Split `dataset` into checkerboard cells and write the federation's files.
+
+    Records are shuffled with ``numpy.random.default_rng(options.seed)``; the
+    first ``round(test_fraction * m)`` of the shuffled order (per class, in
+    proportion, for classification) are held out. Training and held-out records
+    are each dealt into `rows` nearly equal row blocks in shuffled order, and
+    the features into `cols` contiguous column blocks.
+
+    Parameters
+    ----------
+    dataset : Dataset
+        ids (m,), X (m, n), y (m,).
+    options : SplitOptions
+        Block counts, output directory, shuffle seed, federation settings.
+    provenance : mapping, optional
+        JSON-serialisable description of how the dataset was read (e.g. its
+        DatasetOptions as a dict); stored under "dataset" in ``split.json``.
+    held_out : ndarray of bool, shape (m,), optional
+        Which records to hold out, instead of a random `test_fraction` (e.g. a
+        cross-validation fold).
+    row_blocks : ndarray of int, shape (m,), optional
+        The row block of each record, instead of dealing them out evenly (e.g.
+        a partition by region, as in Fung & Mangasarian's sinc experiment).
+
+    Returns
+    -------
+    SplitResult
+        Paths of the federation file and entity configs, train/test counts.
+
+    Raises
+    ------
+    ConfigError
+        Bad block counts, fraction, task, kernel, ports, or a non-empty `out_dir`.
+    DataError
+        Classification labels other than +1/-1, or a row block whose training
+        records are all of one class.
+    """
+    m, n = dataset.X.shape
+    _validate(dataset, options)
+
+    rng = np.random.default_rng(options.seed)
+    order = rng.permutation(m)
+    if held_out is None:
+        n_test = round(options.test_fraction * m)
+        is_test = _held_out(dataset.y[order], n_test, stratify=options.task == "classify")
+    else:
+        is_test = _per_record(held_out, m, "held_out").astype(bool)[order]
+    train, test = order[~is_test], order[is_test]
+    if options.rows > len(train):
+        raise ConfigError(f"{options.rows} row blocks but only {len(train)} training records; use fewer row blocks")
+    if row_blocks is None:
+        train_blocks = np.array_split(train, options.rows)
+        test_blocks = np.array_split(test, options.rows)
+    else:
+        block_of = _per_record(row_blocks, m, "row_blocks").astype(np.int64)
+        if block_of.min() < 0 or block_of.max() >= options.rows:
+            raise ConfigError(f"row_blocks must lie in 0..{options.rows - 1}")
+        train_blocks = [train[block_of[train] == i] for i in range(options.rows)]
+        test_blocks = [test[block_of[test] == i] for i in range(options.rows)]
+        empty = [i for i, block in enumerate(train_blocks) if len(block) == 0]
+        if empty:
+            raise ConfigError(f"row block(s) {empty} receive no training records")
+    if options.task == "classify":
+        _check_both_classes(dataset.y, train_blocks)
+    column_blocks = np.array_split(np.arange(n), options.cols)
+
+    files: dict[str, tuple[str, int]] = {}
+    entity_names: list[str] = []
+    cells: list[dict[str, Any]] = []
+    for i in range(options.rows):
+        for j, columns in enumerate(column_blocks):
+            name = f"r{i}c{j}"
+            entity_names.append(name)
+            cell = _cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
+            files[f"{name}.csv"] = (cell, PRIVATE_MODE)
+            members = [f"r{row}c{j}" for row in range(options.rows)]
+            files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j, members), PRIVATE_MODE)
+            # A new cell has released nothing: its log starts here (an entity refuses to start without one).
+            files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
+            cells.append(
+                {
+                    "id": name,
+                    "row_block": i,
+                    "column_block": j,
+                    "n_train": len(train_blocks[i]),
+                    "n_test": len(test_blocks[i]),
+                    "n_features": len(columns),
+                }
+            )
+    for j in range(options.cols):
+        files[secret_file_name(j)] = (new_secret_hex() + "\n", PRIVATE_MODE)
+    for filename, pem in make_certificates(federation_parties(DEFAULT_COORDINATOR_NAME, entity_names)).items():
+        # Without the CA key nobody can mint another identity this federation would trust.
+        if filename != CA_KEY_FILE:
+            files[filename] = (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE)
+    files[FEDERATION_FILE] = (_federation_toml(options), PUBLIC_MODE)
+    manifest = {
+        "source": dataset.source,
+        "source_sha256": _sha256(dataset.source),
+        "dataset": dict(provenance or {}),
+        "options": {
+            "rows": options.rows,
+            "cols": options.cols,
+            "test_fraction": options.test_fraction,
+            "seed": options.seed,
+            "held_out": "given" if held_out is not None else "random",
+            "row_blocks": "given" if row_blocks is not None else "even",
+            "task": options.task,
+            "kernel": options.kernel,
+        },
+        "m": m,
+        "n": n,
+        "n_train": len(train),
+        "n_test": len(test),
+        "column_blocks": [
+            {
+                "column_block": j,
+                "start": int(columns[0]),
+                "stop": int(columns[-1]) + 1,
+                "features": [dataset.feature_names[c] for c in columns],
+            }
+            for j, columns in enumerate(column_blocks)
+        ],
+        "cells": cells,
+    }
+    files[MANIFEST_FILE] = (json.dumps(manifest, indent=2) + "\n", PUBLIC_MODE)
+
+    _write_all(options.out_dir, files, options.overwrite)
+    return SplitResult(
+        federation_path=options.out_dir / FEDERATION_FILE,
+        entity_config_paths=tuple(options.out_dir / f"{name}.toml" for name in entity_names),
+        n_train=len(train),
+        n_test=len(test),
+    )
+
+
+def _validate(dataset: Dataset, options: SplitOptions) -> None:
+    n = dataset.X.shape[1]
+    if options.rows < 1:
+        raise ConfigError(f"rows must be at least 1, not {options.rows}")
+    if not 1 <= options.cols <= n:
+        raise ConfigError(f"cols must be between 1 and the number of features ({n}), not {options.cols}")
+    if not 0 <= options.test_fraction < 1:
+        raise ConfigError(f"test fraction must be in [0, 1), not {options.test_fraction}")
+    if options.task not in TASKS:
+        raise ConfigError(f"task must be one of {', '.join(TASKS)}, not {options.task!r}")
+    if options.kernel not in KERNELS:
+        raise ConfigError(f"kernel must be one of {', '.join(KERNELS)}, not {options.kernel!r}")
+    last_port = options.base_port + options.rows * options.cols - 1
+    if options.base_port < 1 or last_port > 65535:
+        raise ConfigError(
+            f"ports {options.base_port}..{last_port} for {options.rows * options.cols} entities are not all in 1..65535"
+        )
+    if options.task == "classify" and not np.isin(dataset.y, (-1.0, 1.0)).all():
+        raise DataError(f"{dataset.source}: classification labels must be +1 or -1")
+    out_dir = options.out_dir
+    if out_dir.exists() and not out_dir.is_dir():
+        raise ConfigError(f"output directory {out_dir} exists and is not a directory")
+    if out_dir.is_dir() and any(out_dir.iterdir()) and not options.overwrite:
+        raise ConfigError(f"output directory {out_dir} is not empty; choose another or pass --overwrite")
+
+
+def _per_record(values: np.ndarray, m: int, name: str) -> np.ndarray:
+    values = np.asarray(values)
+    if values.shape != (m,):
+        raise ConfigError(f"{name} must have one entry per record ({m}), got shape {values.shape}")
+    return values
+
+
+def _held_out(labels: np.ndarray, n_test: int, stratify: bool) -> np.ndarray:
+    """Mask (m,) over the shuffled order: True for the `n_test` held-out positions."""
+    is_test = np.zeros(len(labels), dtype=bool)
+    if not stratify:
+        is_test[:n_test] = True
+        return is_test
+    classes, counts = np.unique(labels, return_counts=True)
+    # Largest-remainder apportionment keeps the class ratio and the exact total.
+    exact = n_test * counts / counts.sum()
+    quota = np.floor(exact).astype(int)
+    quota[np.argsort(quota - exact, kind="stable")[: n_test - quota.sum()]] += 1
+    for k in range(len(classes)):
+        donor = int(np.argmax(quota))
+        if quota[k] == 0 and counts[k] >= 2 and quota[donor] >= 2:
+            quota[k], quota[donor] = 1, quota[donor] - 1
+    for label, q in zip(classes, quota):
+        is_test[np.flatnonzero(labels == label)[:q]] = True
+    return is_test
+
+
+def _check_both_classes(y: np.ndarray, train_blocks: list[np.ndarray]) -> None:
+    for i, block in enumerate(train_blocks):
+        positives = int((y[block] == 1).sum())
+        if positives in (0, len(block)):
+            raise DataError(
+                f"row block {i} has {len(block)} training records, all of class "
+                f"{1 if positives else -1}; every row block needs both classes: use fewer row blocks"
+            )
+
+
+def _cell_csv(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: np.ndarray, task: str) -> str:
+    buffer = io.StringIO()
+    writer = csv.writer(buffer, lineterminator="\n")
+    writer.writerow(["id", "label", "split", *(dataset.feature_names[c] for c in columns)])
+    for split, rows in (("train", train), ("test", test)):
+        # tolist() gives Python floats, whose repr round-trips exactly.
+        values = dataset.X[np.ix_(rows, columns)].tolist()
+        for record_id, label, features in zip(dataset.ids[rows].tolist(), dataset.y[rows].tolist(), values):
+            label_text = ("1" if label == 1 else "-1") if task == "classify" else repr(label)
+            writer.writerow([record_id, label_text, split, *map(repr, features)])
+    return buffer.getvalue()
+
+
+def _address(options: SplitOptions, i: int, j: int) -> str:
+    port = options.base_port + i * options.cols + j
+    host = options.host
+    # An IPv6 literal needs brackets to keep its colons apart from the port.
+    if ":" in host and not host.startswith("["):
+        host = f"[{host}]"
+    return f"{host}:{port}"
+
+
+def secret_file_name(column_block: int) -> str:
+    """The file, beside the federation file, that holds column block ``column_block``'s secret."""
+    return f"column-block-{column_block}.secret"
+
+
+def _entity_toml(name: str, address: str, column_block: int, members: list[str]) -> str:
+    return toml_document(
+        f"ppsvm entity {name}: private to this data owner; never give this file to the coordinator.",
+        [
+            (
+                "[entity]",
+                {
+                    "id": name,
+                    "listen": address,
+                    "data": f"{name}.csv",
+                    "column_block": column_block,
+                    "secret_file": secret_file_name(column_block),
+                    "column_block_members": members,
+                },
+            ),
+            ("[tls]", {**_tls_files(name), "coordinator": DEFAULT_COORDINATOR_NAME}),
+        ],
+    )
+
+
+def _tls_files(name: str) -> dict[str, str]:
+    return {"ca": CA_FILE, "cert": certificate_file(name), "key": key_file(name)}
+
+
+def _federation_toml(options: SplitOptions) -> str:
+    entities = [
+        FederationEntity(f"r{i}c{j}", _address(options, i, j), i, j) for i in range(options.rows) for j in range(options.cols)
+    ]
+    return federation_toml({"task": options.task, "kernel": options.kernel}, entities, _tls_files(DEFAULT_COORDINATOR_NAME))
+
+
+def _sha256(source: str) -> str | None:
+    """Digest of the source file, or None for a dataset not read from a file."""
+    path = Path(source)
+    if not path.is_file():
+        return None
+    digest = hashlib.sha256()
+    with path.open("rb") as handle:
+        for chunk in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(chunk)
+    return digest.hexdigest()
+
+
+def _write_all(out_dir: Path, files: dict[str, tuple[str, int]], overwrite: bool) -> None:
+    """Write every file or none (:func:`ppsvm.files.write_all`), then drop an earlier split's leftovers."""
+    write_all(out_dir, files)
+    if overwrite:
+        for stale in out_dir.iterdir():
+            if _SPLIT_OUTPUT.fullmatch(stale.name) and stale.name not in files:
+                stale.unlink()
+                logger.info("removed %s, left by an earlier split", stale)

@@ -1,0 +1,357 @@
+"""An entity's private cell A_ij and everything it may compute from it.
+
+This module is the only place that touches the private rows. What it returns
+to the servicer is limited to what DESIGN.md rule 1 allows to leave: kernel
+blocks against the entity's own B_j, record ids, labels, per-feature min/max,
+shapes and the entity-alone error.
+"""
+
+from __future__ import annotations
+
+import hmac
+import logging
+import math
+from collections.abc import Sequence
+from dataclasses import dataclass
+from fractions import Fraction
+from functools import cached_property
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
+from ppsvm.constants import MAX_ARRAY_BYTES
+from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
+from ppsvm.core.dp_model import DpModel, parse_any_model
+from ppsvm.data.cell import load_cell
+from ppsvm.errors import ConfigError, DataError, PrivacyError
+from ppsvm.files import write_atomic
+from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
+from ppsvm.core.local_svm import fit_local
+from ppsvm.core.lp import Task
+from ppsvm.core.metrics import evaluate
+from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
+from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
+from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
+from ppsvm.core.release_log import ReleaseLog, create_release_log
+from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
+
+logger = logging.getLogger(__name__)
+
+# The entity-alone model uses its whole cell as the kernel basis up to this many rows, and a
+# random subset of this size beyond: its tuning (dozens of LPs) must fit in one call's deadline.
+_BASELINE_BASIS_ROWS = 300
+# Bounds a DpWeights request must keep, checked before any record is read. With the scaled rows
+# clipped to [-SCALED_BOX, SCALED_BOX] and rho's rows of absolute sum <= MAX_RHO_ROW_L1, rho'x is
+# finite for every record, so no failure can depend on what the records hold.
+# C above ~1000 makes the SVM solver slow to certify its duality gap, and a solver that gives up fails on
+# the records (charged, with a fixed text, but a failure all the same): refused from the request instead.
+MAX_DP_C = 1e3
+MAX_DP_FREQUENCIES = 10_000
+MAX_RHO_ROW_L1 = 1e6
+SCALED_BOX = 1e6
+# Mechanisms whose noise is drawn in floating point (Laplace is drawn exactly on a grid).
+CONTINUOUS_NOISE_MECHANISMS = ("output-gamma", "objective")
+
+
+@dataclass(frozen=True)
+class SignedRange:
+    """A column-block member's published per-feature min and max with its tag (see FeatureRange)."""
+
+    entity_id: str
+    low: Sequence[float]
+    high: Sequence[float]
+    tag: str
+
+
+def _received_model(model_json: bytes) -> Any:
+    try:
+        text = model_json.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ConfigError("the model is not UTF-8 text") from exc
+    return parse_any_model(text, "received model")
+
+
+class EntityCore:
+    """An entity's answers to the coordinator. Each public method is one RPC and follows one order.
+
+    1. :meth:`ReleaseGuard.admit`: the entity's mode serves this RPC;
+    2. the request is checked from the request alone (and public facts: shapes, ids, its own published range);
+    3. :meth:`ReleaseGuard.charge` checks the basis pin and the budgets and records the release durably;
+    4. only then are the records touched, inside :meth:`ReleaseGuard.touching`.
+
+    Parameters
+    ----------
+    config : EntityConfig
+    new_release_log : bool
+        Start the release log (the entity has never served); otherwise a missing log is refused.
+    """
+
+    def __init__(self, config: EntityConfig, *, new_release_log: bool = False) -> None:
+        self.config = config
+        self.cell = load_cell(config.data)
+        self._secret = config.read_secret()
+        self.secret_check = key_check_value(self._secret)
+        self.features_check = features_check(self._secret, self.cell.feature_names)
+        if config.non_private_override:
+            logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
+        if config.mode == MIXED:
+            logger.warning("entity %s: %s", config.id, MIXED_MODE_WARNING)
+        assert config.release_log is not None
+        if new_release_log and not config.release_log.exists():
+            create_release_log(config.release_log, config.id)
+        self.guard = ReleaseGuard(ReleaseLog(config.release_log, config.id), mode=config.mode,
+                                  epsilon_total=config.epsilon_total, max_baseline_releases=config.max_baseline_releases,
+                                  who=config.id)
+
+    @property
+    def id(self) -> str:
+        return self.config.id
+
+    def records(self, peer: str = "") -> dict[str, np.ndarray]:
+        """Record ids and, where held, labels of the training and held-out records."""
+        self.guard.admit("Records")
+        arrays = {"train_ids": self.cell.train_ids, "test_ids": self.cell.test_ids}
+        if self.cell.y_train is not None and self.cell.y_test is not None:
+            arrays["train_labels"] = self.cell.y_train
+            arrays["test_labels"] = self.cell.y_test
+        self.guard.charge("Records", peer, rows=len(self.cell.train_ids) + len(self.cell.test_ids),
+                          labels=self.cell.y_train is not None)
+        return arrays
+
+    @cached_property
+    def own_range(self) -> tuple[np.ndarray, np.ndarray]:
+        """Per-feature min and max of the training rows, computed once (every kernel request checks them)."""
+        return self.cell.X_train.min(axis=0), self.cell.X_train.max(axis=0)
+
+    def feature_range(self, peer: str = "") -> dict[str, np.ndarray]:
+        """Per-feature min and max over the training records (allowed by rule 1), tagged under the secret."""
+        self.guard.admit("FeatureRange")
+        self.guard.charge("FeatureRange", peer, features=self.cell.n_features)
+        low, high = self.own_range
+        return {"low": low, "high": high, "tag": np.array([range_tag(self._secret, self.id, low, high)])}
+
+    def block_scaling(self, ranges: Sequence[SignedRange]) -> tuple[np.ndarray, np.ndarray]:
+        """The column block's scaling from its members' signed ranges, checked here; (low, high), shapes (n_j,).
+
+        Raises
+        ------
+        PrivacyError
+            The ranges are not exactly one per column-block member, a tag does not
+            verify, or this entity's own range is not the one it published: the
+            scaling would then be the requester's choice (a reconstruction lever).
+        """
+        n = self.cell.n_features
+        members = set(self.config.column_block_members)
+        given = [r.entity_id for r in ranges]
+        if sorted(given) != sorted(members):
+            raise PrivacyError(
+                f"entity {self.id}: a scaling must combine the published ranges of exactly the column block's entities "
+                f"{sorted(members)} (its config's column_block_members), once each; got {given}"
+            )
+        lows, highs = [], []
+        for signed in ranges:
+            low, high = np.asarray(signed.low, dtype=np.float64), np.asarray(signed.high, dtype=np.float64)
+            if low.shape != (n,) or high.shape != (n,):
+                raise DataError(f"entity {self.id} holds {n} features; the range of {signed.entity_id} has {low.size} lows and {high.size} highs")
+            if not hmac.compare_digest(signed.tag, range_tag(self._secret, signed.entity_id, low, high)):
+                raise PrivacyError(f"entity {self.id}: the range relayed for {signed.entity_id} does not carry a valid tag under "
+                                   "the column-group secret: it was altered or comes from another column block")
+            lows.append(low)
+            highs.append(high)
+        own = given.index(self.id)
+        if not (np.array_equal(lows[own], self.own_range[0]) and np.array_equal(highs[own], self.own_range[1])):
+            raise PrivacyError(f"entity {self.id}: the range relayed as its own is not the one it holds")
+        return np.min(lows, axis=0), np.max(highs, axis=0)
+
+    def kernel_block(
+        self, kernel_name: KernelName, mbar: int, mu: float, ranges: Sequence[SignedRange],
+        record_set: str | None = None, ids: list[str] | None = None, peer: str = "",
+    ) -> np.ndarray:
+        """K(A, B_j') for the training or held-out records, or for records named by id.
+
+        The rows are scaled with :meth:`block_scaling` of ``ranges``.
+
+        Returns
+        -------
+        ndarray, shape (rows, mbar)
+
+        Raises
+        ------
+        PrivacyError
+            mbar >= n_j without the entity's own override (rule 3), ranges that fail :meth:`block_scaling`,
+            or another kernel, width or scaling than the one pinned for this entity's basis.
+        DataError
+            Ranges of the wrong length, unknown or repeated ids.
+        """
+        self.guard.admit("KernelBlock")
+        n = self.cell.n_features
+        check_mbar(mbar, n, self.config.non_private_override, self.id)
+        if kernel_name == "gaussian" and not (math.isfinite(mu) and mu > 0):
+            raise DataError(f"entity {self.id}: the Gaussian width mu must be a finite number > 0, got {mu}")
+        rows = max(len(self.cell.train_ids), len(self.cell.test_ids))
+        if mbar * max(rows, n) * 8 > MAX_ARRAY_BYTES:  # only reachable with the non-private override
+            raise DataError(f"entity {self.id}: mbar = {mbar} would need more than {MAX_ARRAY_BYTES >> 30} GiB for B_j or the block")
+        if record_set in ("train", "test"):
+            records, count = record_set, len(self.cell.train_ids if record_set == "train" else self.cell.test_ids)
+        elif ids is not None:
+            self.cell.check_ids(ids)
+            records, count = "ids", len(ids)
+        else:
+            raise DataError("a kernel request must name a record set or record ids")
+        low, high = self.block_scaling(ranges)
+        basis = Basis(kernel_name, float(mu) if kernel_name == "gaussian" else 0.0,
+                      tuple(low.tolist()), tuple(high.tolist()))
+        self.guard.charge("KernelBlock", peer, basis=basis, records=records, rows=count, mbar=mbar)
+        with self.guard.touching("KernelBlock"):
+            X = self.cell.X_train if records == "train" else self.cell.X_test if records == "test" else self.cell.rows_for_ids(ids or [])
+            return kernel(kernel_name, scale_to_unit(X, low, high), derive_B(self._secret, mbar, n), mu)
+
+    def accept_model(self, model_json: bytes, directory: Path) -> Path:
+        """Validate and store the coordinator's model (random-kernel or DP) next to the entity's config."""
+        self.guard.admit("AcceptModel")
+        model = _received_model(model_json)
+        path = directory / f"{self.id}.model.json"
+        write_atomic(path, model_json.decode("utf-8"))
+        logger.info("entity %s stored the %s model at %s", self.id, type(model).__name__, path)
+        return path
+
+    def _check_epsilon(self, epsilon: float | None) -> float:
+        if epsilon is None or not (math.isfinite(epsilon) and epsilon >= MIN_EPSILON):
+            raise DataError(f"entity {self.id}: epsilon must be a finite number >= {MIN_EPSILON:g}, got {epsilon}")
+        return epsilon
+
+    def remaining_budget(self) -> float | None:
+        """The DP budget left (epsilon), None without one."""
+        micro = self.guard.remaining_micro
+        return None if micro is None else epsilon_of(micro)
+
+    def dp_weights(
+        self, *, method: str, mechanism: str, epsilon: float | None, C: float, rho: np.ndarray,
+        low: np.ndarray, high: np.ndarray, huber_h: float, peer: str = "",
+    ) -> tuple[Release, float | None]:
+        """Train the linear SVM on zhat of this cell's training rows and release its weights.
+
+        The request is checked from its own numbers (rho finite with bounded rows, a scaling with
+        high >= low): with the scaled rows clipped to a fixed box, every zhat is finite whatever the
+        records hold, so no failure can depend on them. The release is charged before the rows are read.
+
+        Returns
+        -------
+        (Release, remaining budget or None when not private)
+
+        Raises
+        ------
+        PrivacyError
+            No budget configured, the budget would be exceeded, or an unnoised or continuous-noise
+            release without the entity's own setting.
+        DataError
+            A request field out of range (named), a cell without labels.
+        ReleaseFailed
+            Training failed after the records were read (charged; the text names no data).
+        """
+        self.guard.admit("DpWeights")
+        if mechanism not in (*MECHANISMS, NON_PRIVATE):
+            raise DataError(f"mechanism must be one of {', '.join((*MECHANISMS, NON_PRIVATE))}, got {mechanism!r}")
+        for name, value, bound in (("c", C, MAX_DP_C), ("huber_h", huber_h, 1.0)):
+            if not (math.isfinite(value) and 0 < value <= bound):
+                raise DataError(f"entity {self.id}: {name} must be a finite number in (0, {bound:g}], got {value}")
+        d = self.cell.n_features
+        if rho.ndim != 2 or not 1 <= rho.shape[0] <= MAX_DP_FREQUENCIES or rho.shape[1] != d:
+            raise DataError(f"entity {self.id} holds {d} features: rho must be D x {d} with 1 <= D <= {MAX_DP_FREQUENCIES}, "
+                            f"got shape {rho.shape} (DP training needs every feature in one cell, s = 1)")
+        if low.shape != (d,) or high.shape != (d,):
+            raise DataError(f"entity {self.id} holds {d} features; got a scaling of {low.size} lows and {high.size} highs")
+        if not (np.isfinite(rho).all() and np.abs(rho).sum(axis=1).max() <= MAX_RHO_ROW_L1):
+            raise DataError(f"entity {self.id}: rho must be finite with every row's absolute sum <= {MAX_RHO_ROW_L1:g}")
+        if not (np.isfinite(low).all() and np.isfinite(high).all() and (high >= low).all()):
+            raise DataError(f"entity {self.id}: the scaling (low, high) must be finite numbers with high >= low")
+        cell = self.cell
+        if cell.y_train is None:
+            raise DataError(f"entity {self.id} holds no labels: DP training needs row blocks with every feature and the label (s = 1)")
+        if mechanism == NON_PRIVATE:
+            if not self.config.non_private_weights:
+                raise PrivacyError(f"entity {self.id} refuses to release weights without noise; only its own config's "
+                                   f"[privacy] {NON_PRIVATE_WEIGHTS_KEY} = true allows it (NOT PRIVATE, benchmarks only)")
+            logger.warning("entity %s: releasing weights WITHOUT noise (NOT PRIVATE)", self.id)
+            self.guard.charge("DpWeights", peer, mechanism=mechanism, rows=len(cell.train_ids), not_private=True)
+            with self.guard.touching("DpWeights"):
+                return private_weights(self._zhat(rho, low, high), cell.y_train, C=C, epsilon=None, mechanism=NON_PRIVATE), None
+        eps = self._check_epsilon(epsilon)
+        if mechanism in CONTINUOUS_NOISE_MECHANISMS and not self.config.continuous_noise:
+            raise PrivacyError(f"entity {self.id} refuses mechanism {mechanism!r}: its noise is drawn in floating point and is "
+                               "not hardened against the floating-point attack; use laplace, or set [privacy] "
+                               f"{CONTINUOUS_NOISE_KEY} = true in the entity's own config")
+        self.guard.charge("DpWeights", peer, epsilon=eps, mechanism=mechanism, method=method, rows=len(cell.train_ids),
+                          frequencies=int(rho.shape[0]), c=C)
+        with self.guard.touching("DpWeights"):
+            release = private_weights(self._zhat(rho, low, high), cell.y_train, C=C, epsilon=eps,
+                                      mechanism=mechanism, huber_h=huber_h)  # type: ignore[arg-type]
+        logger.info("entity %s released %s weights (epsilon %g); %g of its budget remains", self.id, mechanism, eps,
+                    self.remaining_budget())
+        return release, self.remaining_budget()
+
+    def _zhat(self, rho: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
+        """zhat of the training rows; the scaled values are clipped to a fixed box so that rho'x stays finite."""
+        scaled = np.clip(apply_scaling(self.cell.X_train, low, high), -SCALED_BOX, SCALED_BOX)
+        return fourier_features(scaled, rho)
+
+    def dp_evaluate(self, model_json: bytes, epsilon: float, peer: str = "",
+                    source: IntegerSource | None = None) -> dict[str, float | int | str]:
+        """The held-out error rate of a DP model, from an error count with discrete Laplace noise (charged).
+
+        Changing one held-out record changes the error count by at most 1, so noise of scale
+        1/epsilon makes the count epsilon-DP; clamping to [0, n_test] is post-processing.
+
+        Returns
+        -------
+        dict
+            n_test, error_rate (noised), epsilon, noise.
+        """
+        self.guard.admit("DpEvaluate")
+        eps = self._check_epsilon(epsilon)
+        model = _received_model(model_json)
+        if not isinstance(model, DpModel):
+            raise DataError("DpEvaluate takes a DP model file")
+        cell = self.cell
+        if cell.y_test is None or len(cell.test_ids) == 0:
+            raise DataError(f"entity {self.id} holds no labelled held-out records to evaluate on")
+        if model.n_features != cell.n_features:
+            raise DataError(f"the model expects {model.n_features} features; entity {self.id} holds {cell.n_features}")
+        n_test = len(cell.test_ids)
+        self.guard.charge("DpEvaluate", peer, epsilon=eps, rows=n_test)
+        with self.guard.touching("DpEvaluate"):
+            errors = int(np.count_nonzero(np.where(model.decision(cell.X_test) >= 0, 1.0, -1.0) != cell.y_test))
+            noisy = errors + discrete_laplace(Fraction(1) / Fraction(eps), integer_source(None) if source is None else source)
+        return {"n_test": n_test, "error_rate": min(max(noisy, 0), n_test) / n_test, "epsilon": eps,
+                "noise": f"discrete Laplace, scale 1/{eps:g} errors, on the error count"}
+
+    def local_baseline(self, task: Task, kernel_name: KernelName, nu: float | None, mu: float | None, seed: int,
+                       peer: str = "") -> dict[str, float]:
+        """Train on this cell alone, evaluate on its held-out records; only the figures leave.
+
+        Returns
+        -------
+        dict
+            n_train, n_test (shapes) and error_rate/auc (classify) or relative_error/rmse (regress):
+            nothing else about the cell or the model trained on it leaves the entity.
+        """
+        self.guard.admit("LocalBaseline")
+        for name, value in (("nu", nu), ("mu", mu)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise DataError(f"entity {self.id}: {name} must be a finite number > 0 (or 0 to tune), got {value}")
+        cell = self.cell
+        if cell.y_train is None or cell.y_test is None:
+            raise DataError(f"entity {self.id} holds no labels, so it cannot train alone")
+        # Labels are published by Records in this mode, so this check tells the requester nothing new.
+        if task == "classify" and len(np.unique(cell.y_train)) < 2:
+            raise DataError(f"entity {self.id}: its training records are all of one class, so it cannot train alone")
+        if len(cell.test_ids) == 0:
+            raise DataError(f"entity {self.id} holds no held-out records to evaluate on")
+        self.guard.charge("LocalBaseline", peer, task=task, kernel=kernel_name, nu=nu, mu=mu, seed=seed)
+        with self.guard.touching("LocalBaseline"):
+            fraction = min(1.0, _BASELINE_BASIS_ROWS / len(cell.train_ids))
+            model = fit_local(task, kernel_name, cell.X_train, cell.y_train, basis_fraction=fraction, nu=nu, mu=mu, seed=seed)
+            figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
+        return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), **figures}

@@ -1,0 +1,224 @@
+"""The release guard: every answer an entity derives from its records is admitted, counted and charged here.
+
+DESIGN.md section 2 counts what an entity releases over its whole life, against a
+coordinator that sends any request it likes (possibly helped by one other entity):
+
+- **Modes** (rule 7). An entity serves the random-kernel protocol or the DP protocol for
+  its records, not both, unless its own config says ``mode = "mixed"``: the labels,
+  ranges and kernel blocks of the random-kernel protocol are not differentially private,
+  so serving them voids any epsilon claimed for the same records.
+- **One basis view** (rules 3 and 5). B_j is served under one kernel type, one Gaussian
+  width and one scaling for the entity's whole life: the first kernel release pins them
+  and any other is refused. A second view of the same B_j adds equations per record (the
+  Gaussian view adds ||a||^2 to the linear one; a second scaling adds mbar), while B_j at
+  any mbar is a prefix of one fixed stream, so the pin covers every mbar and record set.
+- **Budgets**. DP releases spend integer micro-epsilons of ``epsilon_total``; the
+  entity-alone figures are capped at ``max_baseline_releases``.
+- **Charged before computed** (rule 6). A release is written to the append-only log
+  before the records are touched; if the computation then fails, the caller gets a fixed
+  message naming the RPC, never anything derived from the data, and the charge stays.
+
+Requests are validated from the request alone by the caller (:mod:`ppsvm.entity.cell`) before
+:meth:`ReleaseGuard.charge`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import math
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import asdict, dataclass
+from typing import Any
+
+from ppsvm.config import ENTITY_MODES
+from ppsvm.errors import PrivacyError, ReleaseFailed
+from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog
+
+logger = logging.getLogger(__name__)
+
+RANDOM_KERNEL, DP, MIXED = ENTITY_MODES
+# The RPCs each mode answers. Metadata holds shapes and keyed checks only (n is public under the
+# replace-one neighbouring relation of the DP guarantee); AcceptModel receives, it releases nothing.
+_SERVES = {
+    RANDOM_KERNEL: frozenset({"Metadata", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "LocalBaseline"}),
+    DP: frozenset({"Metadata", "AcceptModel", "DpWeights", "DpEvaluate"}),
+}
+_SERVES[MIXED] = _SERVES[RANDOM_KERNEL] | _SERVES[DP]
+
+# Below this a DP release is refused: each release costs a log line, and an epsilon that rounds
+# to nothing would let a coordinator ask without end.
+MIN_EPSILON = 1e-3
+
+
+def epsilon_micro(epsilon: float) -> int:
+    """The charge of a release in micro-epsilons, rounded up so that nothing is ever under-counted."""
+    return math.ceil(epsilon * MICRO_PER_EPSILON)
+
+
+def epsilon_of(micro: int) -> float:
+    return micro / MICRO_PER_EPSILON
+
+
+@dataclass(frozen=True)
+class Basis:
+    """The view of B_j a kernel release gives: kernel type, Gaussian width (0 for linear) and scaling.
+
+    Attributes
+    ----------
+    kernel : {"linear", "gaussian"}
+    mu : float
+    low, high : tuple of float, length n_j
+        The column block's [0, 1] scaling, from its members' signed ranges.
+    """
+
+    kernel: str
+    mu: float
+    low: tuple[float, ...]
+    high: tuple[float, ...]
+
+    def fingerprint(self) -> str:
+        """16 hex digits identifying the view (hash of its exact values): shown in logs, audits and errors."""
+        text = json.dumps([self.kernel, self.mu.hex(), [v.hex() for v in self.low], [v.hex() for v in self.high]])
+        return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+    def describe(self) -> str:
+        width = f" mu = {self.mu:g}" if self.kernel == "gaussian" else ""
+        return f"{self.kernel}{width}, scaling {self.fingerprint()}"
+
+
+class ReleaseGuard:
+    """Admission, the basis pin and the budgets of one entity, replayed from and recorded in its release log.
+
+    Parameters
+    ----------
+    log : ReleaseLog
+    mode : {"random-kernel", "dp", "mixed"}
+    epsilon_total : float or None
+        The DP budget; None refuses every DP release.
+    max_baseline_releases : int
+    who : str
+        The entity id, for messages.
+    """
+
+    def __init__(self, log: ReleaseLog, *, mode: str, epsilon_total: float | None, max_baseline_releases: int,
+                 who: str) -> None:
+        if mode not in ENTITY_MODES:
+            raise ValueError(f"mode must be one of {', '.join(ENTITY_MODES)}, got {mode!r}")
+        self.log = log
+        self.mode = mode
+        self.who = who
+        self.total_micro = None if epsilon_total is None else math.floor(epsilon_total * MICRO_PER_EPSILON)
+        self.max_baseline_releases = max_baseline_releases
+        self._lock = threading.Lock()
+        self._recount()
+
+    def _recount(self) -> None:
+        self.pinned: Basis | None = None
+        self.spent_micro = 0
+        self.baselines = 0
+        for record in self.log.records:
+            self._count(record)
+
+    def _count(self, record: dict[str, Any]) -> None:
+        self.spent_micro += int(record.get("epsilon_micro", 0))
+        if record.get("rpc") == "LocalBaseline":
+            self.baselines += 1
+        if "basis" in record and self.pinned is None:
+            view = record["basis"]
+            self.pinned = Basis(view["kernel"], float(view["mu"]), tuple(view["low"]), tuple(view["high"]))
+
+    @property
+    def remaining_micro(self) -> int | None:
+        return None if self.total_micro is None else max(0, self.total_micro - self.spent_micro)
+
+    def admit(self, rpc: str) -> None:
+        """Refuse an RPC this entity's mode does not serve, before anything else is looked at."""
+        if rpc not in _SERVES[self.mode]:
+            other = DP if rpc in _SERVES[DP] else RANDOM_KERNEL
+            raise PrivacyError(
+                f"entity {self.who} serves the {self.mode} protocol and refuses {rpc}, which belongs to the {other} "
+                f"protocol: serving both for the same records voids the DP guarantee. Only the entity's own config can "
+                f'allow it ([privacy] mode = "{MIXED}")'
+            )
+
+    def charge(self, rpc: str, peer: str, *, basis: Basis | None = None, epsilon: float | None = None,
+               **fields: Any) -> dict[str, Any]:
+        """Check the pin and the budgets, then record the release durably; returns the log record.
+
+        Raises
+        ------
+        PrivacyError
+            Another basis view than the pinned one, a DP budget that does not cover ``epsilon``
+            (or no budget), or no entity-alone releases left. Nothing is recorded then.
+        """
+        with self._lock:
+            if self.log.refresh():  # another process serving this entity released something: count it too
+                self._recount()
+            record: dict[str, Any] = {"rpc": rpc, "peer": peer, **fields, "epsilon_micro": 0}
+            if basis is not None:
+                self._check_basis(basis)
+                record["basis_fingerprint"] = basis.fingerprint()
+                if self.pinned is None:
+                    record["basis"] = asdict(basis)
+            if epsilon is not None:
+                record["epsilon_micro"] = self._check_budget(epsilon)
+            if rpc == "LocalBaseline" and self.baselines >= self.max_baseline_releases:
+                raise PrivacyError(
+                    f"entity {self.who} has released its entity-alone figures {self.baselines} times, its limit "
+                    "([privacy] max_baseline_releases): each answer is a function of its records the requester chose"
+                )
+            written = self.log.append(record)
+            self._count(written)
+            return written
+
+    def _check_basis(self, basis: Basis) -> None:
+        if self.pinned is not None and basis != self.pinned:
+            raise PrivacyError(
+                f"entity {self.who} serves its random basis B_j under one view for its whole life, pinned by its first "
+                f"kernel release: {self.pinned.describe()}; this request asks {basis.describe()} (fields kernel, mu, "
+                "scaling). A second view adds equations per record; a new view needs a new column-block secret"
+            )
+
+    def _check_budget(self, epsilon: float) -> int:
+        if self.total_micro is None:
+            raise PrivacyError(f"entity {self.who} has no privacy budget: set [privacy] epsilon_total in its config "
+                               "to allow DP releases")
+        need = epsilon_micro(epsilon)
+        remaining = self.total_micro - self.spent_micro
+        if need > remaining:
+            raise PrivacyError(
+                f"entity {self.who}: privacy budget exhausted: requested epsilon {epsilon:g} but only "
+                f"{epsilon_of(max(0, remaining)):g} of {epsilon_of(self.total_micro):g} remains"
+            )
+        return need
+
+    @contextmanager
+    def touching(self, rpc: str) -> Iterator[None]:
+        """Run a computation over the records after its release was charged.
+
+        Any failure becomes :class:`ReleaseFailed` with a fixed text: which row overflowed, how many
+        did, or that a solver stalled on these records would otherwise tell the requester about them.
+        The operator's log keeps the real error.
+        """
+        try:
+            yield
+        except Exception:
+            logger.exception("entity %s: %s failed after touching the records (charged as a release)", self.who, rpc)
+            raise ReleaseFailed(
+                f"entity {self.who}: {rpc} failed after reading its records; the attempt is charged as a release "
+                "and its cause is in the entity's own log only"
+            ) from None
+
+    def state(self) -> dict[str, Any]:
+        """The guard's state for audits (nothing in it depends on the records' values)."""
+        return {
+            "mode": self.mode, "releases": len(self.log.records), "log_created": self.log.created,
+            "pinned_basis": None if self.pinned is None else self.pinned.describe(),
+            "epsilon_total": None if self.total_micro is None else epsilon_of(self.total_micro),
+            "epsilon_spent": epsilon_of(self.spent_micro),
+            "baseline_releases": self.baselines, "max_baseline_releases": self.max_baseline_releases,
+        }

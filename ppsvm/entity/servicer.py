@@ -1,0 +1,116 @@
+"""The entity's gRPC servicer: parse, delegate to EntityCore, map errors to status codes."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from pathlib import Path
+
+import grpc
+import numpy as np
+
+from ppsvm import __version__
+from ppsvm.constants import TASKS
+from ppsvm.core.dp import DEFAULT_HUBER_H, NON_PRIVATE
+from ppsvm.errors import DataError
+from ppsvm.wire.grpc_util import stream_handler, unary_handler
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import peer_names
+from ppsvm.wire.chunks import encode_arrays
+from ppsvm.entity.cell import EntityCore, SignedRange
+
+logger = logging.getLogger(__name__)
+
+KERNEL_NAMES = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
+RECORD_SETS = {pb.TRAIN: "train", pb.TEST: "test"}
+# How the coordinator made rho; recorded in the ledger entry (public-only needs no entity).
+DP_RHO_METHODS = ("dp-hybrid", "private-svm")
+
+
+def _peer(context: grpc.ServicerContext) -> str:
+    """Who asked, for the release log: the certificate identity, or the address of a plaintext caller."""
+    return ",".join(sorted(peer_names(context))) or context.peer()
+
+
+class EntityServicer(pb_grpc.EntityServicer):
+    """Serves one cell. Every answer is computed by :class:`EntityCore`, which passes it through the release guard."""
+
+    def __init__(self, core: EntityCore, model_dir: Path) -> None:
+        self.core = core
+        self.model_dir = model_dir
+
+    @unary_handler
+    def Metadata(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.BlockMetadata:
+        cell = self.core.cell
+        guard = self.core.guard.state()
+        return pb.BlockMetadata(
+            entity_id=self.core.id, column_block=self.core.config.column_block, n_features=cell.n_features,
+            n_train=len(cell.train_ids), n_test=len(cell.test_ids), has_labels=cell.y_train is not None,
+            non_private_override=self.core.config.non_private_override, ppsvm_version=__version__,
+            secret_check=self.core.secret_check, features_check=self.core.features_check,
+            mode=guard["mode"], pinned_basis=guard["pinned_basis"] or "", releases=guard["releases"],
+            epsilon_total=guard["epsilon_total"] or 0.0, epsilon_spent=guard["epsilon_spent"],
+        )
+
+    @stream_handler
+    def Records(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
+        yield from encode_arrays(self.core.records(_peer(context)))
+
+    @stream_handler
+    def FeatureRange(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
+        yield from encode_arrays(self.core.feature_range(_peer(context)))
+
+    @stream_handler
+    def KernelBlock(self, request: pb.KernelRequest, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
+        if request.kernel not in KERNEL_NAMES:
+            raise DataError("kernel must be LINEAR or GAUSSIAN")
+        which = request.WhichOneof("records")
+        record_set = RECORD_SETS.get(request.record_set) if which == "record_set" else None
+        if which == "record_set" and record_set is None:
+            raise DataError("record_set must be TRAIN or TEST")
+        ids = list(request.ids.ids) if which == "ids" else None
+        if which is None:
+            raise DataError("name a record set or record ids")
+        ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
+        block = self.core.kernel_block(KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=record_set,
+                                       ids=ids, peer=_peer(context))
+        logger.info("entity %s: kernel block %s for %s", self.core.id, block.shape, record_set or f"{len(ids or [])} ids")
+        yield from encode_arrays({"kernel": block})
+
+    @unary_handler
+    def AcceptModel(self, request: pb.ModelMessage, context: grpc.ServicerContext) -> pb.Ack:
+        self.core.accept_model(request.model_json, self.model_dir)
+        # The path stays local: the entity's file system layout is none of the coordinator's business.
+        return pb.Ack(message=f"entity {self.core.id} stored the model")
+
+    @unary_handler
+    def LocalBaseline(self, request: pb.BaselineRequest, context: grpc.ServicerContext) -> pb.BaselineReply:
+        if request.kernel not in KERNEL_NAMES or request.task not in TASKS:
+            raise DataError("task must be classify or regress and kernel LINEAR or GAUSSIAN")
+        figures = self.core.local_baseline(
+            request.task, KERNEL_NAMES[request.kernel], request.nu or None, request.mu or None, request.seed, _peer(context),
+        )
+        return pb.BaselineReply(entity_id=self.core.id, **figures)
+
+    @unary_handler
+    def DpWeights(self, request: pb.DpRequest, context: grpc.ServicerContext) -> pb.DpReply:
+        if request.method not in DP_RHO_METHODS:
+            raise DataError(f"method must be one of {', '.join(DP_RHO_METHODS)}, got {request.method!r}")
+        d, D = len(request.low), request.n_frequencies
+        if D < 1 or len(request.rho) != D * d:
+            raise DataError(f"rho has {len(request.rho)} numbers; expected n_frequencies x features = {D} x {d}")
+        mechanism = request.mechanism
+        release, remaining = self.core.dp_weights(
+            method=request.method, mechanism=mechanism, epsilon=request.epsilon if mechanism != NON_PRIVATE else None,
+            C=request.c, rho=np.asarray(request.rho).reshape(D, d), low=np.asarray(request.low), high=np.asarray(request.high),
+            huber_h=request.huber_h or DEFAULT_HUBER_H, peer=_peer(context),
+        )
+        return pb.DpReply(entity_id=self.core.id, n_train=release.n, weights=release.weights.tolist(), mechanism=release.mechanism,
+                          epsilon=release.epsilon or 0.0, noise=release.noise, budget_remaining=remaining if remaining is not None else 0.0)
+
+    @unary_handler
+    def DpEvaluate(self, request: pb.DpEvaluateRequest, context: grpc.ServicerContext) -> pb.DpEvaluateReply:
+        figures = self.core.dp_evaluate(request.model_json, request.epsilon, peer=_peer(context))
+        return pb.DpEvaluateReply(entity_id=self.core.id, budget_remaining=self.core.remaining_budget() or 0.0, **figures)
+
