@@ -570,7 +570,7 @@ def test_f4_two_views_recover_rows_in_process(rk: Split) -> None:
     two together give ||a||^2 as well, and one of the two candidates is the row to 1e-9.
     """
     entity = rk["r0c0"]
-    cell = ppsvm.entity.cell()
+    cell = entity.cell()
     low, high = block_scaling([signed_range(rk[e]) for e in sorted(rk.entities)])
     U = scale_to_unit(cell.X_train, low, high)
     B = derive_B(entity.secret(), N - 1, N)
@@ -621,7 +621,7 @@ def test_f5_budget_cannot_be_stretched_or_reset(dp: Split) -> None:
     assert epsilon_micro(1e-300) == 1 and epsilon_micro(5e-324) == 1
 
     entity = dp["r1c0"]
-    cell = ppsvm.entity.cell()
+    cell = entity.cell()
     model = threshold_model(0, float(np.median(cell.X_test[:, 0])))
     answered = 0
     while True:
@@ -676,7 +676,7 @@ def test_f5_truncated_log_does_not_reset_the_budget(dp: Split) -> None:
     config = dp.directory.parent / "spare" / "r1c0.toml"
     entity = start_entity(config)
     try:
-        model = threshold_model(0, float(np.median(ppsvm.entity.cell().X_test[:, 0])))
+        model = threshold_model(0, float(np.median(entity.cell().X_test[:, 0])))
         for _ in range(3):
             entity.stub.DpEvaluate(pb.DpEvaluateRequest(model_json=model, epsilon=0.25), timeout=TIMEOUT)
         assert entity.metadata().epsilon_spent == pytest.approx(0.75)
@@ -760,7 +760,7 @@ def test_f6_laplace_release_is_on_the_discrete_grid(dp: Split) -> None:
     own setting (test_f1's "continuous noise" case).
     """
     entity = dp["r0c0"]
-    low, high = public_bounds(ppsvm.entity.cell())
+    low, high = public_bounds(entity.cell())
     reply = entity.stub.DpWeights(dp_request(low, high, rho=np.full((4, N), 0.1), epsilon=0.01), timeout=TIMEOUT)
     match = re.search(r"discrete Laplace on grid 2\^(-?\d+)", reply.noise)
     assert match, reply.noise
