@@ -13,7 +13,7 @@ from pathlib import Path
 
 import pytest
 
-pytestmark = [pytest.mark.docker, pytest.mark.slow]
+pytestmark = [pytest.mark.docker, pytest.mark.long]
 
 REPO = Path(__file__).resolve().parents[2]
 ENGINE_SCRIPT = REPO.parent / "shared" / "tools" / "docker-engine.sh"

@@ -24,7 +24,7 @@ def _running_with(marker: str) -> list[str]:
             cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode()
         except OSError:
             continue
-        if marker in cmdline and "ppsvm.cli" in cmdline:
+        if marker in cmdline and " -m ppsvm " in cmdline:
             found.append(cmdline)
     return found
 

@@ -10,7 +10,8 @@ import pytest
 
 from .conftest import ppsvm, without_run_details
 
-pytestmark = pytest.mark.slow
+# Minutes of reproduction each: CI runs them in its second step (pytest -m long).
+pytestmark = pytest.mark.long
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FILES = {"dp.md", "dp.json", "dp-figure3.png", "dp-figure4.png"}

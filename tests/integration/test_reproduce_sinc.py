@@ -11,6 +11,9 @@ import pytest
 
 from .conftest import REPO, without_run_details
 
+# Minutes of reproduction each: CI runs them in its second step (pytest -m long).
+pytestmark = pytest.mark.long
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FIGURES = [f"sinc-figure{number}.png" for number in (3, 4, 5, 6)]
 

@@ -19,6 +19,9 @@ from ppsvm.experiments.inprocess import fixed_secret, set_secrets
 from .conftest import REPO, without_run_details
 from .test_training import central_model
 
+# Minutes of reproduction each: CI runs them in its second step (pytest -m long).
+pytestmark = pytest.mark.long
+
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
@@ -31,7 +34,6 @@ def reproduce(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     return result
 
 
-@pytest.mark.slow
 def test_quick_run_writes_the_table_and_both_figures(tmp_path: Path) -> None:
     result = reproduce(tmp_path / "out", "--quick")
     out = tmp_path / "out"
