@@ -34,6 +34,7 @@ AGREEMENT_RTOL = 1e-6
 # Rows above which a formulation is not run by default (measured too slow in DESIGN.md section 4).
 SKIP_ABOVE = {"cvxpy-primal": 40_000, "cvxpy-dual": 160_000}
 
+
 def synthetic(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Features uniform on [0, 1]^20 and +-1 labels from a noisy nonlinear rule.
 
@@ -133,10 +134,14 @@ def machine_info() -> dict[str, Any]:
 
 def print_machine(info: dict[str, Any]) -> None:
     print(f"machine: {info['cpu_model']}, {info['cpu_count']} CPUs, {info['platform']}")
-    print(f"python {info['python']}, numpy {info['numpy']}, highspy {info['highspy']}, cvxpy {info['cvxpy']}, "
-          f"scikit-learn {info['scikit-learn']}; {info['date']}")
-    print(f"load average at start {info['load_average_at_start']} "
-          "(other jobs may share this machine: figures are wall-clock, not CPU time)")
+    print(
+        f"python {info['python']}, numpy {info['numpy']}, highspy {info['highspy']}, cvxpy {info['cvxpy']}, "
+        f"scikit-learn {info['scikit-learn']}; {info['date']}"
+    )
+    print(
+        f"load average at start {info['load_average_at_start']} "
+        "(other jobs may share this machine: figures are wall-clock, not CPU time)"
+    )
 
 
 def write_json(name: str, payload: dict[str, Any], quick: bool = False) -> Path:
@@ -169,6 +174,8 @@ def seconds_text(values: list[float]) -> str:
     return text if len(values) >= 3 else f"{text} ({len(values)} run{'s' if len(values) > 1 else ''})"
 
 
-def package_versions(names: tuple[str, ...] = ("numpy", "scipy", "highspy", "grpcio", "protobuf", "cvxpy")) -> dict[str, str]:
+def package_versions(
+    names: tuple[str, ...] = ("numpy", "scipy", "highspy", "grpcio", "protobuf", "cvxpy"),
+) -> dict[str, str]:
     """Python and the given packages' installed versions ("not installed" when absent)."""
     return {"python": platform.python_version(), **{name: _package(name) for name in names}}

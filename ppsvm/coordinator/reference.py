@@ -52,24 +52,43 @@ def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
                 """``values`` (one per record of ``cell``) reordered to the first cell's record order."""
                 order = record_positions(reference, getattr(cell, f"{part}_ids"))
                 if order is None:
-                    raise DataError(f"row block {i}: cells {cells[0].source} and {cell.source} hold different {part} records")
+                    raise DataError(
+                        f"row block {i}: cells {cells[0].source} and {cell.source} hold different {part} records"
+                    )
                 result = np.empty_like(values)
                 result[order] = values
                 return result
 
             parts[f"X_{part}"].append(np.hstack([aligned(c, getattr(c, f"X_{part}")) for c in cells]))
             parts[f"y_{part}"].append(aligned(labelled, getattr(labelled, f"y_{part}")))
-    return (np.vstack(parts["X_train"]), np.concatenate(parts["y_train"]),
-            np.vstack(parts["X_test"]), np.concatenate(parts["y_test"]))
+    return (
+        np.vstack(parts["X_train"]),
+        np.concatenate(parts["y_train"]),
+        np.vstack(parts["X_test"]),
+        np.concatenate(parts["y_test"]),
+    )
 
 
 def pooled_reference(
-    split_dir: Path, task: Task, kernel: KernelName, *, nu: float | None, mu: float | None, seed: int,
+    split_dir: Path,
+    task: Task,
+    kernel: KernelName,
+    *,
+    nu: float | None,
+    mu: float | None,
+    seed: int,
 ) -> dict[str, Any]:
     """Train and evaluate the pooled reduced-kernel reference; returns its figures and settings."""
     X_train, y_train, X_test, y_test = pool_cells(split_dir)
     if len(y_test) == 0:
         raise DataError(f"{split_dir}: no held-out records to evaluate the reference on")
     model = fit_local(task, kernel, X_train, y_train, basis_fraction=REFERENCE_ROW_FRACTION, nu=nu, mu=mu, seed=seed)
-    return {**evaluate(task, y_test, model.decision(X_test)), "n_train": len(y_train), "n_test": len(y_test),
-            "basis_rows": len(model.basis), "nu": model.nu, "mu": model.mu, "private": False}
+    return {
+        **evaluate(task, y_test, model.decision(X_test)),
+        "n_train": len(y_train),
+        "n_test": len(y_test),
+        "basis_rows": len(model.basis),
+        "nu": model.nu,
+        "mu": model.mu,
+        "private": False,
+    }

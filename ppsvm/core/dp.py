@@ -1260,9 +1260,7 @@ def private_weights(
         if p % 2:
             raise DataError(f"Z has shape {A.shape}: the Laplace bound is stated for 2D features (an even count)")
         # The integer noise source comes from rng itself (None: the OS CSPRNG), see laplace_output_perturbation.
-        weights, noise = _laplace_release(
-            train_linear_svm(A, labels, C).w, n=n, C=C, D=p // 2, epsilon=eps, rng=rng
-        )
+        weights, noise = _laplace_release(train_linear_svm(A, labels, C).w, n=n, C=C, D=p // 2, epsilon=eps, rng=rng)
         return Release(weights, mechanism, eps, n, noise)
     generator = secure_generator() if rng is None else _check_generator(rng)
     if mechanism == "objective":

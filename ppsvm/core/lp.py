@@ -48,7 +48,6 @@ Task = Literal["classify", "regress"]
 _IPM_ABOVE_ROWS = 60_000
 
 
-
 @dataclass(frozen=True)
 class LPSolution:
     """An optimal (u, gamma) with the objective value and how it was found.

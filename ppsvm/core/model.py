@@ -148,7 +148,9 @@ class Model:
                 raise ConfigError(f"{source}: u has {len(model.u)} entries but there are {len(model.columns)} columns")
             s = len(model.scaling)
             if any(len(row) != s or not all(0 <= k < model.mbar for k in row) for row in model.columns):
-                raise ConfigError(f"{source}: every entry of columns must list {s} block rows, each in [0, mbar = {model.mbar})")
+                raise ConfigError(
+                    f"{source}: every entry of columns must list {s} block rows, each in [0, mbar = {model.mbar})"
+                )
         if not np.isfinite([*model.u, model.gamma, model.mu, model.nu]).all():
             raise ConfigError(f"{source}: u, gamma, mu and nu must be finite numbers")
         return model

@@ -36,7 +36,11 @@ class TuningResult:
 
 
 def search_grid(
-    task: Task, kernel: KernelName, n_features: int, nu: float | None, mu: float | None,
+    task: Task,
+    kernel: KernelName,
+    n_features: int,
+    nu: float | None,
+    mu: float | None,
 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The (nu values, mu values) to search: the default grid for each setting left as None.
 
@@ -75,7 +79,11 @@ def fold_indices(task: Task, target: np.ndarray, folds: int, seed: int) -> list[
 
 
 def cross_validation_score(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, folds: list[np.ndarray],
+    task: Task,
+    K: np.ndarray,
+    target: np.ndarray,
+    nu: float,
+    folds: list[np.ndarray],
     formulation: Formulation = "highs-dual",
 ) -> float:
     """Mean validation error over the folds: error rate (classify) or relative error (regress).

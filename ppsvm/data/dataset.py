@@ -166,8 +166,10 @@ def bounded_lines(handle: TextIO, path: Path, max_chars: int = MAX_CSV_LINE_CHAR
         if not line:
             return
         if len(line) > max_chars:
-            raise DataError(f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
-                            "is it a text file with one record per line?")
+            raise DataError(
+                f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
+                "is it a text file with one record per line?"
+            )
         yield line
 
 
@@ -228,7 +230,9 @@ def _read_table(path: Path, options: DatasetOptions, max_line_chars: int) -> _Ta
     try:
         # utf-8-sig: spreadsheet exports often start with a byte-order mark.
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(bounded_lines(handle, path, max_line_chars), delimiter=options.delimiter, skipinitialspace=True)
+            reader = csv.reader(
+                bounded_lines(handle, path, max_line_chars), delimiter=options.delimiter, skipinitialspace=True
+            )
             for raw in reader:
                 fields = [field.strip() for field in raw]
                 if not fields or fields == [""]:
@@ -240,9 +244,7 @@ def _read_table(path: Path, options: DatasetOptions, max_line_chars: int) -> _Ta
                 expected = len(header) if header is not None else len(rows[0]) if rows else len(fields)
                 if len(fields) != expected:
                     first = f"the header on line {header_line}" if header is not None else f"line {line_numbers[0]}"
-                    raise DataError(
-                        f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}"
-                    )
+                    raise DataError(f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}")
                 line_numbers.append(reader.line_num)
                 rows.append(fields)
     except OSError as error:
@@ -339,8 +341,7 @@ def _record_ids(table: _Table, id_column: int | None) -> np.ndarray:
             raise DataError(f"{table.where(r, id_column)}: missing record id {record_id!r}")
         if record_id in first_line:
             raise DataError(
-                f"{table.where(r, id_column)}: duplicate record id {record_id!r} "
-                f"(also on line {first_line[record_id]})"
+                f"{table.where(r, id_column)}: duplicate record id {record_id!r} (also on line {first_line[record_id]})"
             )
         first_line[record_id] = table.line_numbers[r]
     return np.array(list(first_line))

@@ -155,9 +155,7 @@ def test_frequency_objective_value_and_gradient():
     delta = rng.normal(size=(15, 3))
     target = rng.random(15)
     value, grad = dp.frequency_objective(rho, delta, target)
-    by_loop = sum(
-        (sum(math.cos(float(rho[k] @ delta[p])) for k in range(6)) / 6 - target[p]) ** 2 for p in range(15)
-    )
+    by_loop = sum((sum(math.cos(float(rho[k] @ delta[p])) for k in range(6)) / 6 - target[p]) ** 2 for p in range(15))
     assert value == pytest.approx(by_loop / 15, rel=1e-12)
     step = 1e-6
     numeric = np.zeros_like(rho)

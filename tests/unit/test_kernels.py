@@ -176,16 +176,24 @@ def test_product_columns_equal_the_kernel_against_the_combined_points(name: str)
     B_blocks = [derive_B(bytes([j]) * 16, mbar, n_j) for j, n_j in enumerate(widths)]
     columns = product_columns(mbar, len(widths), 8, seed=3)
     edges = np.cumsum((0, *widths))
-    blocks = [kernel(name, A[:, edges[j]:edges[j + 1]], B_j, mu) for j, B_j in enumerate(B_blocks)]
+    blocks = [kernel(name, A[:, edges[j] : edges[j + 1]], B_j, mu) for j, B_j in enumerate(B_blocks)]
     points = np.hstack([B_j[columns[:, j]] for j, B_j in enumerate(B_blocks)])
     np.testing.assert_allclose(assemble(name, blocks, columns), kernel(name, A, points, mu), rtol=0, atol=1e-12)
     # The first mbar columns are the paper's kernel against B = [B_1 ... B_s].
     np.testing.assert_allclose(assemble(name, blocks, columns)[:, :mbar], assemble(name, blocks), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize(("mbar", "s", "count", "expected"), [
-    (3, 4, 40, 40), (2, 3, 100, 8), (5, 1, 50, 5), (4, 2, 1, 4), (2, 8, 52, 52), (33, 8, 35, 35),
-])
+@pytest.mark.parametrize(
+    ("mbar", "s", "count", "expected"),
+    [
+        (3, 4, 40, 40),
+        (2, 3, 100, 8),
+        (5, 1, 50, 5),
+        (4, 2, 1, 4),
+        (2, 8, 52, 52),
+        (33, 8, 35, 35),
+    ],
+)
 def test_product_columns_shape_order_and_distinctness(mbar: int, s: int, count: int, expected: int) -> None:
     columns = product_columns(mbar, s, count, seed=0)
     assert columns.shape == (expected, s)

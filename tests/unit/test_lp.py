@@ -126,7 +126,9 @@ CASES = [
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 @pytest.mark.parametrize("task", ["classify", "regress"])
 @pytest.mark.parametrize("m, mbar, nu, seed", CASES)
-def test_optimum_matches_independent_primal(task: str, formulation: str, m: int, mbar: int, nu: float, seed: int) -> None:
+def test_optimum_matches_independent_primal(
+    task: str, formulation: str, m: int, mbar: int, nu: float, seed: int
+) -> None:
     K, target = problem(task, m, mbar, seed)
     expected = reference(task, m, mbar, seed, nu)
     solution = solve_lp(task, K, target, nu, formulation)

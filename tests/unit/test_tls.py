@@ -9,8 +9,16 @@ import grpc
 import pytest
 from cryptography import x509
 
-from ppsvm.wire.certs import (CLIENT, COORDINATOR, ENTITY, certificate_identity, certificate_party, check_party_name,
-                          federation_parties, make_certificates)
+from ppsvm.wire.certs import (
+    CLIENT,
+    COORDINATOR,
+    ENTITY,
+    certificate_identity,
+    certificate_party,
+    check_party_name,
+    federation_parties,
+    make_certificates,
+)
 from ppsvm.config import FederationEntity
 from ppsvm.errors import ConfigError, EntityError
 from ppsvm.wire.tls import TlsFiles, choose_tls
@@ -22,20 +30,32 @@ def write_party(directory: Path, name: str, **options: object) -> TlsFiles:
     files = make_certificates({name: (ENTITY,)}, **options)  # type: ignore[arg-type]
     for filename, pem in files.items():
         (directory / filename).write_bytes(pem.text)
-    return TlsFiles(ca=directory / "ca.pem", cert=directory / f"{name}.pem", key=directory / f"{name}.key", source=directory / "x.toml")
+    return TlsFiles(
+        ca=directory / "ca.pem",
+        cert=directory / f"{name}.pem",
+        key=directory / f"{name}.key",
+        source=directory / "x.toml",
+    )
 
 
 def test_every_certificate_is_signed_by_the_ca_and_names_its_party_and_roles() -> None:
     files = make_certificates(federation_parties("coordinator", ["r0c0", "hospital-a.example"]))
     ca = x509.load_pem_x509_certificate(files["ca.pem"].text)
-    expected = {"coordinator": {COORDINATOR, CLIENT}, "r0c0": {ENTITY}, "hospital-a.example": {ENTITY}, "client": {CLIENT}}
+    expected = {
+        "coordinator": {COORDINATOR, CLIENT},
+        "r0c0": {ENTITY},
+        "hospital-a.example": {ENTITY},
+        "client": {CLIENT},
+    }
     for name, roles in expected.items():
         cert = x509.load_pem_x509_certificate(files[f"{name}.pem"].text)
         cert.verify_directly_issued_by(ca)
         assert certificate_identity(files[f"{name}.pem"].text)[0] == name
         assert certificate_party(files[f"{name}.pem"].text).name == name
         assert certificate_party(files[f"{name}.pem"].text).roles == roles
-        uris = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.UniformResourceIdentifier)
+        uris = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.UniformResourceIdentifier
+        )
         assert sorted(uris) == sorted(f"urn:ppsvm:role:{role}" for role in roles)
         assert files[f"{name}.key"].secret and not files[f"{name}.pem"].secret
 
@@ -61,7 +81,9 @@ def test_a_name_in_capitals_is_refused_with_its_canonical_spelling() -> None:
     assert check_party_name("r0c0") == "r0c0"
 
 
-@pytest.mark.parametrize(("entities", "client"), [(["r0c0", "client"], "client"), (["r0c0", "r0c0"], "client"), (["r0c0"], "coordinator")])
+@pytest.mark.parametrize(
+    ("entities", "client"), [(["r0c0", "client"], "client"), (["r0c0", "r0c0"], "client"), (["r0c0"], "coordinator")]
+)
 def test_one_name_cannot_be_two_parties(entities: list[str], client: str) -> None:
     with pytest.raises(ConfigError, match="party names must be unique"):
         federation_parties("coordinator", entities, client)
