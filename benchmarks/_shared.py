@@ -116,7 +116,7 @@ def load_average() -> list[float]:
 
 def machine_info() -> dict[str, Any]:
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "hostname": platform.node(),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),

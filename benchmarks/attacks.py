@@ -35,11 +35,20 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 import numpy as np
 
 from benchmarks._shared import machine_info, table, write_json
-from ppsvm.experiments.inprocess import fixed_secret
+from ppsvm.config import load_entity_config
+from ppsvm.core.dp import apply_scaling, fourier_features, private_weights
+from ppsvm.core.dp_model import DpModel
+from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
+from ppsvm.core.randomness import derive_B, range_tag
+from ppsvm.core.release_log import create_release_log, head_path
+from ppsvm.data.dataset import DatasetOptions, load_dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.entity.cell import EntityCore, SignedRange
+from ppsvm.entity.guard import MIN_EPSILON
+from ppsvm.errors import PpsvmError
 from ppsvm.experiments.attacks import (
     FIT_TOLERANCE,
     Reconstruction,
@@ -51,17 +60,7 @@ from ppsvm.experiments.attacks import (
     reconstruct_linear,
     reconstruct_two_views,
 )
-from ppsvm.config import load_entity_config
-from ppsvm.data.dataset import DatasetOptions, load_dataset
-from ppsvm.core.dp import apply_scaling, fourier_features, private_weights
-from ppsvm.core.dp_model import DpModel
-from ppsvm.errors import PpsvmError
-from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
-from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.core.randomness import derive_B, range_tag
-from ppsvm.core.release_log import create_release_log, head_path
-from ppsvm.entity.cell import EntityCore, SignedRange
-from ppsvm.entity.guard import MIN_EPSILON
+from ppsvm.experiments.inprocess import fixed_secret
 
 NAME = "attacks"
 RECOVERED = 1e-6  # a row counts as recovered when the best solution is this close (max abs, [0, 1] units)

@@ -175,8 +175,8 @@ def run_client(address: str, federation_path: str, plan: list[tuple[int, list[st
     """Connect, wait for the common start, send every request of ``plan`` back to back."""
     import grpc
 
-    from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
     from ppsvm.config import load_federation
+    from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
     from ppsvm.wire.grpc_util import open_channel
     from ppsvm.wire.rpc import ppsvm_pb2 as pb
     from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
@@ -311,10 +311,10 @@ def latency_figures(latencies: np.ndarray) -> dict[str, float]:
 
 def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any]) -> None:
     from ppsvm.config import federation_at_addresses, load_federation
-    from ppsvm.data.dataset import Dataset
     from ppsvm.core.model import Model
-    from ppsvm.data.partition import SplitOptions, split_dataset
     from ppsvm.core.randomness import derive_B
+    from ppsvm.data.dataset import Dataset
+    from ppsvm.data.partition import SplitOptions, split_dataset
     from ppsvm.processes import EntityProcesses, read_listening_address
 
     r, s, nj = args.row_blocks, args.col_blocks, args.features_per_block

@@ -15,7 +15,6 @@ import argparse
 import time
 from pathlib import Path
 
-
 import numpy as np
 
 from benchmarks._shared import (

@@ -72,8 +72,8 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
 
     from ppsvm.config import federation_at_addresses, load_federation
     from ppsvm.coordinator.federation import Session
-    from ppsvm.processes import EntityProcesses
     from ppsvm.coordinator.train import TrainOptions, train
+    from ppsvm.processes import EntityProcesses
 
     logging.basicConfig(level=logging.WARNING)
     planned = load_federation(federation_path)

@@ -13,17 +13,17 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm import __version__
-from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 from ppsvm.config import Federation, load_federation, toml_string
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
-from ppsvm.data.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
-from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import FORMULATIONS
 from ppsvm.core.model import Model
+from ppsvm.data.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.experiments import cli as reproduce_cli
 from ppsvm.entity import cli as entity_cli
+from ppsvm.errors import ConfigError, PpsvmError
+from ppsvm.experiments import cli as reproduce_cli
+from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 
 logger = logging.getLogger("ppsvm")
 
@@ -248,8 +248,8 @@ def _train_dp(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ppsvm.core.dp_model import load_any_model
     from ppsvm.coordinator.evaluate import evaluate_model
+    from ppsvm.core.dp_model import load_any_model
 
     result = evaluate_model(_federation(args), load_any_model(args.model), args.deadline, epsilon=args.epsilon)
     if args.json:
@@ -284,8 +284,8 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ppsvm.core.dp_model import load_any_model
     from ppsvm.coordinator.serve import serve_coordinator
+    from ppsvm.core.dp_model import load_any_model
 
     model = load_any_model(args.model)
     if not isinstance(model, Model):
@@ -321,8 +321,8 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
-    from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, certificate_file, federation_parties, key_file, make_certificates
     from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
+    from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, certificate_file, federation_parties, key_file, make_certificates
 
     federation = load_federation(args.federation)
     parties = federation_parties(args.coordinator, [e.id for e in federation.entities], args.client)

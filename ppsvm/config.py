@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
-from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, check_party_name
-from ppsvm.errors import ConfigError
 from ppsvm.core.randomness import MIN_SECRET_BYTES
+from ppsvm.errors import ConfigError
+from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, check_party_name
 from ppsvm.wire.tls import TlsFiles
 
 # Settings a federation file's [task] table may hold; command-line flags override them.

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm.config import federation_at_addresses, load_federation
-from ppsvm.data.dataset import DatasetOptions, load_dataset
-from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.data.shipped import WDBC
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_model, mean_figures
-from ppsvm.processes import EntityProcesses
 from ppsvm.coordinator.reference import LABEL as REFERENCE_LABEL
 from ppsvm.coordinator.reference import pooled_reference
 from ppsvm.coordinator.train import TrainOptions, train_and_save
+from ppsvm.data.dataset import DatasetOptions, load_dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.shipped import WDBC
+from ppsvm.processes import EntityProcesses
 
 logger = logging.getLogger(__name__)
 

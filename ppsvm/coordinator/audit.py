@@ -14,10 +14,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ppsvm.wire.certs import certificate_identity
 from ppsvm.config import EntityConfig, Federation
-from ppsvm.errors import PpsvmError
 from ppsvm.coordinator.federation import Session
+from ppsvm.errors import PpsvmError
+from ppsvm.wire.certs import certificate_identity
 
 OK, WARN, FAIL = "ok", "warning", "FAIL"
 
@@ -126,7 +126,7 @@ def _transport(federation: Federation) -> list[Finding]:
     except PpsvmError as error:
         return [Finding(FAIL, "transport", str(error))]
     name, expires = certificate_identity(cert)
-    days = (expires - datetime.datetime.now(datetime.timezone.utc)).days
+    days = (expires - datetime.datetime.now(datetime.UTC)).days
     status = WARN if days < 30 else OK
     return [
         Finding(

@@ -13,11 +13,11 @@ import numpy as np
 from ppsvm.config import FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S, RETRY_ATTEMPTS, RETRY_BACKOFF_S
 from ppsvm.errors import EntityError, WireError
+from ppsvm.wire.chunks import decode_arrays, expect_arrays
 from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles
-from ppsvm.wire.chunks import decode_arrays, expect_arrays
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")

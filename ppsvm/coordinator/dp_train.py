@@ -21,6 +21,8 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.coordinator.federation import Session
+from ppsvm.coordinator.train import distribute
 from ppsvm.core.dp import (
     DEFAULT_C,
     DEFAULT_HUBER_H,
@@ -35,12 +37,10 @@ from ppsvm.core.dp import (
     train_kernel_svm,
 )
 from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
-from ppsvm.errors import ConfigError, DataError
 from ppsvm.core.kernels import gaussian_kernel
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
-from ppsvm.coordinator.federation import Session
-from ppsvm.coordinator.train import distribute
 from ppsvm.data.cell import load_cell
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

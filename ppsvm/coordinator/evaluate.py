@@ -10,12 +10,12 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.errors import ConfigError, DataError
-from ppsvm.core.metrics import evaluate as figures_for
-from ppsvm.core.dp_model import DpModel
-from ppsvm.core.model import Model
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.coordinator.federation import KERNEL_KINDS, Session
+from ppsvm.core.dp_model import DpModel
+from ppsvm.core.metrics import evaluate as figures_for
+from ppsvm.core.model import Model
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 logger = logging.getLogger(__name__)
 

@@ -13,12 +13,12 @@ import numpy as np
 
 from ppsvm.config import Federation, FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.errors import ConfigError, DataError, EntityError
+from ppsvm.coordinator.client import EntityClient
 from ppsvm.core.kernels import KernelName, assemble, gaussian_fetch_width, rescale_gaussian
 from ppsvm.core.model import ColumnScaling
+from ppsvm.errors import ConfigError, DataError, EntityError
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.tls import choose_tls
-from ppsvm.coordinator.client import EntityClient
 
 logger = logging.getLogger(__name__)
 

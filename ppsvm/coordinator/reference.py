@@ -14,13 +14,13 @@ import numpy as np
 
 from ppsvm.config import load_entity_config, load_federation
 from ppsvm.constants import REFERENCE_ROW_FRACTION
-from ppsvm.errors import ConfigError, DataError
-from ppsvm.core.kernels import KernelName
-from ppsvm.core.lp import Task
-from ppsvm.core.local_svm import fit_local
-from ppsvm.core.metrics import evaluate
 from ppsvm.coordinator.federation import record_positions
+from ppsvm.core.kernels import KernelName
+from ppsvm.core.local_svm import fit_local
+from ppsvm.core.lp import Task
+from ppsvm.core.metrics import evaluate
 from ppsvm.data.cell import Cell, load_cell
+from ppsvm.errors import ConfigError, DataError
 
 LABEL = "pooled reference (NOT PRIVATE: all cells read in one place)"
 

@@ -8,17 +8,17 @@ from collections.abc import Sequence
 
 import grpc
 
-from ppsvm.wire.certs import CLIENT, ROLES
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.errors import DataError
-from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals, unary_handler
+from ppsvm.coordinator.evaluate import check_model_matches
+from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.model import Model
+from ppsvm.errors import DataError
+from ppsvm.wire.certs import CLIENT, ROLES
+from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals, unary_handler
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import method_roles
-from ppsvm.coordinator.evaluate import check_model_matches
-from ppsvm.coordinator.federation import RowBlockRecords, Session
 
 logger = logging.getLogger(__name__)
 

@@ -12,13 +12,13 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, REFERENCE_ROW_FRACTION, TASKS
-from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
+from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
 from ppsvm.core.lp import FORMULATIONS, Formulation, Task, solve_lp
 from ppsvm.core.model import Model, ModelEntity
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import search_grid, tune
-from ppsvm.coordinator.federation import RowBlockRecords, Session
+from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
 
 logger = logging.getLogger(__name__)
 

@@ -48,8 +48,8 @@ import scipy.linalg
 from scipy.optimize import minimize
 from scipy.spatial.distance import pdist
 
-from ppsvm.errors import DataError, PrivacyError, SolverError
 from ppsvm.core.noise import grid_laplace_parameters, grid_laplace_release, integer_source
+from ppsvm.errors import DataError, PrivacyError, SolverError
 
 logger = logging.getLogger(__name__)
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from ppsvm.core.model import number, read_document
 from ppsvm.errors import ConfigError
 from ppsvm.files import write_atomic
-from ppsvm.core.model import number, read_document
 
 FORMAT = "ppsvm-dp-model"
 FORMAT_VERSION = 1

@@ -7,17 +7,17 @@ no new blocks from the entities.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ppsvm.constants import MU_GRID_TIMES_N, NU_GRID_CLASSIFY, NU_GRID_REGRESS
-from ppsvm.errors import SolverError
 from ppsvm.core.kernels import KernelName, rescale_gaussian
 from ppsvm.core.lp import Formulation, Task, solve_lp
 from ppsvm.core.metrics import error_rate, relative_error
+from ppsvm.errors import SolverError
 
 logger = logging.getLogger(__name__)
 

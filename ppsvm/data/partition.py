@@ -25,6 +25,14 @@ from typing import Any
 
 import numpy as np
 
+from ppsvm.config import FederationEntity, federation_toml, release_log_name, toml_document
+from ppsvm.constants import TASKS
+from ppsvm.core.kernels import KERNELS
+from ppsvm.core.randomness import new_secret_hex
+from ppsvm.core.release_log import new_release_log_text
+from ppsvm.data.dataset import Dataset
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from ppsvm.wire.certs import (
     CA_FILE,
     CA_KEY_FILE,
@@ -34,14 +42,6 @@ from ppsvm.wire.certs import (
     key_file,
     make_certificates,
 )
-from ppsvm.config import FederationEntity, federation_toml, release_log_name, toml_document
-from ppsvm.constants import TASKS
-from ppsvm.data.dataset import Dataset
-from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
-from ppsvm.core.kernels import KERNELS
-from ppsvm.core.randomness import new_secret_hex
-from ppsvm.core.release_log import new_release_log_text
-from ppsvm.errors import ConfigError, DataError
 
 __all__ = ["SplitOptions", "SplitResult", "split_dataset"]
 

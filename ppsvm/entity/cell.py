@@ -24,9 +24,6 @@ from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityCo
 from ppsvm.constants import MAX_ARRAY_BYTES
 from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
 from ppsvm.core.dp_model import DpModel, parse_any_model
-from ppsvm.data.cell import load_cell
-from ppsvm.errors import ConfigError, DataError, PrivacyError
-from ppsvm.files import write_atomic
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.local_svm import fit_local
 from ppsvm.core.lp import Task
@@ -35,7 +32,10 @@ from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
 from ppsvm.core.release_log import ReleaseLog, create_release_log
+from ppsvm.data.cell import load_cell
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
+from ppsvm.errors import ConfigError, DataError, PrivacyError
+from ppsvm.files import write_atomic
 
 logger = logging.getLogger(__name__)
 

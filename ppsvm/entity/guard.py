@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ppsvm.config import ENTITY_MODES
-from ppsvm.errors import PrivacyError, ReleaseFailed
 from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog
+from ppsvm.errors import PrivacyError, ReleaseFailed
 
 logger = logging.getLogger(__name__)
 

@@ -9,12 +9,12 @@ import sys
 import grpc
 
 from ppsvm.config import EntityConfig
-from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
-from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.tls import choose_tls
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
+from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import choose_tls
 
 logger = logging.getLogger(__name__)
 

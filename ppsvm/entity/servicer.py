@@ -12,13 +12,13 @@ import numpy as np
 from ppsvm import __version__
 from ppsvm.constants import TASKS
 from ppsvm.core.dp import DEFAULT_HUBER_H, NON_PRIVATE
+from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import DataError
+from ppsvm.wire.chunks import encode_arrays
 from ppsvm.wire.grpc_util import stream_handler, unary_handler
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import peer_names
-from ppsvm.wire.chunks import encode_arrays
-from ppsvm.entity.cell import EntityCore, SignedRange
 
 logger = logging.getLogger(__name__)
 

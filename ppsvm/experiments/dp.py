@@ -120,10 +120,10 @@ from ppsvm.core.dp import (
     train_kernel_svm,
     train_linear_svm,
 )
-from ppsvm.errors import ConfigError, DataError
 from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.core.metrics import evaluate
 from ppsvm.data.shipped import SHIPPED_DATA
+from ppsvm.errors import ConfigError, DataError
 from ppsvm.experiments import report
 
 NAME = "dp"

@@ -11,9 +11,9 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from collections.abc import Callable
 from typing import IO, Any, TypeVar
 
 from ppsvm.errors import ConfigError
@@ -90,7 +90,7 @@ def machine() -> dict[str, Any]:
         "cpu": cpu_model(),
         "cpus": os.cpu_count(),
         "platform": platform.platform(),
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 
 

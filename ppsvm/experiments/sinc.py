@@ -34,16 +34,17 @@ import numpy as np
 
 from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
 from ppsvm.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, REFERENCE_ROW_FRACTION
-from ppsvm.data.dataset import Dataset
-from ppsvm.errors import ConfigError
+from ppsvm.coordinator.evaluate import assembled_decisions
+from ppsvm.coordinator.reference import pool_cells
+from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.local_svm import LocalModel, fit_local
 from ppsvm.core.metrics import relative_error
 from ppsvm.core.model import Model
-from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import search_grid
-from ppsvm.coordinator.evaluate import assembled_decisions
-from ppsvm.coordinator.reference import pool_cells
+from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.errors import ConfigError
 from ppsvm.experiments.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.experiments.report import (
     DEFAULT_OUT,
@@ -55,7 +56,6 @@ from ppsvm.experiments.report import (
     versions_markdown,
     write_results,
 )
-from ppsvm.coordinator.train import TrainOptions, train
 
 NAME = "sinc"
 # Fung & Mangasarian, section 4: relative error of the joint model and of each entity alone.

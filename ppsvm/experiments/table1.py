@@ -32,14 +32,15 @@ from typing import Any
 import numpy as np
 
 from ppsvm.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID_CLASSIFY, REFERENCE_ROW_FRACTION
-from ppsvm.data.dataset import Dataset, load_dataset
-from ppsvm.errors import ConfigError
-from ppsvm.core.kernels import KERNELS, KernelName
-from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.data.shipped import TABLE1_DATASETS, ShippedDataset
-from ppsvm.core.tuning import fold_indices
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_model, mean_figures
 from ppsvm.coordinator.reference import pooled_reference
+from ppsvm.coordinator.train import BASES, TrainOptions, train
+from ppsvm.core.kernels import KERNELS, KernelName
+from ppsvm.core.tuning import fold_indices
+from ppsvm.data.dataset import Dataset, load_dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.shipped import TABLE1_DATASETS, ShippedDataset
+from ppsvm.errors import ConfigError
 from ppsvm.experiments.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.experiments.report import (
     DEFAULT_OUT,
@@ -51,7 +52,6 @@ from ppsvm.experiments.report import (
     versions_markdown,
     write_results,
 )
-from ppsvm.coordinator.train import BASES, TrainOptions, train
 
 logger = logging.getLogger(__name__)
 

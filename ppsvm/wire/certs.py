@@ -160,7 +160,7 @@ def make_certificates(
             raise ConfigError(f"party {name!r}: roles must be one or more of {', '.join(ROLES)}, got {sorted(roles)}")
     if valid_days < 1:
         raise ConfigError(f"certificates must be valid for at least 1 day, got {valid_days}")
-    start = (now or datetime.datetime.now(datetime.timezone.utc)) - datetime.timedelta(minutes=5)
+    start = (now or datetime.datetime.now(datetime.UTC)) - datetime.timedelta(minutes=5)
     end = start + datetime.timedelta(days=valid_days)
     ca_key = _private_key()
     ca_subject = _name(ca_name)

@@ -20,9 +20,9 @@ from typing import Any, TypeVar
 
 import grpc
 
-from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, STREAM_WRITE_TIMEOUT_S
 from ppsvm.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
+from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.wire.tls import Authorize, TlsFiles, channel_credentials, peer_party, rewrap_handler, server_credentials
 
 logger = logging.getLogger(__name__)

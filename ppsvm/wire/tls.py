@@ -21,8 +21,8 @@ from typing import Any
 
 import grpc
 
-from ppsvm.wire.certs import Party, Role, certificate_identity, certificate_party
 from ppsvm.errors import ConfigError
+from ppsvm.wire.certs import Party, Role, certificate_identity, certificate_party
 
 logger = logging.getLogger(__name__)
 
@@ -53,7 +53,7 @@ class TlsFiles:
                 _, expires = certificate_identity(pem)
             except ValueError as exc:
                 raise ConfigError(f"{self.source} [tls]: {label} file is not a PEM certificate: {exc}") from exc
-            if expires < datetime.datetime.now(datetime.timezone.utc):
+            if expires < datetime.datetime.now(datetime.UTC):
                 raise ConfigError(
                     f"{self.source} [tls]: the certificate in {label} file expired on {expires:%Y-%m-%d %H:%M} UTC; "
                     "make new ones with `ppsvm certs`"

@@ -13,10 +13,10 @@ from typing import Any
 import grpc
 import pytest
 
-from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
 from ppsvm.config import FederationEntity, federation_at_addresses, load_federation
-from ppsvm.wire.grpc_util import open_channel
 from ppsvm.processes import EntityProcesses
+from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
+from ppsvm.wire.grpc_util import open_channel
 
 REPO = Path(__file__).resolve().parents[2]
 WDBC = REPO / "ppsvm" / "data" / "bundled" / "wdbc.data"

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from ppsvm.experiments.attacks import reconstruct_by_rescaling
 from ppsvm.config import load_federation
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.experiments.attacks import reconstruct_by_rescaling
 from ppsvm.wire.chunks import decode_arrays
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 from .conftest import coordinator_channel
 

@@ -21,8 +21,8 @@ from ppsvm.core.dp import (
     train_linear_svm,
 )
 from ppsvm.core.dp_model import DpModel
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.data.cell import load_cell
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 from .conftest import DP_SPLIT_OPTIONS, ppsvm, public_and_private
 

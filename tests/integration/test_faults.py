@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 
 from ppsvm.config import load_federation
-from ppsvm.core.model import Model
 from ppsvm.coordinator.federation import Session
+from ppsvm.core.model import Model
 from ppsvm.processes import read_listening_address
 
 from .conftest import REPO, RunningFederation

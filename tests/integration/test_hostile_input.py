@@ -42,22 +42,22 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ppsvm.wire.certs import COORDINATOR, federation_parties, make_certificates
-from ppsvm.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
-from ppsvm.errors import PpsvmError
-from ppsvm.files import PRIVATE_MODE
-from ppsvm.wire.grpc_util import create_server
-from ppsvm.core.randomness import range_tag
-from ppsvm.core.kernels import gaussian_fetch_width
-from ppsvm.core.release_log import create_release_log
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
-from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.chunks import decode_arrays, encode_arrays
 from ppsvm.cli import main as cli_main
-from ppsvm.processes import EntityProcesses
+from ppsvm.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
 from ppsvm.coordinator.train import TrainOptions, train_and_save
+from ppsvm.core.kernels import gaussian_fetch_width
+from ppsvm.core.randomness import range_tag
+from ppsvm.core.release_log import create_release_log
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.entity.servicer import KERNEL_NAMES, RECORD_SETS, EntityServicer
+from ppsvm.errors import PpsvmError
+from ppsvm.files import PRIVATE_MODE
+from ppsvm.processes import EntityProcesses
+from ppsvm.wire.certs import COORDINATOR, federation_parties, make_certificates
+from ppsvm.wire.chunks import decode_arrays, encode_arrays
+from ppsvm.wire.grpc_util import create_server
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
 
@@ -826,7 +826,7 @@ def bad_certificate(split_dir: Path, name: str, kind: str) -> tuple[bytes, bytes
     ca_key = serialization.load_pem_private_key((split_dir / "ca.key").read_bytes(), password=None)
     ca = x509.load_pem_x509_certificate((split_dir / "ca.pem").read_bytes())
     key = ec.generate_private_key(ec.SECP256R1())
-    start = datetime.datetime(2021, 3, 1, tzinfo=datetime.timezone.utc)
+    start = datetime.datetime(2021, 3, 1, tzinfo=datetime.UTC)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     cert = (
         x509.CertificateBuilder()

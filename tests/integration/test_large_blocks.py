@@ -7,11 +7,11 @@ from pathlib import Path
 import numpy as np
 
 from ppsvm.config import load_entity_config
-from ppsvm.data.dataset import Dataset
-from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.core.randomness import derive_B
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.reference import pool_cells
+from ppsvm.core.randomness import derive_B
+from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.experiments.inprocess import serve_split
 
 GRPC_MAX_MESSAGE = 4 * 1024 * 1024

@@ -38,6 +38,17 @@ import grpc
 import numpy as np
 import pytest
 
+from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
+from ppsvm.core.dp import apply_scaling, fourier_features
+from ppsvm.core.dp_model import DpModel
+from ppsvm.core.kernels import kernel, scale_to_unit
+from ppsvm.core.privacy import MIXED_MODE_WARNING
+from ppsvm.core.randomness import derive_B, range_tag
+from ppsvm.core.release_log import MICRO_PER_EPSILON
+from ppsvm.data.cell import Cell, load_cell
+from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1
+from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
+from ppsvm.errors import DataError
 from ppsvm.experiments.attacks import (
     bisect_change,
     float_laplace_reachable,
@@ -45,22 +56,11 @@ from ppsvm.experiments.attacks import (
     reconstruct_linear,
     reconstruct_two_views,
 )
-from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.core.dp import apply_scaling, fourier_features
-from ppsvm.core.dp_model import DpModel
-from ppsvm.errors import DataError
+from ppsvm.processes import read_listening_address
+from ppsvm.wire.chunks import decode_arrays
 from ppsvm.wire.grpc_util import open_channel
-from ppsvm.core.kernels import kernel, scale_to_unit
-from ppsvm.core.privacy import MIXED_MODE_WARNING
-from ppsvm.core.randomness import derive_B, range_tag
-from ppsvm.core.release_log import MICRO_PER_EPSILON
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.chunks import decode_arrays
-from ppsvm.processes import read_listening_address
-from ppsvm.data.cell import Cell, load_cell
-from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1
-from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm, split
 

@@ -16,19 +16,19 @@ import grpc
 import numpy as np
 import pytest
 
-from ppsvm.core.dp import apply_scaling, fourier_features
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.wire.grpc_util import create_server
-from ppsvm.core.kernels import gaussian_fetch_width, gaussian_kernel
-from ppsvm.core.model import Model
-from ppsvm.core.randomness import derive_B
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
-from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.coordinator.dp_train import DpOptions, train_dp
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_dp_model, evaluate_model
 from ppsvm.coordinator.train import TrainOptions, train_and_save
+from ppsvm.core.dp import apply_scaling, fourier_features
+from ppsvm.core.kernels import gaussian_fetch_width, gaussian_kernel
+from ppsvm.core.model import Model
+from ppsvm.core.randomness import derive_B
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
+from ppsvm.wire.grpc_util import create_server
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
 from .conftest import DP_SPLIT_OPTIONS, WDBC, WDBC_OPTIONS, coordinator_channel, public_and_private, split
 

@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 
 from ppsvm.config import federation_at_addresses, load_federation
+from ppsvm.coordinator.client import EntityClient
+from ppsvm.coordinator.federation import kernel_request
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.processes import EntityProcesses
+from ppsvm.wire.chunks import decode_arrays
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import channel_credentials
-from ppsvm.wire.chunks import decode_arrays
-from ppsvm.coordinator.client import EntityClient
-from ppsvm.coordinator.federation import kernel_request
-from ppsvm.processes import EntityProcesses
 
 from .conftest import coordinator_channel
 

@@ -14,16 +14,16 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ppsvm.wire.certs import COORDINATOR, ENTITY, make_certificates
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.errors import EntityError
-from ppsvm.wire.grpc_util import open_channel
 from ppsvm.core.randomness import new_secret_hex
+from ppsvm.errors import EntityError
+from ppsvm.processes import EntityProcesses
+from ppsvm.wire.certs import COORDINATOR, ENTITY, make_certificates
+from ppsvm.wire.chunks import decode_arrays
+from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles
-from ppsvm.wire.chunks import decode_arrays
-from ppsvm.processes import EntityProcesses
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
 
@@ -157,9 +157,7 @@ def test_foreign_certificate_authority_is_refused(federation, tmp_path: Path) ->
 
 def test_expired_certificate_stops_the_entity_at_start(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
-    old = make_certificates(
-        {"r0c0": (ENTITY,)}, valid_days=1, now=datetime.datetime(2021, 3, 1, tzinfo=datetime.timezone.utc)
-    )
+    old = make_certificates({"r0c0": (ENTITY,)}, valid_days=1, now=datetime.datetime(2021, 3, 1, tzinfo=datetime.UTC))
     (split_dir / "r0c0.pem").write_bytes(old["r0c0.pem"].text)
     (split_dir / "r0c0.key").write_bytes(old["r0c0.key"].text)
     with pytest.raises(

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from ppsvm.config import load_entity_config, load_federation
+from ppsvm.coordinator.reference import pool_cells
 from ppsvm.core.lp import solve_lp
 from ppsvm.core.model import Model
 from ppsvm.core.randomness import derive_B
-from ppsvm.coordinator.reference import pool_cells
 
 from .conftest import coordinator_channel, ppsvm
 
@@ -193,9 +193,9 @@ def test_serve_predicts_by_record_id(federation) -> None:
 
     import grpc
 
+    from ppsvm.data.cell import load_cell
     from ppsvm.wire.rpc import ppsvm_pb2 as pb
     from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-    from ppsvm.data.cell import load_cell
 
     run = federation(2, 2)
     run.train("--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03")

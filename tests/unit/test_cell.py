@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppsvm.errors import ConfigError, DataError, PrivacyError
 from ppsvm.config import load_entity_config
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.randomness import derive_B
 from ppsvm.data.cell import load_cell
 from ppsvm.entity.cell import EntityCore, SignedRange
+from ppsvm.errors import ConfigError, DataError, PrivacyError
 
 SECRET = bytes(range(32))
 

@@ -17,8 +17,8 @@ from ppsvm.config import (
     toml_document,
     toml_string,
 )
-from ppsvm.errors import ConfigError
 from ppsvm.core.randomness import MIN_SECRET_BYTES
+from ppsvm.errors import ConfigError
 
 SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef"
 

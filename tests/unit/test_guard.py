@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ppsvm.errors import ConfigError, PrivacyError, ReleaseFailed
 from ppsvm.core.release_log import ReleaseLog, create_release_log
 from ppsvm.entity.guard import MIN_EPSILON, Basis, ReleaseGuard, epsilon_micro
+from ppsvm.errors import ConfigError, PrivacyError, ReleaseFailed
 
 LOW, HIGH = (0.0, 1.0, -2.0), (1.0, 3.0, 2.0)
 GAUSSIAN = Basis("gaussian", 0.25, LOW, HIGH)

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppsvm.errors import WireError
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.chunks import decode_arrays, encode_arrays
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 MAX_BYTES = 4096
 ALLOWED_KINDS = set("fiubU")

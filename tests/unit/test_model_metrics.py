@@ -13,15 +13,15 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from ppsvm.errors import ConfigError, PrivacyError
+from ppsvm.cli import _train_options, build_parser
+from ppsvm.coordinator.train import TrainOptions, default_mbar
 from ppsvm.core.kernels import gaussian_kernel, linear_kernel
 from ppsvm.core.lp import solve_lp
 from ppsvm.core.metrics import auc, error_rate, evaluate, relative_error, rmse
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.privacy import check_mbar
 from ppsvm.core.tuning import cross_validation_score, fold_indices, tune
-from ppsvm.cli import build_parser, _train_options
-from ppsvm.coordinator.train import TrainOptions, default_mbar
+from ppsvm.errors import ConfigError, PrivacyError
 
 
 def make_model(**changes: object) -> Model:

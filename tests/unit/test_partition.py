@@ -16,11 +16,11 @@ from cryptography import x509
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppsvm.wire.certs import certificate_identity
 from ppsvm.config import load_entity_config, load_federation
 from ppsvm.data.dataset import Dataset
-from ppsvm.errors import ConfigError, DataError
 from ppsvm.data.partition import SplitOptions, SplitResult, split_dataset
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.wire.certs import certificate_identity
 
 
 def make_dataset(m: int = 40, n: int = 7, task: str = "classify", seed: int = 1) -> Dataset:

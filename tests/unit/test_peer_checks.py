@@ -22,6 +22,9 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
+from ppsvm.config import load_federation
+from ppsvm.coordinator.serve import PREDICTION_ROLES
+from ppsvm.errors import ConfigError
 from ppsvm.wire.certs import (
     CA_FILE,
     CA_KEY_FILE,
@@ -33,13 +36,10 @@ from ppsvm.wire.certs import (
     make_certificates,
     role_uri,
 )
-from ppsvm.config import load_federation
-from ppsvm.errors import ConfigError
 from ppsvm.wire.grpc_util import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_server
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles, peer_names
-from ppsvm.coordinator.serve import PREDICTION_ROLES
 
 SERVICE = "ppsvm.test.Probe"
 CHUNK = b"x" * (1 << 20)  # one message as big as the wire layer's chunks
@@ -66,7 +66,7 @@ def _signed(files: dict[str, Pem], name: str, roles: tuple[str, ...]) -> dict[st
     ca_key = serialization.load_pem_private_key(files[CA_KEY_FILE].text, password=None)
     ca = x509.load_pem_x509_certificate(files[CA_FILE].text)
     key = ec.generate_private_key(ec.SECP256R1())
-    start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     dns = name.removesuffix("-without-role")
     cert = (
         x509.CertificateBuilder()

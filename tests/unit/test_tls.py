@@ -9,6 +9,10 @@ import grpc
 import pytest
 from cryptography import x509
 
+from ppsvm.config import FederationEntity
+from ppsvm.coordinator import client as client_module
+from ppsvm.coordinator.client import EntityClient
+from ppsvm.errors import ConfigError, EntityError
 from ppsvm.wire.certs import (
     CLIENT,
     COORDINATOR,
@@ -19,11 +23,7 @@ from ppsvm.wire.certs import (
     federation_parties,
     make_certificates,
 )
-from ppsvm.config import FederationEntity
-from ppsvm.errors import ConfigError, EntityError
 from ppsvm.wire.tls import TlsFiles, choose_tls
-from ppsvm.coordinator import client as client_module
-from ppsvm.coordinator.client import EntityClient
 
 
 def write_party(directory: Path, name: str, **options: object) -> TlsFiles:
@@ -96,7 +96,7 @@ def test_a_certificate_needs_known_roles(roles: tuple[str, ...]) -> None:
 
 
 def test_expired_certificate_is_named(tmp_path: Path) -> None:
-    tls = write_party(tmp_path, "r0c0", valid_days=1, now=datetime.datetime(2020, 1, 1, tzinfo=datetime.timezone.utc))
+    tls = write_party(tmp_path, "r0c0", valid_days=1, now=datetime.datetime(2020, 1, 1, tzinfo=datetime.UTC))
     with pytest.raises(ConfigError, match=r"expired on 2020-01-0.*ppsvm certs"):
         tls.read()
 

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppsvm.errors import WireError
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.chunks import decode_arrays, encode_arrays, expect_arrays
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024
 
