@@ -163,7 +163,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
         if r is None:
             lines.append("  ".join("-" * w for w in widths))
             continue
-        cells = [str(c).ljust(w) if k == 0 else str(c).rjust(w) for k, (c, w) in enumerate(zip(r, widths))]
+        cells = [str(c).ljust(w) if k == 0 else str(c).rjust(w) for k, (c, w) in enumerate(zip(r, widths, strict=True))]
         lines.append("  ".join(cells))
     return "\n".join(lines)
 

@@ -117,9 +117,12 @@ def coordinator_attacks(n: int, rows: int, seed: int) -> list[dict[str, Any]]:
     for name in ("linear", "gaussian"):
         for mbar in sorted({1, max(n - 1, 1)}):
             B = derive_B(secret, mbar, n)
-            asked = []
+            asked: list[int] = []
 
-            def entity(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+            # Bound now (B023): reconstruct_by_rescaling calls it only within this iteration anyway.
+            def entity(
+                lo: np.ndarray, hi: np.ndarray, name: str = name, B: np.ndarray = B, asked: list[int] = asked
+            ) -> np.ndarray:
                 asked.append(1)
                 return kernel(name, scale_to_unit(X, lo, hi), B, mu)  # what EntityCore.kernel_block returns
 
@@ -178,7 +181,8 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
         "",
         f"recovered: share of rows whose best solution is within {RECOVERED:g} of the record (max abs error, "
         "[0, 1] feature units); the attacker cannot tell which rows those are when the row is ambiguous. "
-        f"ambiguous: share of rows with a spread above {AMBIGUOUS:g}. median error: median over rows of that max abs error.",
+        f"ambiguous: share of rows with a spread above {AMBIGUOUS:g}. "
+        "median error: median over rows of that max abs error.",
         "median spread: median over rows of the distance between the two farthest solutions that reproduce the "
         f"kernel row exactly (residual <= {FIT_TOLERANCE:g}) inside [0, 1]^n. Gaussian: among {STARTS} random starts "
         "of bounded least squares on ||a - b_r||^2 = -log(k_r)/mu; linear: the ends of the longest segment in the box "
@@ -188,7 +192,8 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
         "two points at mbar = n: the record and its mirror image in the hyperplane through the n points; "
         "linear: n - rank B_j). Rule 3 leaves only these dimensions free: the rest of the record (its projection "
         "onto the affine hull of the mbar points, resp. onto the row space of B_j) is determined exactly.",
-        "rule 3: 'kept' when mbar < n_j (DESIGN.md section 2), 'BROKEN' otherwise (entities refuse without the override).",
+        "rule 3: 'kept' when mbar < n_j (DESIGN.md section 2), 'BROKEN' otherwise "
+        "(entities refuse without the override).",
         "",
         "Attack by a coordinator that knows neither A_ij nor B_j, through the Scaling (low, high) of its "
         f"KernelBlock requests: {rows} raw records N(50, 20^2) x {n} features (seed {seed + 2}), honest scaling from "
@@ -238,9 +243,9 @@ def _cores(directory: Path, rows: int, privacy: dict[str, str], seed: int) -> di
     dataset = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
     split_dataset(dataset, SplitOptions(rows=rows, cols=1, out_dir=directory, seed=seed))
     cores = {}
-    for entity_id, table in privacy.items():
+    for entity_id, privacy_table in privacy.items():
         config = directory / f"{entity_id}.toml"
-        config.write_text(config.read_text() + f"\n[privacy]\n{table}\n")
+        config.write_text(config.read_text() + f"\n[privacy]\n{privacy_table}\n")
         cores[entity_id] = EntityCore(load_entity_config(config), new_release_log=True)
     return cores
 
@@ -333,7 +338,8 @@ def f1_error_oracle(dp: EntityCore) -> dict[str, Any]:
 
 
 def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
-    """Finding 2: threshold models' error rates, bisected to a held-out value; exact before, noised and charged after."""
+    """Finding 2: threshold models' error rates, bisected to a held-out value; exact before, noised and charged
+    after."""
     cell, n = dp.cell, dp.cell.n_features
 
     def exact(t: float) -> int:

@@ -63,8 +63,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import numpy as np
 
 from benchmarks._shared import (
@@ -78,6 +76,7 @@ from benchmarks._shared import (
 )
 from ppsvm.experiments.inprocess import fixed_secret
 
+ROOT = Path(__file__).resolve().parents[1]
 NAME = "load"
 TEST_FRACTION = 0.05
 NU = 1.0
@@ -344,7 +343,8 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
     cells_mib = sum(p.stat().st_size for p in split_dir.glob("r*c*.csv")) / 2**20
     print(
         f"split: {m:,} records ({m_train:,} training = {r} x {args.rows_per_block:,}, {m - m_train:,} held out), "
-        f"{r} x {s} = {r * s} cells of {nj} features ({cells_mib:.0f} MiB of CSV) in {run.phases['split (cells, configs, TLS certificates)']:.1f} s",
+        f"{r} x {s} = {r * s} cells of {nj} features ({cells_mib:.0f} MiB of CSV) "
+        f"in {run.phases['split (cells, configs, TLS certificates)']:.1f} s",
         flush=True,
     )
 
@@ -585,9 +585,10 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         run.serve["exit_code"] = server.returncode
         stack.close()  # every entity: SIGTERM, then SIGKILL after 10 s
         mark(run, "stop serve and entities", time.perf_counter() - started)
+    serve_lines = serve_log.read_text(errors="replace").splitlines()
     run.notes.append(
         f"serve log: {serve_log.stat().st_size} bytes, "
-        f"{sum(1 for line in serve_log.read_text(errors='replace').splitlines() if 'refused' in line or 'error' in line.lower())} "
+        f"{sum(1 for line in serve_lines if 'refused' in line or 'error' in line.lower())} "
         "lines mentioning refused/error"
     )
 
@@ -654,10 +655,7 @@ def report(args: argparse.Namespace, run: Run, total: float) -> tuple[str, dict[
         ["load average after", *(str(x["load_average_after"]) for x in run.loads)],
         [
             "distinct ids checked independently / max diff",
-            *(
-                f"{run.verification[str(x['batch'])]['checked']} / {run.verification[str(x['batch'])]['max_abs_difference']:.1e}"
-                for x in run.loads
-            ),
+            *("{checked} / {max_abs_difference:.1e}".format(**run.verification[str(x["batch"])]) for x in run.loads),
         ],
     ]
     lines.append(table(headers, rows))
@@ -670,7 +668,8 @@ def report(args: argparse.Namespace, run: Run, total: float) -> tuple[str, dict[
                 ["coordinator, train process", f"{t['peak_rss_mib']:.0f} MiB"],
                 [
                     "coordinator, serve process",
-                    f"{run.serve['VmHWM']:.0f} MiB (RSS at ready {run.serve['rss_at_ready_mib']:.0f}, at end {run.serve['VmRSS']:.0f})",
+                    f"{run.serve['VmHWM']:.0f} MiB "
+                    f"(RSS at ready {run.serve['rss_at_ready_mib']:.0f}, at end {run.serve['VmRSS']:.0f})",
                 ],
                 ["largest entity", f"{max(peaks):.0f} MiB (smallest {min(peaks):.0f})"],
                 [
@@ -765,17 +764,20 @@ def main(argv: list[str] | None = None) -> int:
     n_entities = args.row_blocks * args.col_blocks
     print(
         f"{args.row_blocks} x {args.col_blocks} = {n_entities} entity processes on loopback, mutual TLS; "
-        f"{args.rows_per_block:,} training rows per row block (each entity's kernel block), n_j = {args.features_per_block}, "
+        f"{args.rows_per_block:,} training rows per row block (each entity's kernel block), "
+        f"n_j = {args.features_per_block}, "
         f"mbar = {args.features_per_block - 1}, nu = {NU:g}, mu = 1/{args.col_blocks * args.features_per_block}; "
         f"{args.clients} concurrent clients ({args.clients_as}), {args.requests:,} Predict requests of "
         f"{' / '.join(map(str, args.batch))} id(s); seed {args.seed}",
         flush=True,
     )
     print(
-        f"layout: {args.row_blocks} row blocks so that every entity's kernel block has {args.rows_per_block:,} rows at "
-        f"{args.row_blocks * args.rows_per_block:,} training rows in all (8 x 4 would need {8 * args.rows_per_block:,}), and still a "
+        f"layout: {args.row_blocks} row blocks so that every entity's kernel block has {args.rows_per_block:,} rows "
+        f"at {args.row_blocks * args.rows_per_block:,} training rows in all "
+        f"(8 x 4 would need {8 * args.rows_per_block:,}), and still a "
         f"checkerboard: predictions are routed by row block, kernels multiplied over {args.col_blocks} column blocks; "
-        f"n_j = {args.features_per_block} keeps mbar = {args.features_per_block - 1} < n_j (privacy rule 3). Entities start "
+        f"n_j = {args.features_per_block} keeps mbar = "
+        f"{args.features_per_block - 1} < n_j (privacy rule 3). Entities start "
         f"{args.start_batch or 'all'} at a time\n",
         flush=True,
     )

@@ -12,6 +12,7 @@ checked against highs-dual. Formulations measured too slow are skipped above a s
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
 
@@ -76,7 +77,9 @@ def main(argv: list[str] | None = None) -> int:
                 results[formulation][str(m)] = {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
                 print(f"m = {m:>7}  {formulation:<13} skipped (above {limit} rows)", flush=True)
                 continue
-            timing = timed(lambda: solve_lp("classify", K, y, NU, formulation), args.repeats, args.single_above)
+            timing = timed(
+                functools.partial(solve_lp, "classify", K, y, NU, formulation), args.repeats, args.single_above
+            )
             seconds, solution = timing.wall, timing.result
             if reference_objective is None:
                 reference_objective = solution.objective
@@ -93,7 +96,8 @@ def main(argv: list[str] | None = None) -> int:
             }
             print(
                 f"m = {m:>7}  {formulation:<13} {seconds_text(seconds):>16}  objective {solution.objective:.10g}  "
-                f"gap {gap:.1e}  runs {', '.join(f'{s:.2f}' for s in seconds)} s, CPU {', '.join(f'{s:.2f}' for s in timing.cpu)} s",
+                f"gap {gap:.1e}  runs {', '.join(f'{s:.2f}' for s in seconds)} s, "
+                f"CPU {', '.join(f'{s:.2f}' for s in timing.cpu)} s",
                 flush=True,
             )
 

@@ -22,6 +22,7 @@ pooled, [0, 1]-scaled training rows (skipped above --svc-max rows).
 from __future__ import annotations
 
 import argparse
+import functools
 import json
 import logging
 import subprocess
@@ -30,8 +31,6 @@ import tempfile
 import time
 from pathlib import Path
 from typing import Any
-
-ROOT = Path(__file__).resolve().parents[1]
 
 import numpy as np
 
@@ -56,6 +55,7 @@ from benchmarks._shared import (
 )
 from ppsvm.experiments.inprocess import fixed_secret
 
+ROOT = Path(__file__).resolve().parents[1]
 NAME = "train_scaling"
 ENTITY_ROWS, ENTITY_COLS = 4, 1
 TEST_FRACTION = 0.05
@@ -99,7 +99,7 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
                 t3 = time.perf_counter()
                 blocks, scaling = session.survey()  # the three at once, as train() runs them
                 t4 = time.perf_counter()
-                for key, seconds in zip(setup, (t1 - t0, t2 - t1, t3 - t2, t4 - t3)):
+                for key, seconds in zip(setup, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
                     setup[key].append(seconds)
             figures.update(setup)
             fetch = lambda: session.kernel("gaussian", MBAR, mu, scaling, blocks, "train")  # noqa: E731
@@ -184,7 +184,7 @@ def in_process(K: np.ndarray, y: np.ndarray, m: int, args: argparse.Namespace) -
         if limit is not None and m > limit and not args.no_skip:
             results[formulation] = {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
             continue
-        timing = timed(lambda: solve_lp("classify", K, y, NU, formulation), args.repeats, args.single_above)
+        timing = timed(functools.partial(solve_lp, "classify", K, y, NU, formulation), args.repeats, args.single_above)
         seconds, solution = timing.wall, timing.result
         reference = solution.objective if reference is None else reference
         gap = relative_gap(solution.objective, reference)
@@ -278,7 +278,7 @@ def measure(m: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
     lp = figures["in_process"]["highs-dual"]
     figures["ratio_distributed_to_lp"] = median(figures["train_s"]) / lp["median_s"]
     # Everything train() does besides its LP, run by run: insensitive to how long the LP took under load.
-    figures["overhead_s"] = [t - l for t, l in zip(figures["train_s"], figures["train_lp_s"])]
+    figures["overhead_s"] = [t - lp_s for t, lp_s in zip(figures["train_s"], figures["train_lp_s"], strict=True)]
     figures["ratio_overhead_based"] = (lp["median_s"] + median(figures["overhead_s"])) / lp["median_s"]
     figures["ratio_cpu"] = median(figures["train_cpu_s"]) / lp["median_cpu_s"]
     return figures
@@ -341,7 +341,12 @@ def report(sizes: list[int], results: dict[str, dict[str, Any]]) -> dict[str, An
         [
             "objective gap to highs-dual (worst)",
             *(
-                f"{max([v['relative_gap_to_highs_dual'] for v in x['in_process'].values() if 'skipped' not in v] + [x['train_vs_in_process_gap']]):.1e}"
+                "{:.1e}".format(
+                    max(
+                        [v["relative_gap_to_highs_dual"] for v in x["in_process"].values() if "skipped" not in v]
+                        + [x["train_vs_in_process_gap"]]
+                    )
+                )
                 for x in r
             ),
         ]
@@ -355,15 +360,17 @@ def report(sizes: list[int], results: dict[str, dict[str, Any]]) -> dict[str, An
     )
 
     ratios_ok = all(x["ratio_distributed_to_lp"] <= RATIO_TARGET for x in r)
-    ratio_text = ", ".join(f"{m:,}: {x['ratio_distributed_to_lp']:.2f}x" for m, x in zip(done, r))
+    ratio_text = ", ".join(f"{m:,}: {x['ratio_distributed_to_lp']:.2f}x" for m, x in zip(done, r, strict=True))
     agree = all(v.get("agrees", True) for x in r for v in x["in_process"].values()) and all(
         x["train_vs_in_process_gap"] <= AGREEMENT_RTOL for x in r
     )
     targets: dict[str, Any] = {
-        f"distributed / in-process <= {RATIO_TARGET}x at every size": f"{'PASS' if ratios_ok else 'FAIL'} ({ratio_text})",
+        f"distributed / in-process <= {RATIO_TARGET}x at every size": (
+            f"{'PASS' if ratios_ok else 'FAIL'} ({ratio_text})"
+        ),
         f"  same, load-insensitive: (in-process LP + overhead) / LP <= {RATIO_TARGET}x": "{} ({})".format(
             "PASS" if all(x["ratio_overhead_based"] <= RATIO_TARGET for x in r) else "FAIL",
-            ", ".join(f"{m:,}: {x['ratio_overhead_based']:.2f}x" for m, x in zip(done, r)),
+            ", ".join(f"{m:,}: {x['ratio_overhead_based']:.2f}x" for m, x in zip(done, r, strict=True)),
         ),
         f"objectives agree with highs-dual to {AGREEMENT_RTOL:g}": "PASS" if agree else "FAIL",
     }
@@ -372,7 +379,8 @@ def report(sizes: list[int], results: dict[str, dict[str, Any]]) -> dict[str, An
         x = results[str(TARGET_ROWS)]
         targets[f"{TARGET_ROWS:,} rows trained in <= {TARGET_SECONDS:g} s"] = (
             f"{'PASS' if t <= TARGET_SECONDS else 'FAIL'} ({t:.2f} s wall-clock; coordinator CPU "
-            f"{median(x['train_cpu_s']):.2f} s, in-process LP CPU {x['in_process']['highs-dual']['median_cpu_s']:.2f} s)"
+            f"{median(x['train_cpu_s']):.2f} s, "
+            f"in-process LP CPU {x['in_process']['highs-dual']['median_cpu_s']:.2f} s)"
         )
     else:
         targets[f"{TARGET_ROWS:,} rows trained in <= {TARGET_SECONDS:g} s"] = (

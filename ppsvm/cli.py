@@ -68,7 +68,10 @@ def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = T
         parser.add_argument(
             "--mbar",
             type=_auto_int,
-            help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) - 1, at most 10%% of the training rows",
+            help=(
+                "random points per column block, < n_j for every block; 'auto' (default): "
+                "min(n_j) - 1, at most 10%% of the training rows"
+            ),
         )
     parser.add_argument(
         "--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)"
@@ -91,7 +94,10 @@ def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = T
             "--lp-formulation",
             choices=FORMULATIONS,
             default="highs-dual",
-            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)",
+            help=(
+                "how the LP is solved: highs-dual (default, fastest measured), "
+                "cvxpy-dual, cvxpy-primal (as the papers write it)"
+            ),
         )
 
 
@@ -146,7 +152,10 @@ def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool 
         "--deadline",
         type=float,
         default=DEFAULT_DEADLINE_S,
-        help="seconds allowed per entity call before it fails (default %(default)s); unreachable entities are retried a few times first",
+        help=(
+            "seconds allowed per entity call before it fails (default %(default)s); "
+            "unreachable entities are retried a few times first"
+        ),
     )
     parser.add_argument(
         "--insecure",
@@ -340,7 +349,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
     for name, roles in parties.items():
         holder = "prediction clients" if roles == (CLIENT,) else f"{name} only"
         print(
-            f"  {certificate_file(name)} and {key_file(name)}: to {holder} (role{'s' if len(roles) > 1 else ''}: {', '.join(roles)})"
+            f"  {certificate_file(name)} and {key_file(name)}: "
+            f"to {holder} (role{'s' if len(roles) > 1 else ''}: {', '.join(roles)})"
         )
     print(
         f"each entity's [tls] table names ca, cert, key and coordinator = {toml_string(args.coordinator)}; "
@@ -439,7 +449,9 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--json",
         action="store_true",
-        help="print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private",
+        help=(
+            "print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private"
+        ),
     )
     evaluate.add_argument(
         "--epsilon",
@@ -462,7 +474,9 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     serve.add_argument(
         "--listen",
         default="127.0.0.1:0",
-        help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate from the federation CA",
+        help=(
+            "HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate from the federation CA"
+        ),
     )
     serve.set_defaults(run=cmd_serve)
 
@@ -485,7 +499,10 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
     certs = commands.add_parser(
         "certs",
-        help="make a federation CA and a TLS certificate and key for the coordinator, every entity and prediction clients",
+        help=(
+            "make a federation CA and a TLS certificate and key "
+            "for the coordinator, every entity and prediction clients"
+        ),
         description="Mutual TLS material for a federation: a CA, and for each party a certificate whose name is its id "
         "in the federation file and whose roles say what it may call (the coordinator checks entities by these "
         "names; entities accept only the coordinator name in their [tls] table, with the coordinator role; "
@@ -500,7 +517,10 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     certs.add_argument(
         "--client",
         default=DEFAULT_CLIENT_NAME,
-        help="the identity of the prediction clients' certificate, which may only ask for predictions (default %(default)s)",
+        help=(
+            "the identity of the prediction clients' certificate, "
+            "which may only ask for predictions (default %(default)s)"
+        ),
     )
     certs.add_argument("--days", type=int, default=DEFAULT_VALID_DAYS, help="validity in days (default %(default)s)")
     certs.add_argument("--overwrite", action="store_true", help="replace existing files of the same names")

@@ -481,7 +481,9 @@ def federation_at_addresses(planned: Federation, addresses: Sequence[str]) -> st
     """
     if len(addresses) != len(planned.entities):
         raise ValueError(f"{len(addresses)} addresses for {len(planned.entities)} entities")
-    entities = [FederationEntity(e.id, a, e.row_block, e.column_block) for e, a in zip(planned.entities, addresses)]
+    entities = [
+        FederationEntity(e.id, a, e.row_block, e.column_block) for e, a in zip(planned.entities, addresses, strict=True)
+    ]
     tls = None
     if planned.tls is not None:
         tls = {

@@ -54,7 +54,7 @@ class EntityProcesses:
                             text=True,
                         )
                     )
-            self.addresses = [self._wait_ready(p, c) for p, c in zip(self.processes, self.configs)]
+            self.addresses = [self._wait_ready(p, c) for p, c in zip(self.processes, self.configs, strict=True)]
         except BaseException:
             self.stop()
             raise

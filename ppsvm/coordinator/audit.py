@@ -232,18 +232,20 @@ def _what_each_party_learns(n_features: dict[int, int]) -> dict[str, str]:
     widths = ", ".join(f"n_{j} = {n}" for j, n in sorted(n_features.items())) or "unknown (entities not reached)"
     return {
         "coordinator": (
-            "record ids, labels, each entity's per-feature min and max and block shapes, and kernel blocks K(A_ij, B_j') "
-            f"with mbar < n_j columns ({widths}) under one pinned view of B_j per entity (kernel, width, scaling), for the "
-            "entity's whole life; never a row, never B_j, never the column-group secrets. It cannot choose B_j, cannot send a "
-            "matrix to compute a kernel against, and cannot choose the scaling (ranges are tagged under the secret, and the "
-            "first kernel release pins it). With mbar < n_j a kernel row leaves at least n_j - mbar directions of each record "
-            "undetermined even for someone who also knew B_j (benchmarks/attacks.py). From a DP-mode entity: only noised "
-            "weights and noised error counts, each charged to its budget (docs/threat-model.md)."
+            "record ids, labels, each entity's per-feature min and max and block shapes, and kernel blocks K(A_ij, "
+            f"B_j') with mbar < n_j columns ({widths}) under one pinned view of B_j per entity (kernel, width, "
+            "scaling), for the entity's whole life; never a row, never B_j, never the column-group secrets. It cannot "
+            "choose B_j, cannot send a matrix to compute a kernel against, and cannot choose the scaling (ranges are "
+            "tagged under the secret, and the first kernel release pins it). With mbar < n_j a kernel row leaves at "
+            "least n_j - mbar directions of each record undetermined even for someone who also knew B_j "
+            "(benchmarks/attacks.py). From a DP-mode entity: only noised weights and noised error counts, each "
+            "charged to its budget (docs/threat-model.md)."
         ),
         "column-block peers": (
-            "they share the secret, so they know B_j; they never receive each other's kernel blocks. If one also obtained a "
-            "peer's kernel block (e.g. by colluding with the coordinator), with mbar < n_j it could not pin the peer's records "
-            "down, but it would learn their components in about mbar directions; with mbar >= n_j it would recover them exactly."
+            "they share the secret, so they know B_j; they never receive each other's kernel blocks. If one also "
+            "obtained a peer's kernel block (e.g. by colluding with the coordinator), with mbar < n_j it could not "
+            "pin the peer's records down, but it would learn their components in about mbar directions; with mbar >= "
+            "n_j it would recover them exactly."
         ),
         "other entities": "nothing from the protocol but the final model (u, gamma, kernel, mbar, scaling).",
         "network observers": "with mutual TLS, the parties' addresses and traffic volume only.",

@@ -115,7 +115,8 @@ class EntityClient:
                 labels.shape != ids.shape or labels.dtype.kind != "f" or not np.isfinite(labels).all()
             ):
                 raise EntityError(
-                    f"{self.name} sent {part}_labels of shape {labels.shape} for {ids.size} ids, or labels that are not finite numbers"
+                    f"{self.name} sent {part}_labels of shape {labels.shape} "
+                    f"for {ids.size} ids, or labels that are not finite numbers"
                 )
         return arrays
 
@@ -136,7 +137,8 @@ class EntityClient:
         block = self._arrays("KernelBlock", self.stub.KernelBlock, request, ("kernel",))["kernel"]
         if block.ndim != 2 or block.shape[1] != request.mbar or block.dtype != np.float64:
             raise EntityError(
-                f"{self.name} sent a kernel block of shape {block.shape} and dtype {block.dtype}; expected (rows, {request.mbar}) float64"
+                f"{self.name} sent a kernel block of shape {block.shape} and "
+                f"dtype {block.dtype}; expected (rows, {request.mbar}) float64"
             )
         if not np.isfinite(block).all():
             raise EntityError(f"{self.name} sent a kernel block with non-finite entries")

@@ -83,7 +83,8 @@ class DpOptions:
         needs_epsilon = self.method != "public-only" and self.mechanism != NON_PRIVATE
         if needs_epsilon and (self.epsilon is None or not (math.isfinite(self.epsilon) and self.epsilon > 0)):
             raise ConfigError(
-                f"--epsilon must be a number > 0 for {self.method} with the {self.mechanism} mechanism, got {self.epsilon}"
+                f"--epsilon must be a number > 0 for {self.method} with "
+                f"the {self.mechanism} mechanism, got {self.epsilon}"
             )
         if not needs_epsilon and self.epsilon is not None:
             raise ConfigError(

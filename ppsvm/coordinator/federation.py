@@ -87,7 +87,10 @@ def duplicate_record_id(ids_by_row_block: dict[int, np.ndarray]) -> tuple[str, i
 def kernel_request(
     kernel: KernelName, mbar: int, mu: float, ranges: Sequence[pb.SignedRange], **records: object
 ) -> pb.KernelRequest:
-    """A kernel request for one column block, relaying its members' signed ranges; ``records`` is record_set=... or ids=..."""
+    """A kernel request for one column block, relaying its members' signed ranges.
+
+    ``records`` is record_set=... or ids=...
+    """
     return pb.KernelRequest(kernel=KERNEL_KINDS[kernel], mbar=mbar, mu=mu, scaling=pb.Scaling(ranges=ranges), **records)
 
 
@@ -175,11 +178,13 @@ class Session:
             meta = self.metadata[entity.id]
             if meta.entity_id != entity.id:
                 raise EntityError(
-                    f"the entity at {entity.address} says it is {meta.entity_id!r}, the federation file says {entity.id!r}"
+                    f"the entity at {entity.address} says it is {meta.entity_id!r}, "
+                    f"the federation file says {entity.id!r}"
                 )
             if meta.column_block != entity.column_block:
                 raise EntityError(
-                    f"entity {entity.id} says it holds column block {meta.column_block}, the federation file says {entity.column_block}"
+                    f"entity {entity.id} says it holds column block {meta.column_block}, "
+                    f"the federation file says {entity.column_block}"
                 )
         for j in self.federation.column_blocks:
             members = self.column_block(j)
@@ -196,9 +201,9 @@ class Session:
             feature_groups = self._groups(members, "features_check")
             if feature_groups:
                 raise DataError(
-                    f"column block {j}: its entities hold different feature columns (names or order differ: {feature_groups}), "
-                    "so the assembled kernel would compare unlike features; every entity of a column block must list "
-                    "the same feature columns, with the same names, in the same order"
+                    f"column block {j}: its entities hold different feature columns (names or order differ: "
+                    f"{feature_groups}), so the assembled kernel would compare unlike features; every entity of a "
+                    "column block must list the same feature columns, with the same names, in the same order"
                 )
 
     def _groups(self, members: Sequence[FederationEntity], field: str) -> str:
@@ -267,7 +272,8 @@ class Session:
                 elif not np.array_equal(labels, aligned):
                     bad = reference[np.flatnonzero(labels != aligned)[:5]].tolist()
                     raise DataError(
-                        f"row block {i}: entities {labelled_by} and {entity.id} disagree on the labels of {part} records {bad}"
+                        f"row block {i}: entities {labelled_by} and {entity.id} "
+                        f"disagree on the labels of {part} records {bad}"
                     )
             if labels is None:
                 raise DataError(f"row block {i}: no entity holds labels for its records")

@@ -25,6 +25,16 @@ from ppsvm.errors import ConfigError, DataError
 LABEL = "pooled reference (NOT PRIVATE: all cells read in one place)"
 
 
+def _aligned(row_block: int, part: str, first: Cell, cell: Cell, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per ``part`` record of ``cell``) reordered to the record order of ``first``."""
+    order = record_positions(getattr(first, f"{part}_ids"), getattr(cell, f"{part}_ids"))
+    if order is None:
+        raise DataError(f"row block {row_block}: cells {first.source} and {cell.source} hold different {part} records")
+    result = np.empty_like(values)
+    result[order] = values
+    return result
+
+
 def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Reassemble the pooled training and held-out matrices from a split directory.
 
@@ -46,21 +56,9 @@ def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
         if labelled is None:
             raise DataError(f"row block {i}: no cell holds labels")
         for part in ("train", "test"):
-            reference = getattr(cells[0], f"{part}_ids")
-
-            def aligned(cell: Cell, values: np.ndarray) -> np.ndarray:
-                """``values`` (one per record of ``cell``) reordered to the first cell's record order."""
-                order = record_positions(reference, getattr(cell, f"{part}_ids"))
-                if order is None:
-                    raise DataError(
-                        f"row block {i}: cells {cells[0].source} and {cell.source} hold different {part} records"
-                    )
-                result = np.empty_like(values)
-                result[order] = values
-                return result
-
-            parts[f"X_{part}"].append(np.hstack([aligned(c, getattr(c, f"X_{part}")) for c in cells]))
-            parts[f"y_{part}"].append(aligned(labelled, getattr(labelled, f"y_{part}")))
+            X_part = np.hstack([_aligned(i, part, cells[0], c, getattr(c, f"X_{part}")) for c in cells])
+            parts[f"X_{part}"].append(X_part)
+            parts[f"y_{part}"].append(_aligned(i, part, cells[0], labelled, getattr(labelled, f"y_{part}")))
     return (
         np.vstack(parts["X_train"]),
         np.concatenate(parts["y_train"]),

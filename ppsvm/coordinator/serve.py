@@ -64,7 +64,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                 members,
                 self.model.column_index,
             )
-            decision.update(zip(members, self.model.decision(K).tolist()))
+            decision.update(zip(members, self.model.decision(K).tolist(), strict=True))
         with self._lock:
             self.served += len(ids)
         classify = self.model.task == "classify"

@@ -213,7 +213,7 @@ def _log_progress(done: int, total: int) -> None:
 def _check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
     """Refuse early (before any kernel is computed) when an entity would refuse mbar; False if not private."""
     private = True
-    for j, width in zip(session.federation.column_blocks, widths):
+    for j, width in zip(session.federation.column_blocks, widths, strict=True):
         if mbar < width:
             continue
         private = False

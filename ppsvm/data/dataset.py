@@ -208,7 +208,7 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     ids = _record_ids(table, id_column)
 
     keep = _apply_missing_policy(table, options, X, missing, label_missing, label_column, feature_columns)
-    raw_labels = [row[label_column] for row, kept in zip(table.rows, keep) if kept]
+    raw_labels = [row[label_column] for row, kept in zip(table.rows, keep, strict=True) if kept]
     kept_rows = np.flatnonzero(keep)
     if options.task == "classify":
         y = _classification_labels(table, label_column, raw_labels, options)

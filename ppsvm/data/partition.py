@@ -308,7 +308,7 @@ def _held_out(labels: np.ndarray, n_test: int, stratify: bool) -> np.ndarray:
         donor = int(np.argmax(quota))
         if quota[k] == 0 and counts[k] >= 2 and quota[donor] >= 2:
             quota[k], quota[donor] = 1, quota[donor] - 1
-    for label, q in zip(classes, quota):
+    for label, q in zip(classes, quota, strict=True):
         is_test[np.flatnonzero(labels == label)[:q]] = True
     return is_test
 
@@ -330,7 +330,9 @@ def _cell_csv(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: np
     for split, rows in (("train", train), ("test", test)):
         # tolist() gives Python floats, whose repr round-trips exactly.
         values = dataset.X[np.ix_(rows, columns)].tolist()
-        for record_id, label, features in zip(dataset.ids[rows].tolist(), dataset.y[rows].tolist(), values):
+        for record_id, label, features in zip(
+            dataset.ids[rows].tolist(), dataset.y[rows].tolist(), values, strict=True
+        ):
             label_text = ("1" if label == 1 else "-1") if task == "classify" else repr(label)
             writer.writerow([record_id, label_text, split, *map(repr, features)])
     return buffer.getvalue()

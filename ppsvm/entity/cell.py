@@ -163,7 +163,8 @@ class EntityCore:
             low, high = np.asarray(signed.low, dtype=np.float64), np.asarray(signed.high, dtype=np.float64)
             if low.shape != (n,) or high.shape != (n,):
                 raise DataError(
-                    f"entity {self.id} holds {n} features; the range of {signed.entity_id} has {low.size} lows and {high.size} highs"
+                    f"entity {self.id} holds {n} features; "
+                    f"the range of {signed.entity_id} has {low.size} lows and {high.size} highs"
                 )
             if not hmac.compare_digest(signed.tag, range_tag(self._secret, signed.entity_id, low, high)):
                 raise PrivacyError(
@@ -310,7 +311,8 @@ class EntityCore:
         cell = self.cell
         if cell.y_train is None:
             raise DataError(
-                f"entity {self.id} holds no labels: DP training needs row blocks with every feature and the label (s = 1)"
+                f"entity {self.id} holds no labels: DP training needs "
+                "row blocks with every feature and the label (s = 1)"
             )
         if mechanism == NON_PRIVATE:
             if not self.config.non_private_weights:

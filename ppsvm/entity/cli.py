@@ -19,10 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "entity",
         help="serve one data owner's private cell, or list what it has released",
         description=(
-            "'ppsvm entity --config E.toml' serves one cell A_ij over gRPC. In the random-kernel mode it publishes only "
-            "kernel blocks K(A_ij, B_j') under one pinned view of its secret random matrix B_j, record ids, labels, "
-            'per-feature min/max and shapes; in the DP mode ([privacy] mode = "dp") only DP-noised weights and error '
-            "counts, charged to its budget. It refuses mbar >= n_j unless its config sets "
+            "'ppsvm entity --config E.toml' serves one cell A_ij over gRPC. In the random-kernel mode it publishes "
+            "only kernel blocks K(A_ij, B_j') under one pinned view of its secret random matrix B_j, record ids, "
+            'labels, per-feature min/max and shapes; in the DP mode ([privacy] mode = "dp") only DP-noised weights '
+            "and error counts, charged to its budget. It refuses mbar >= n_j unless its config sets "
             "[privacy] non_private_allow_mbar_at_least_features = true. Every release is recorded first in its "
             "append-only release log, which must exist: an entity that has never served starts it with "
             "--new-release-log ('ppsvm split' creates it). Mutual TLS is on by default: only the coordinator identity "
@@ -114,7 +114,10 @@ def release_report(summary: dict[str, Any]) -> str:
     ]
     if rows:
         widths = [max(len(row[k]) for row in [header, *rows]) for k in range(len(header))]
-        lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
+        lines += [
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in [header, *rows]
+        ]
     else:
         lines.append("no releases recorded")
     total = summary["epsilon_total"]

@@ -144,7 +144,7 @@ def reconstruct_gaussian(
             errors.append(np.abs(fit.fun).max())
         best = int(np.argmin(errors))
         X[k], residual[k] = solutions[best], errors[best]
-        fitting = [s for s, e in zip(solutions, errors) if e <= tolerance] or [solutions[best]]
+        fitting = [s for s, e in zip(solutions, errors, strict=True) if e <= tolerance] or [solutions[best]]
         pair[k] = farthest_pair(np.asarray(fitting))
     return _result(X, residual, pair, max(n - mbar, 0))
 
@@ -429,7 +429,8 @@ _UNIT_STEPS = 2**53  # numpy's uniform doubles are k / 2^53
 
 
 def _numpy_laplace_noise(k: int, scale: float) -> float:
-    """The noise numpy's Generator.laplace(0.0, scale) returns for the uniform draw U = k / 2^53, operation by operation."""
+    """The noise numpy's Generator.laplace(0.0, scale) returns for the uniform draw U = k / 2^53, operation by
+    operation."""
     U = k / _UNIT_STEPS
     if U >= 0.5:
         return 0.0 - scale * math.log((2.0 - U) - U)

@@ -522,7 +522,7 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
         Zs = [fourier_features(apply_scaling(X[e], low, high), frequencies) for e in entities]
         for c_index, c_value in enumerate((C, *settings.other_C)):
             headline = c_index == 0
-            fits = [train_linear_svm(Z, y[e], c_value) for Z, e in zip(Zs, entities)]
+            fits = [train_linear_svm(Z, y[e], c_value) for Z, e in zip(Zs, entities, strict=True)]
             exact = [f.w for f in fits]
             if map_name == "dp-hybrid":
                 # Entity 0's dual variables at the bound C/n; all of them (C <= 1) means w = (C/n) sum y z exactly.
@@ -544,7 +544,7 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
             for e_index, eps in enumerate(epsilons):
                 for mechanism in mechanisms:
                     releases = []
-                    for k, (Z, e, w) in enumerate(zip(Zs, entities, exact)):
+                    for k, (Z, e, w) in enumerate(zip(Zs, entities, exact, strict=True)):
                         gen = rng(seed, TAG_NOISE, MAP_TAG[map_name], MECHANISM_TAG[mechanism], e_index, k, c_index)
                         if mechanism == "laplace":
                             releases.append(
@@ -691,32 +691,45 @@ def mean_std(values: Sequence[float]) -> dict[str, float]:
     return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "n": int(a.size)}
 
 
+def at(rep: dict[str, Any], path: Sequence[str]) -> Any:
+    """The entry of one repetition's results at ``path``, one key per level."""
+    node: Any = rep
+    for name in path:
+        node = node[name]
+    return node
+
+
+def auc_at(*path: str) -> Callable[[dict[str, Any]], float]:
+    """A getter of the AUC at ``path`` in a repetition's results (the path is bound now, safe inside loops)."""
+
+    def get(rep: dict[str, Any]) -> float:
+        return at(rep, path)["auc"]
+
+    return get
+
+
 def summarise(reps: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     """Mean and standard deviation over repetitions of every AUC and error rate."""
 
-    def stats(get: Callable[[dict[str, Any]], dict[str, float]]) -> dict[str, dict[str, float]]:
-        return {m: mean_std([get(r)[m] for r in reps]) for m in FIGURES}
+    def stats(*path: str) -> dict[str, dict[str, float]]:
+        return {m: mean_std([at(r, path)[m] for r in reps]) for m in FIGURES}
 
     summary: dict[str, Any] = {"epsilon": {}, "plain": {}, "public_only": {}, "other_C": {}}
     for method in EPSILON_METHODS:
-        summary["epsilon"][method] = {
-            key(e): stats(lambda r, m=method, k=key(e): r["epsilon"][m][k]) for e in settings.epsilons
-        }
+        summary["epsilon"][method] = {key(e): stats("epsilon", method, key(e)) for e in settings.epsilons}
     for method in PLAIN_METHODS:
         if method in reps[0]["plain"]:
-            summary["plain"][method] = stats(lambda r, m=method: r["plain"][m])
+            summary["plain"][method] = stats("plain", method)
     for size in settings.public_sizes:
-        summary["public_only"][str(size)] = stats(lambda r, s=str(size): r["public_only"][s])
+        summary["public_only"][str(size)] = stats("public_only", str(size))
     for c_value in settings.other_C:
         c = key(c_value)
         entry: dict[str, Any] = {}
         for method, value in reps[0]["other_C"][c].items():
             if "auc" in value:
-                entry[method] = stats(lambda r, m=method: r["other_C"][c][m])
+                entry[method] = stats("other_C", c, method)
             else:
-                entry[method] = {
-                    key(e): stats(lambda r, m=method, k=key(e): r["other_C"][c][m][k]) for e in settings.epsilons
-                }
+                entry[method] = {key(e): stats("other_C", c, method, key(e)) for e in settings.epsilons}
         summary["other_C"][c] = entry
     return summary
 
@@ -768,15 +781,12 @@ def verdicts(reps: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     smallest, largest = str(min(settings.public_sizes)), str(max(settings.public_sizes))
     for e in settings.epsilons:
         k = key(e)
-
-        def hybrid(r: dict[str, Any], k: str = k) -> float:
-            return r["epsilon"][HYBRID_LAPLACE][k]["auc"]
-
+        hybrid = auc_at("epsilon", HYBRID_LAPLACE, k)
         out[k] = {
-            "hybrid_vs_private_svm": versus(reps, hybrid, lambda r, k=k: r["epsilon"][PRIVATE_LAPLACE][k]["auc"]),
-            "hybrid_minus_non_private": close_to(versus(reps, hybrid, lambda r: r["plain"][NON_PRIVATE]["auc"])),
-            "hybrid_vs_public_only_smallest": versus(reps, hybrid, lambda r: r["public_only"][smallest]["auc"]),
-            "hybrid_vs_public_only_largest": versus(reps, hybrid, lambda r: r["public_only"][largest]["auc"]),
+            "hybrid_vs_private_svm": versus(reps, hybrid, auc_at("epsilon", PRIVATE_LAPLACE, k)),
+            "hybrid_minus_non_private": close_to(versus(reps, hybrid, auc_at("plain", NON_PRIVATE))),
+            "hybrid_vs_public_only_smallest": versus(reps, hybrid, auc_at("public_only", smallest)),
+            "hybrid_vs_public_only_largest": versus(reps, hybrid, auc_at("public_only", largest)),
         }
     for c_value in settings.other_C:
         c = key(c_value)
@@ -784,17 +794,12 @@ def verdicts(reps: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
         for mechanism in ("laplace", "output-gamma"):
             for e in settings.epsilons:
                 k = key(e)
-
-                def hybrid_c(r: dict[str, Any], k: str = k, m: str = mechanism) -> float:
-                    return r["other_C"][c][f"dp-hybrid/{m}"][k]["auc"]
-
+                hybrid_c = auc_at("other_C", c, f"dp-hybrid/{mechanism}", k)
                 entry.setdefault(mechanism, {})[k] = {
                     "hybrid_vs_private_svm": versus(
-                        reps, hybrid_c, lambda r, k=k, m=mechanism: r["other_C"][c][f"private-svm/{m}"][k]["auc"]
+                        reps, hybrid_c, auc_at("other_C", c, f"private-svm/{mechanism}", k)
                     ),
-                    "hybrid_minus_non_private": close_to(
-                        versus(reps, hybrid_c, lambda r: r["other_C"][c][NON_PRIVATE]["auc"])
-                    ),
+                    "hybrid_minus_non_private": close_to(versus(reps, hybrid_c, auc_at("other_C", c, NON_PRIVATE))),
                 }
         out[f"C={c}"] = entry
     return out
@@ -976,7 +981,8 @@ def markdown(
         )
     mode = "quick run (`--quick`): fewer repetitions and epsilons, a smaller timing grid" if s.quick else "full run"
     lines = [
-        "# UCI Adult: the hybrid differentially private RBF SVM (Li, Xiong, Ohno-Machado & Jiang 2014, Figures 3 and 4)",
+        "# UCI Adult: the hybrid differentially private RBF SVM "
+        "(Li, Xiong, Ohno-Machado & Jiang 2014, Figures 3 and 4)",
         "",
         "The paper's claims: the hybrid model (rho learned on a few public records) beats PrivateSVM (rho drawn at "
         "random) at every epsilon, stays close to the non-private SVM, and beats SVMs trained on the public records "

@@ -573,16 +573,16 @@ def markdown(
             f"| {run['nu']:g} | {run['mu']:.4g} | {run['joint_train_relative_error']:.3f} "
             f"| {run['joint_test_relative_error']:.3f} | {PAPER['joint']} | {edge_text(run['grid_edge'])} |"
         )
-    for entry, paper in zip(alone, (PAPER["alone_inner"], PAPER["alone_outer"])):
+    for entry, paper in zip(alone, (PAPER["alone_inner"], PAPER["alone_outer"]), strict=True):
         lines.append(
             f"| entity {entry['entity']} alone: {entry['region']} | n/a | {entry['basis_rows']} own rows "
             f"| {entry['nu']:g} | {entry['mu']:.4g} | {entry['relative_error']['all_training_points']:.3f} "
             f"| {entry['relative_error']['all_test_points']:.3f} | {paper} | {edge_text(entry['grid_edge'])} |"
         )
     lines += [
-        f"| pooled reference (**NOT PRIVATE**: all points in one place, {reference['basis_rows']} random rows as basis) "
-        f"| no | — | {reference['nu']:g} | {reference['mu']:.4g} | {reference['relative_error_training']:.3f} "
-        f"| {reference['relative_error_test']:.3f} | — | {edge_text(reference['grid_edge'])} |",
+        f"| pooled reference (**NOT PRIVATE**: all points in one place, {reference['basis_rows']} random rows as "
+        f"basis) | no | — | {reference['nu']:g} | {reference['mu']:.4g} | {reference['relative_error_training']:.3f} | "
+        f"{reference['relative_error_test']:.3f} | — | {edge_text(reference['grid_edge'])} |",
         "",
     ]
     for run in joint:
@@ -733,7 +733,7 @@ def run(options: SincOptions) -> list[Path]:
         f"{data.mask(TEST, 0).sum()} + {data.mask(TEST, 1).sum()} fresh ones (seed {TEST_SEED}) held out; "
         "outer-frame points by rejection sampling",
         "points_per_entity": options.points_per_entity,
-        "regions": dict(zip(ENTITIES, REGIONS)),
+        "regions": dict(zip(ENTITIES, REGIONS, strict=True)),
         "mbar": list(mbars),
         "mu_candidates_times_n": ["coordinator grid", *options.extra_mu_times_n],
         "alone_basis_fraction": options.alone_basis_fraction,

@@ -338,12 +338,12 @@ def markdown(
     ]
     if product:
         lines.append(
-            "- Product basis (our addition; `reproduce table1 --basis both`, `coordinator train --basis product`): the coordinator forms extra kernel columns by "
-            "combining column k_j of each block K(A_ij, B_j') across the s blocks, i.e. random points drawn from "
-            "the Cartesian product of the B_j's rows: up to mbar^s points from the very blocks the paper's method "
-            "already publishes (nothing new leaves an entity; each block still has mbar < n_j). The number of "
-            f"points is capped at {REFERENCE_ROW_FRACTION:.0%} of the training rows, as many as the pooled "
-            "reference uses, and always includes the paper's mbar points."
+            "- Product basis (our addition; `reproduce table1 --basis both`, `coordinator train --basis product`): "
+            "the coordinator forms extra kernel columns by combining column k_j of each block K(A_ij, B_j') across "
+            "the s blocks, i.e. random points drawn from the Cartesian product of the B_j's rows: up to mbar^s points "
+            "from the very blocks the paper's method already publishes (nothing new leaves an entity; each block "
+            f"still has mbar < n_j). The number of points is capped at {REFERENCE_ROW_FRACTION:.0%} of the training "
+            "rows, as many as the pooled reference uses, and always includes the paper's mbar points."
         )
     lines += ["", versions_markdown(), ""]
     return "\n".join(lines)
@@ -358,13 +358,13 @@ def scatter(summary: list[dict[str, Any]], kernel: KernelName, basis: str = "pap
 
     figure, axes = plt.subplots(figsize=(5.5, 5.0))
     rows = [row for row in summary if row["kernel"] == kernel]
-    markers = dict(zip(TABLE1_DATASETS, "osD^v"))
+    markers = dict(zip(TABLE1_DATASETS, "osD^v", strict=True))
     for key in dict.fromkeys(row["dataset"] for row in rows):
         mine = [row for row in rows if row["dataset"] == key]
         x = [row["alone"]["mean"] for row in mine]
         y = [row[f"ppsvm_{basis}"]["mean"] for row in mine]
         axes.scatter(x, y, marker=markers[key], s=45, label=TABLE1_DATASETS[key].title)
-        for row, xi, yi in zip(mine, x, y):
+        for row, xi, yi in zip(mine, x, y, strict=True):
             axes.annotate(f"s={row['s']}", (xi, yi), textcoords="offset points", xytext=(4, 3), fontsize=7)
     top = max([0.05, *(row["alone"]["mean"] for row in rows), *(row[f"ppsvm_{basis}"]["mean"] for row in rows)]) * 1.1
     axes.plot([0, top], [0, top], color="grey", linewidth=0.8, linestyle="--")

@@ -133,6 +133,7 @@ class _Receiving:
             # Beyond U+10FFFF or a lone surrogate: not text, and it could not be encoded again later.
             if points.max() > _MAX_UNICODE or ((points >= 0xD800) & (points <= 0xDFFF)).any():
                 raise WireError(
-                    f"array {self.name!r}: text holds code points that are not Unicode characters (surrogates or beyond U+10FFFF)"
+                    f"array {self.name!r}: text holds code points that are "
+                    "not Unicode characters (surrogates or beyond U+10FFFF)"
                 )
         return np.frombuffer(self.buffer, dtype=self.dtype).reshape(self.shape)

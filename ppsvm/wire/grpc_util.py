@@ -208,8 +208,8 @@ class PeerLimits(grpc.ServerInterceptor):
         if not admitted:
             message = (
                 f"{peer} already has {limit} calls running on this server, the most one caller may have; retry when "
-                f"one ends, or raise the limit on the server with {MAX_CALLS_PER_PEER_ENV} (below its {self.max_workers} "
-                "worker threads)"
+                f"one ends, or raise the limit on the server with {MAX_CALLS_PER_PEER_ENV} (below its "
+                f"{self.max_workers} worker threads)"
             )
             logger.warning("refused %s: %s", method, message)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)

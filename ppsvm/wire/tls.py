@@ -104,7 +104,8 @@ def method_roles(service: str, roles: Mapping[str, Collection[Role]]) -> dict[st
 
 
 class Authorize(grpc.ServerInterceptor):
-    """Refuse, with PERMISSION_DENIED, every call whose certificate names another party or lacks a role the method allows.
+    """Refuse, with PERMISSION_DENIED, every call whose certificate names another party or lacks a role the method
+    allows.
 
     Checked per call from the peer's certificate: its one DNS name compared exactly (a name in
     another case is another name) and its role URIs.
@@ -149,8 +150,8 @@ class Authorize(grpc.ServerInterceptor):
                 else "grants no ppsvm role (made before roles existed: make new ones with `ppsvm certs`)"
             )
             return (
-                f"{party.name} may not call {method}: that needs a certificate with the role {' or '.join(sorted(allowed))}, "
-                f"and {party.name}'s certificate {held}"
+                f"{party.name} may not call {method}: that needs a certificate with the role "
+                f"{' or '.join(sorted(allowed))}, and {party.name}'s certificate {held}"
             )
         return None
 

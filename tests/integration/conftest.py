@@ -65,7 +65,8 @@ class RunningFederation:
 
 
 def coordinator_channel(federation_path: Path, entity: FederationEntity | str) -> grpc.Channel:
-    """A channel to an entity (or, by name, the coordinator's prediction service) with the coordinator's TLS identity."""
+    """A channel to an entity (or, by name, the coordinator's prediction service) with the coordinator's TLS
+    identity."""
     federation = load_federation(federation_path)
     if isinstance(entity, str):
         return open_channel(entity, tls=federation.tls, peer=DEFAULT_COORDINATOR_NAME)

@@ -96,7 +96,8 @@ def kernel_block(channel: grpc.Channel, request: bytes) -> np.ndarray:
 
 
 def honest_request(channel: grpc.Channel, entity_id: str, kernel: int = pb.GAUSSIAN) -> pb.KernelRequest:
-    """A request like the coordinator's: the entity's own signed range (it is alone in its column block), mbar = MBAR < n_j."""
+    """A request like the coordinator's: the entity's own signed range (it is alone in its column block),
+    mbar = MBAR < n_j."""
     call = channel.unary_stream(
         SERVICE + "FeatureRange",
         request_serializer=pb.Empty.SerializeToString,

@@ -391,7 +391,8 @@ def test_entities_killed_at_random_give_correct_model_or_clear_error(
         when = f"after '{moment}'" if isinstance(moment, str) else f"{moment:.2f} s after launch"
         again = "never" if restart_delay is None else f"{restart_delay:.2f} s later"
         print(
-            f"\ntrial {trial}: killed {entity.id} {when} ({'during' if during else 'after'} the run), restarted {again}: "
+            f"\ntrial {trial}: killed {entity.id} {when} "
+            f"({'during' if during else 'after'} the run), restarted {again}: "
             f"{outcome} in {coordinator.seconds:.1f} s" + (f"\n  {stderr.strip().splitlines()[-1]}" if code else "")
         )
         if run.processes.processes[victim].poll() is not None:

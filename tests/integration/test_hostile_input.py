@@ -277,7 +277,7 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
         override = running.processes[started.index("r0c0-override")]
         limit_address_space(override.pid)
         task = {"task": "classify", "kernel": "gaussian"}
-        yield Grid(split_dir, dict(zip(started, running.addresses)), entity_of, task)
+        yield Grid(split_dir, dict(zip(started, running.addresses, strict=True)), entity_of, task)
 
 
 def case_ids(cases: list[Any]) -> list[str]:
@@ -772,7 +772,8 @@ def test_baseline_on_a_single_class_cell(grid: Grid) -> None:
 
 def _model_json(**replace: str) -> bytes:
     text = (
-        '{"format": "ppsvm-model", "version": 1, "task": "classify", "kernel": "gaussian", "mu": 0.5, "nu": 2.0, "mbar": 2, '
+        '{"format": "ppsvm-model", "version": 1, "task": "classify", "kernel": "gaussian", '
+        '"mu": 0.5, "nu": 2.0, "mbar": 2, '
         '"u": [0.25, -1.5], "gamma": 0.125, "private": true, '
         '"scaling": [{"column_block": 0, "low": [0.0], "high": [1.0]}], '
         '"entities": [{"id": "r0c0", "row_block": 0, "column_block": 0}], "training": {}}'
@@ -866,7 +867,7 @@ def test_expired_or_foreign_coordinator_certificate(
     serving the rightful coordinator."""
     ca, cert, key = bad_certificate(grid.split_dir, "coordinator", kind)
     tls = {"ca": tmp_path / "ca.pem", "cert": tmp_path / "coordinator.pem", "key": tmp_path / "coordinator.key"}
-    for name, pem in zip(tls, (ca, cert, key)):
+    for name, pem in zip(tls, (ca, cert, key), strict=True):
         tls[name].write_bytes(pem)
     federation = grid.federation(f"cert-{kind}", HEALTHY, tls={name: str(path) for name, path in tls.items()})
     before = grid.snapshot()
@@ -886,7 +887,7 @@ def test_expired_or_foreign_coordinator_certificate(
     grid.assert_serving(*(stem for stem, _, _ in HEALTHY))
 
 
-# --------------------------------------------------------------------------- a lying or broken entity (coordinator side)
+# ---------------------------------------------------------------------- a lying or broken entity (coordinator side)
 
 
 Reply = Callable[[EntityCore, Any], Iterator[pb.ArrayChunk]]

@@ -24,6 +24,7 @@ bisect_change, float_laplace_reachable); benchmarks/attacks.py reports the same 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -127,7 +128,7 @@ def start_entity(config: Path, *flags: str) -> Entity:
         )
     try:
         address = read_listening_address(process, f"entity {entity_id}", TIMEOUT)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stopped it, kill the child and report its stderr instead
         process.kill()
         process.wait()
         raise AssertionError(f"entity {entity_id} did not start:\n{stderr_path.read_text()}") from None
@@ -198,7 +199,8 @@ def rk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Split]:
 
 @pytest.fixture(scope="module")
 def dp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Split]:
-    """DP split, 2 x 1: r0c0 with epsilon_total = 5, r1c0 with 1; ``dp.directory.parent / "spare"`` is a pristine copy."""
+    """DP split, 2 x 1: r0c0 with epsilon_total = 5, r1c0 with 1; ``dp.directory.parent / "spare"`` is a pristine
+    copy."""
     base = tmp_path_factory.mktemp("dp")
     started = make_split(
         base / "split",
@@ -365,7 +367,8 @@ def old_dp_weights_outcome(cell: Cell, request: pb.DpRequest) -> str:
 
 
 def overflow_request(low: np.ndarray, high: np.ndarray, feature: int, t: float) -> pb.DpRequest:
-    """Scaled x_feature = x / span overflows to inf exactly when x > t > 0: low_f = 0, high_f = span = t / max double."""
+    """Scaled x_feature = x / span overflows to inf exactly when x > t > 0: low_f = 0, high_f = span = t / max
+    double."""
     lo, hi = low.copy(), high.copy()
     lo[feature] = 0.0
     hi[feature] = t / np.finfo(np.float64).max
@@ -514,14 +517,14 @@ def test_f1_crafted_dp_weights_are_refused_before_any_charge_or_answered(dp: Spl
             assert all(math.isfinite(w) for w in reply.weights), name
             assert spent(target) == (before[0] + epsilon_micro(request.epsilon), before[1] + 1), name
             continue
-        error = refused(lambda: target.stub.DpWeights(request, timeout=TIMEOUT))
+        error = refused(functools.partial(target.stub.DpWeights, request, timeout=TIMEOUT))
         assert error.code() is code, (name, error.code(), error.details())
         details = error.details()
         assert field_name in details, (name, details)
         assert spent(target) == before, f"{name}: a refused request was charged"
         foreign = digits_allowed(details, *request_sources(request), target.entity_id, *constants)
         assert not foreign, (name, foreign, details)
-        twin = refused(lambda: other.stub.DpWeights(request, timeout=TIMEOUT))
+        twin = refused(functools.partial(other.stub.DpWeights, request, timeout=TIMEOUT))
         assert twin.code() is code, (name, twin.details())
         assert twin.details().replace(other.entity_id, "<id>") == details.replace(target.entity_id, "<id>"), name
 
@@ -683,7 +686,8 @@ def test_f3_forged_second_scaling_is_refused(rk: Split, target: str, colluder: s
 
 
 def test_f4_two_views_recover_rows_in_process(rk: Split) -> None:
-    """Control for finding 4: a linear and a Gaussian view of the same B_j at mbar = n - 1 pin every row to two candidates.
+    """Control for finding 4: a linear and a Gaussian view of the same B_j at mbar = n - 1 pin every row to two
+    candidates.
 
     Each view alone leaves a free direction (reconstruct_linear's chord through the box is long); the
     two together give ||a||^2 as well, and one of the two candidates is the row to 1e-9.
@@ -713,7 +717,7 @@ def test_f4_second_kernel_view_is_refused(rk: Split) -> None:
     ):
         request = honest_request(rk, kind, N - 1, mu=mu)  # its FeatureRange calls are releases too
         before = entity.metadata().releases
-        error = refused(lambda: kernel_block(entity, request))
+        error = refused(functools.partial(kernel_block, entity, request))
         assert error.code() is grpc.StatusCode.PERMISSION_DENIED, error.details()
         assert pinned in error.details() and "(fields kernel, mu, scaling)" in error.details()
         assert entity.metadata().releases == before
@@ -762,8 +766,10 @@ def test_f5_budget_cannot_be_stretched_or_reset(dp: Split) -> None:
     low, high = public_bounds(cell)
     for tiny in (1e-300, 5e-324):
         for call in (
-            lambda: entity.stub.DpEvaluate(pb.DpEvaluateRequest(model_json=model, epsilon=tiny), timeout=TIMEOUT),
-            lambda: entity.stub.DpWeights(dp_request(low, high, epsilon=tiny), timeout=TIMEOUT),
+            lambda tiny=tiny: entity.stub.DpEvaluate(
+                pb.DpEvaluateRequest(model_json=model, epsilon=tiny), timeout=TIMEOUT
+            ),
+            lambda tiny=tiny: entity.stub.DpWeights(dp_request(low, high, epsilon=tiny), timeout=TIMEOUT),
         ):
             error = refused(call)
             assert error.code() is grpc.StatusCode.INVALID_ARGUMENT and f">= {MIN_EPSILON:g}" in error.details(), (
@@ -853,7 +859,7 @@ def test_f6_dp_entity_refuses_the_random_kernel_protocol(dp: Split, rk: Split) -
         "LocalBaseline": lambda e: e.stub.LocalBaseline(baseline, timeout=TIMEOUT),
     }
     for rpc, call in calls.items():
-        error = refused(lambda: call(entity))
+        error = refused(functools.partial(call, entity))
         assert error.code() is grpc.StatusCode.PERMISSION_DENIED, (rpc, error.details())
         assert f"serves the dp protocol and refuses {rpc}" in error.details() and 'mode = "mixed"' in error.details()
     assert spent(entity) == before
@@ -877,7 +883,8 @@ def test_f6_dp_entity_refuses_the_random_kernel_protocol(dp: Split, rk: Split) -
 def test_f6_float_laplace_rules_out_a_neighbour_in_process() -> None:
     """Control for finding 6's noise: Laplace noise drawn in floating point (numpy's sampler, as the old release
     drew it) is not DP. For w and a neighbouring w' = w + 0.05 at scale 2.84 (the figures of a WDBC release), most
-    outputs drawn from w cannot be produced from w' at all (ppsvm.experiments.attacks.float_laplace_reachable, Mironov 2012):
+    outputs drawn from w cannot be produced from w' at all (ppsvm.experiments.attacks.float_laplace_reachable,
+    Mironov 2012):
     each such output rules w' out with certainty. The reachability check is exact: every output is reachable from
     the w it was drawn from."""
     rng = np.random.default_rng(3)

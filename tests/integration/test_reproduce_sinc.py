@@ -72,7 +72,7 @@ def test_markdown_names_the_figures_and_marks_runs_that_are_not_private(
     text = (out / "sinc.md").read_text()
     assert result.stdout.startswith(text)
     assert "Our reading of the paper's Figures 3-6" in text
-    for number, name in zip((3, 4, 5, 6), FIGURES):
+    for number, name in zip((3, 4, 5, 6), FIGURES, strict=True):
         assert f"Figure {number}" in text and name in text
     document = json.loads((out / "sinc.json").read_text())
     not_private = [run for run in document["joint"] if not run["private"]]

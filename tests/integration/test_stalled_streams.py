@@ -144,8 +144,8 @@ def test_stalled_readers_cannot_lock_out_a_fresh_caller(split_dir: Path, monkeyp
         try:
             served_after, refusals = seconds_until_served(live, request, rows, within=write_timeout_s + 10.0)
             print(
-                f"fresh caller served {served_after:.2f} s after {STALLED} stalled streams (limit {LIMIT}, write timeout "
-                f"{write_timeout_s:g} s)"
+                f"fresh caller served {served_after:.2f} s after {STALLED} stalled streams (limit {LIMIT}, write "
+                f"timeout {write_timeout_s:g} s)"
             )
             assert served_after is not None and served_after < write_timeout_s + 5.0
             assert any(

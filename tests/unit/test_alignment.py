@@ -1,4 +1,5 @@
-"""Record alignment across the column blocks of a row block (record_positions); ids listed twice (duplicate_record_id)."""
+"""Record alignment across the column blocks of a row block (record_positions); ids listed twice
+(duplicate_record_id)."""
 
 from __future__ import annotations
 

@@ -27,7 +27,8 @@ def test_regenerated_stubs_are_byte_identical(tmp_path: Path) -> None:
         checked_in = CHECKED_IN / name
         assert checked_in.is_file(), f"{name} is not checked in under ppsvm/wire/rpc/"
         assert fresh.read_bytes() == checked_in.read_bytes(), (
-            f"ppsvm/wire/rpc/{name} differs from what proto/ppsvm.proto generates: run `python -m ppsvm.wire.rpc.generate`"
+            f"ppsvm/wire/rpc/{name} differs from what proto/ppsvm.proto generates: "
+            "run `python -m ppsvm.wire.rpc.generate`"
         )
 
 

@@ -80,7 +80,8 @@ def mutated(draw: st.DrawFn) -> bytes:
 
 @st.composite
 def mutated_streams(draw: st.DrawFn) -> list[bytes]:
-    """The valid stream's messages in order, with up to three of them mutated, dropped, duplicated or joined by noise."""
+    """The valid stream's messages in order, with up to three of them mutated, dropped, duplicated or joined by
+    noise."""
     messages = list(VALID_STREAM)
     for _ in range(draw(st.integers(0, 3))):
         at = draw(st.integers(0, len(messages) - 1)) if messages else 0

@@ -16,8 +16,8 @@ def reference_linear(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """sum_f a_f b_f with explicit loops over records and random points."""
     out = np.empty((A.shape[0], B.shape[0]))
     for k in range(A.shape[0]):
-        for l in range(B.shape[0]):
-            out[k, l] = sum(float(a) * float(b) for a, b in zip(A[k], B[l]))
+        for j in range(B.shape[0]):
+            out[k, j] = sum(float(a) * float(b) for a, b in zip(A[k], B[j], strict=True))
     return out
 
 
@@ -60,8 +60,8 @@ def test_blockwise_assembly_equals_central_kernel(name: str, r: int, s: int) -> 
 
     assembled = np.full((M_ROWS, MBAR), np.nan)
     for rows in row_blocks:
-        blocks = [kernel(name, A[np.ix_(rows, cols)], B_j, MU) for cols, B_j in zip(col_blocks, B_blocks)]
-        for block, cols in zip(blocks, col_blocks):
+        blocks = [kernel(name, A[np.ix_(rows, cols)], B_j, MU) for cols, B_j in zip(col_blocks, B_blocks, strict=True)]
+        for block in blocks:
             assert block.shape == (len(rows), MBAR)
         assembled[rows] = assemble(name, blocks)
 
@@ -87,7 +87,7 @@ def test_assemble_does_not_modify_blocks() -> None:
     copies = [b.copy() for b in blocks]
     for name in ("linear", "gaussian"):
         assemble(name, blocks)
-    for block, copy in zip(blocks, copies):
+    for block, copy in zip(blocks, copies, strict=True):
         assert np.array_equal(block, copy)
 
 
@@ -106,7 +106,7 @@ def test_rescale_gaussian_equals_kernel_at_new_width(mu_to: float) -> None:
 def test_rescale_gaussian_of_assembled_blocks() -> None:
     """The identity holds for the product of blocks too (what the coordinator actually rescales)."""
     A, B, row_blocks, col_blocks, B_blocks = checkerboard(1, 3)
-    blocks = [gaussian_kernel(A[:, cols], B_j, 0.1) for cols, B_j in zip(col_blocks, B_blocks)]
+    blocks = [gaussian_kernel(A[:, cols], B_j, 0.1) for cols, B_j in zip(col_blocks, B_blocks, strict=True)]
     rescaled = rescale_gaussian(assemble("gaussian", blocks), 0.1, 0.9)
     direct = reference_gaussian(A, B, 0.9)
     assert np.max(np.abs(rescaled - direct) / direct) <= 1e-12

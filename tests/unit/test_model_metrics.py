@@ -1,4 +1,5 @@
-"""Model file, metrics, cross-validation, the mbar rule, TrainOptions and CLI precedence, against independent computations."""
+"""Model file, metrics, cross-validation, the mbar rule, TrainOptions and CLI precedence, against independent
+computations."""
 
 from __future__ import annotations
 
@@ -222,7 +223,7 @@ def test_fold_indices_classify_partition_and_stratify(m: int, folds: int, seed: 
         assert max(counts) - min(counts) <= 1, counts
     sizes = [len(p) for p in parts]
     assert max(sizes) - min(sizes) <= 1
-    assert all(np.array_equal(a, b) for a, b in zip(parts, fold_indices("classify", labels, folds, seed)))
+    assert all(np.array_equal(a, b) for a, b in zip(parts, fold_indices("classify", labels, folds, seed), strict=True))
 
 
 def test_fold_indices_regress() -> None:

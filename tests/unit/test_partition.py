@@ -93,7 +93,7 @@ def test_train_test_disjoint_cover_and_stratified(dataset: Dataset, tmp_path: Pa
     assert set(split_of) == set(dataset.ids.tolist())
     test_ids = {i for i, s in split_of.items() if s == "test"}
     assert len(test_ids) == result.n_test == 10 and result.n_train == 30
-    labels = dict(zip(dataset.ids.tolist(), dataset.y.tolist()))
+    labels = dict(zip(dataset.ids.tolist(), dataset.y.tolist(), strict=True))
     assert abs(sum(labels[i] == 1 for i in test_ids) - 10 * 14 / 40) <= 0.5  # class ratio kept
     for config_path in result.entity_config_paths:
         _, rows = read_cell(config_path.with_suffix(".csv"))

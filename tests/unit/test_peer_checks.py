@@ -51,7 +51,8 @@ CALL_TIMEOUT_S = 10.0
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One federation's certificates, plus ones the CA signed outside `ppsvm certs` (as a careless or stolen CA key would)."""
+    """One federation's certificates, plus ones the CA signed outside `ppsvm certs` (as a careless or stolen CA key
+    would)."""
     directory = tmp_path_factory.mktemp("pki")
     files = make_certificates(federation_parties("coordinator", ["r0c0", "r0c1"]))
     files.update(_signed(files, "R0C0", (ENTITY,)))  # what the old name rule allowed
@@ -62,7 +63,8 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _signed(files: dict[str, Pem], name: str, roles: tuple[str, ...]) -> dict[str, Pem]:
-    """A certificate for ``name`` with ``roles``, signed by the CA in ``files`` without `make_certificates`' name check."""
+    """A certificate for ``name`` with ``roles``, signed by the CA in ``files`` without `make_certificates`' name
+    check."""
     ca_key = serialization.load_pem_private_key(files[CA_KEY_FILE].text, password=None)
     ca = x509.load_pem_x509_certificate(files[CA_FILE].text)
     key = ec.generate_private_key(ec.SECP256R1())
@@ -182,7 +184,8 @@ def test_grpc_name_pinning_ignores_case_so_names_are_lowercase(pki: Path) -> Non
 def test_federation_and_entity_files_refuse_a_name_in_capitals(tmp_path: Path) -> None:
     federation = tmp_path / "federation.toml"
     federation.write_text(
-        '[task]\ntask = "classify"\n\n[[entity]]\nid = "R0C0"\naddress = "127.0.0.1:1"\nrow_block = 0\ncolumn_block = 0\n'
+        '[task]\ntask = "classify"\n\n'
+        '[[entity]]\nid = "R0C0"\naddress = "127.0.0.1:1"\nrow_block = 0\ncolumn_block = 0\n'
     )
     with pytest.raises(ConfigError, match=r"party name 'R0C0'.*write it 'r0c0'"):
         load_federation(federation)

@@ -123,7 +123,8 @@ def test_key_formats_numbers_like_the_json() -> None:
 
 
 ADULT_ROWS = [
-    "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K",
+    "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, "
+    "Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K",
     "50, ?, 83311, Bachelors, 13, Married-civ-spouse, ?, Husband, White, Male, 0, 1902, 13, ?, >50K",
 ]
 
@@ -184,8 +185,8 @@ def test_kernel_mse_against_the_cosine_form() -> None:
     P, rho, gamma = rng.random((30, 4)), rng.normal(size=(16, 4)), 0.7
     i, j = np.array([0, 3, 7, 7]), np.array([1, 9, 2, 7])
     # zhat(x)'zhat(x') = (1/D) sum_k cos(rho_k'(x - x')), written out independently of fourier_features.
-    approx = [np.mean(np.cos(rho @ (P[a] - P[b]))) for a, b in zip(i, j)]
-    exact = [math.exp(-gamma * float(np.sum((P[a] - P[b]) ** 2))) for a, b in zip(i, j)]
+    approx = [np.mean(np.cos(rho @ (P[a] - P[b]))) for a, b in zip(i, j, strict=True)]
+    exact = [math.exp(-gamma * float(np.sum((P[a] - P[b]) ** 2))) for a, b in zip(i, j, strict=True)]
     expected = np.mean((np.array(approx) - np.array(exact)) ** 2)
     assert dp.kernel_mse(rho, P, i, j, gamma) == pytest.approx(expected, rel=1e-12)
     assert dp.kernel_mse(rho, P, np.array([4]), np.array([4]), gamma) == pytest.approx(0.0, abs=1e-15)

@@ -321,7 +321,7 @@ def near_valid_streams(draw) -> list[pb.ArrayChunk]:
             )
         )
         cuts = sorted(draw(st.lists(st.integers(0, len(payload)), max_size=3)))
-        pieces = [payload[start:end] for start, end in zip([0, *cuts], [*cuts, len(payload)])]
+        pieces = [payload[start:end] for start, end in zip([0, *cuts], [*cuts, len(payload)], strict=True)]
         if draw(st.booleans()):  # the header carries the first piece
             chunks.append(pb.ArrayChunk(header=header(name, dtype, shape).header, data=pieces.pop(0)))
         else:
