@@ -19,7 +19,7 @@ from __future__ import annotations
 import math
 import os
 import tomllib
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -435,7 +435,7 @@ def _toml_value(value: str | int | list[str]) -> str:
     return toml_string(value) if isinstance(value, str) else str(value)
 
 
-def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int | list[str]]]]) -> str:
+def toml_document(comment: str, tables: Sequence[tuple[str, Mapping[str, str | int | list[str]]]]) -> str:
     """A TOML file from (header, table) pairs; header "[x]" is a table, "[[x]]" an array entry.
 
     The text is parsed back with tomllib and compared with the input, so a
@@ -451,9 +451,9 @@ def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int | li
             lines.append(f"{key} = {_toml_value(value)}")
         name = header.strip("[]")
         if header.startswith("[["):
-            expected.setdefault(name, []).append(table)
+            expected.setdefault(name, []).append(dict(table))
         else:
-            expected[name] = table
+            expected[name] = dict(table)
     text = "\n".join(lines) + "\n"
     if tomllib.loads(text) != expected:
         raise AssertionError(f"generated TOML does not parse back to its input:\n{text}")

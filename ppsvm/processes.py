@@ -106,8 +106,8 @@ def _signals_held() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for signum in dict.fromkeys(received):
-            signal.raise_signal(signum)
+        for number in dict.fromkeys(received):
+            signal.raise_signal(number)
 
 
 def read_listening_address(process: subprocess.Popen[str], name: str, timeout: float = START_TIMEOUT_S) -> str:

@@ -54,7 +54,9 @@ class EntityClient:
                 return call()
             except grpc.RpcError as error:
                 code = error.code() if hasattr(error, "code") else None
-                details = error.details() if hasattr(error, "details") else str(error)
+                # details() is None when the status carries no message: fall back to the error's text.
+                raw = error.details() if hasattr(error, "details") else None
+                details = raw if raw is not None else str(error)
                 # A refused handshake will be refused again: only a missing peer is worth waiting for.
                 if code is grpc.StatusCode.UNAVAILABLE and attempt < self.attempts and not _tls_failure(details):
                     pause = RETRY_BACKOFF_S * 2 ** (attempt - 1)

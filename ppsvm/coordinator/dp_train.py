@@ -113,7 +113,7 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     low, high = public_scaling(X_public)
     scaled = apply_scaling(X_public, low, high)
     width = public_kernel_width(scaled)
-    common = {"low": tuple(low.tolist()), "high": tuple(high.tolist()), "kernel_width": width, "C": options.C}
+    low_public, high_public = tuple(low.tolist()), tuple(high.tolist())
     if options.method == "public-only":
         svm = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y_public, options.C)
         return DpModel(
@@ -124,7 +124,10 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
             basis=tuple(map(tuple, scaled.tolist())),
             dual_coef=tuple(svm.dual_coef.tolist()),
             training={"n_public": len(y_public), "seconds": time.perf_counter() - started},
-            **common,
+            low=low_public,
+            high=high_public,
+            kernel_width=width,
+            C=options.C,
         )
     if federation is None:
         raise ConfigError(f"{options.method} needs a federation of entities")
@@ -178,7 +181,10 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
             "budget_remaining": {r.entity_id: r.budget_remaining for r in releases} if private else {},
             "seconds": time.perf_counter() - started,
         },
-        **common,
+        low=low_public,
+        high=high_public,
+        kernel_width=width,
+        C=options.C,
     )
 
 

@@ -85,13 +85,23 @@ def duplicate_record_id(ids_by_row_block: dict[int, np.ndarray]) -> tuple[str, i
 
 
 def kernel_request(
-    kernel: KernelName, mbar: int, mu: float, ranges: Sequence[pb.SignedRange], **records: object
+    kernel: KernelName,
+    mbar: int,
+    mu: float,
+    ranges: Sequence[pb.SignedRange],
+    *,
+    record_set: pb.RecordSet | None = None,
+    ids: pb.RecordIds | None = None,
 ) -> pb.KernelRequest:
-    """A kernel request for one column block, relaying its members' signed ranges.
-
-    ``records`` is record_set=... or ids=...
-    """
-    return pb.KernelRequest(kernel=KERNEL_KINDS[kernel], mbar=mbar, mu=mu, scaling=pb.Scaling(ranges=ranges), **records)
+    """A kernel request for one column block, relaying its members' signed ranges, for ``record_set`` or ``ids``."""
+    return pb.KernelRequest(
+        kernel=KERNEL_KINDS[kernel],
+        mbar=mbar,
+        mu=mu,
+        scaling=pb.Scaling(ranges=ranges),
+        record_set=record_set,
+        ids=ids,
+    )
 
 
 class Session:

@@ -169,7 +169,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
     return Model(
         task=options.task,
         kernel=options.kernel,
-        mu=float(mu) if options.kernel == "gaussian" else 0.0,
+        mu=float(mu) if options.kernel == "gaussian" and mu is not None else 0.0,
         nu=float(nu),
         mbar=mbar,
         u=tuple(solution.u.tolist()),

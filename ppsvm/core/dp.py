@@ -41,7 +41,7 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import numpy as np
 import scipy.linalg
@@ -100,6 +100,7 @@ SEED_BITS = 256
 Mechanism = Literal["laplace", "output-gamma", "objective", "none"]
 MECHANISMS: tuple[str, ...] = ("laplace", "output-gamma", "objective")
 NON_PRIVATE = "none"
+
 GUARANTEES: dict[str, str] = {
     "laplace": (
         "epsilon-DP (one record replaced), floating-point safe: hinge-loss SVM weights (duality gap certified "
@@ -121,6 +122,11 @@ GUARANTEES: dict[str, str] = {
     ),
     "none": "NOT PRIVATE: the exact hinge-loss SVM weights with no noise; they can reveal training records.",
 }
+
+
+def is_mechanism(name: str) -> TypeGuard[Mechanism]:
+    """Whether ``name`` is a :data:`Mechanism`, private or ``"none"`` (narrows a checked string)."""
+    return name == NON_PRIVATE or name in MECHANISMS
 
 
 # --- validation helpers ---------------------------------------------------------------------------

@@ -412,11 +412,9 @@ def _classification_labels(table: _Table, label_column: int, raw: list[str], opt
         counts[value] = counts.get(value, 0) + 1
     where = f"{table.path}: label column {label_column}"
 
-    if options.positive is not None or options.negative is not None:
-        if options.positive is not None:
-            chosen, sign, flag = options.positive, 1.0, "positive"
-        else:
-            chosen, sign, flag = options.negative, -1.0, "negative"
+    chosen = options.positive if options.positive is not None else options.negative
+    if chosen is not None:
+        sign, flag = (1.0, "positive") if options.positive is not None else (-1.0, "negative")
         if chosen not in counts:
             raise DataError(f"{where} has no value {chosen!r} (the {flag} class); values found: {_listing(counts)}")
         if len(counts) == 1:

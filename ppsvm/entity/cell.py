@@ -16,13 +16,21 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
 from ppsvm.constants import MAX_ARRAY_BYTES
-from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
+from ppsvm.core.dp import (
+    MECHANISMS,
+    NON_PRIVATE,
+    Release,
+    apply_scaling,
+    fourier_features,
+    is_mechanism,
+    private_weights,
+)
 from ppsvm.core.dp_model import DpModel, parse_any_model
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.local_svm import fit_local
@@ -63,6 +71,15 @@ class SignedRange:
     low: Sequence[float]
     high: Sequence[float]
     tag: str
+
+
+class DpEvaluation(TypedDict):
+    """What DpEvaluate releases: the fields of its reply, besides the entity's id and remaining budget."""
+
+    n_test: int
+    error_rate: float
+    epsilon: float
+    noise: str
 
 
 def _received_model(model_json: bytes) -> Any:
@@ -289,7 +306,7 @@ class EntityCore:
             Training failed after the records were read (charged; the text names no data).
         """
         self.guard.admit("DpWeights")
-        if mechanism not in (*MECHANISMS, NON_PRIVATE):
+        if not is_mechanism(mechanism):
             raise DataError(f"mechanism must be one of {', '.join((*MECHANISMS, NON_PRIVATE))}, got {mechanism!r}")
         for name, value, bound in (("c", C, MAX_DP_C), ("huber_h", huber_h, 1.0)):
             if not (math.isfinite(value) and 0 < value <= bound):
@@ -346,7 +363,7 @@ class EntityCore:
         with self.guard.touching("DpWeights"):
             release = private_weights(
                 self._zhat(rho, low, high), cell.y_train, C=C, epsilon=eps, mechanism=mechanism, huber_h=huber_h
-            )  # type: ignore[arg-type]
+            )
         logger.info(
             "entity %s released %s weights (epsilon %g); %g of its budget remains",
             self.id,
@@ -363,7 +380,7 @@ class EntityCore:
 
     def dp_evaluate(
         self, model_json: bytes, epsilon: float, peer: str = "", source: IntegerSource | None = None
-    ) -> dict[str, float | int | str]:
+    ) -> DpEvaluation:
         """The held-out error rate of a DP model, from an error count with discrete Laplace noise (charged).
 
         Changing one held-out record changes the error count by at most 1, so noise of scale

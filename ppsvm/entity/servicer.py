@@ -10,8 +10,9 @@ import grpc
 import numpy as np
 
 from ppsvm import __version__
-from ppsvm.constants import TASKS
 from ppsvm.core.dp import DEFAULT_HUBER_H, NON_PRIVATE
+from ppsvm.core.kernels import KernelName
+from ppsvm.core.lp import is_task
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import DataError
 from ppsvm.wire.chunks import encode_arrays
@@ -22,7 +23,7 @@ from ppsvm.wire.tls import peer_names
 
 logger = logging.getLogger(__name__)
 
-KERNEL_NAMES = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
+KERNEL_NAMES: dict[int, KernelName] = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
 RECORD_SETS = {pb.TRAIN: "train", pb.TEST: "test"}
 # How the coordinator made rho; recorded in the ledger entry (public-only needs no entity).
 DP_RHO_METHODS = ("dp-hybrid", "private-svm")
@@ -104,17 +105,27 @@ class EntityServicer(pb_grpc.EntityServicer):
 
     @unary_handler
     def LocalBaseline(self, request: pb.BaselineRequest, context: grpc.ServicerContext) -> pb.BaselineReply:
-        if request.kernel not in KERNEL_NAMES or request.task not in TASKS:
+        task = request.task
+        if request.kernel not in KERNEL_NAMES or not is_task(task):
             raise DataError("task must be classify or regress and kernel LINEAR or GAUSSIAN")
         figures = self.core.local_baseline(
-            request.task,
+            task,
             KERNEL_NAMES[request.kernel],
             request.nu or None,
             request.mu or None,
             request.seed,
             _peer(context),
         )
-        return pb.BaselineReply(entity_id=self.core.id, **figures)
+        # Field by field: the classify figures or the regress ones are set, the others stay 0 (unset in proto3).
+        return pb.BaselineReply(
+            entity_id=self.core.id,
+            n_train=int(figures["n_train"]),
+            n_test=int(figures["n_test"]),
+            error_rate=figures.get("error_rate", 0.0),
+            auc=figures.get("auc", 0.0),
+            relative_error=figures.get("relative_error", 0.0),
+            rmse=figures.get("rmse", 0.0),
+        )
 
     @unary_handler
     def DpWeights(self, request: pb.DpRequest, context: grpc.ServicerContext) -> pb.DpReply:

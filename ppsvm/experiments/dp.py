@@ -586,8 +586,8 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
     if settings.exact_rows > 0:
         subsample = rng(seed, TAG_EXACT).choice(private, size=settings.exact_rows, replace=False)
         A = apply_scaling(X[subsample], low, high)
-        model = train_kernel_svm(gaussian_kernel(A, A, width), y[subsample], C)
-        out["plain"][EXACT_RBF] = evaluate("classify", y[test], decision(gaussian_kernel(test_scaled, A, width), model))
+        rbf = train_kernel_svm(gaussian_kernel(A, A, width), y[subsample], C)
+        out["plain"][EXACT_RBF] = evaluate("classify", y[test], decision(gaussian_kernel(test_scaled, A, width), rbf))
     for size in settings.public_sizes:
         out["public_only"][str(size)] = public_only(X, y, pool[:size], test, C)
         for c_value in settings.other_C:

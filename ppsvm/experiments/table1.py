@@ -27,7 +27,7 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -498,7 +498,8 @@ def cmd(args: argparse.Namespace) -> int:
         partitions=parse_list(int, args.partitions, "--partitions")
         if args.partitions
         else (QUICK_PARTITIONS if quick else PARTITIONS),
-        kernels=parse_list(str, args.kernels, "--kernels"),
+        # Any string list: Table1Options.__post_init__ refuses a name that is not a KernelName.
+        kernels=cast(tuple[KernelName, ...], parse_list(str, args.kernels, "--kernels")),
         folds=args.folds,
         folds_run=args.folds_run if args.folds_run is not None else (QUICK_FOLDS_RUN if quick else None),
         records_per_entity=args.records_per_entity,

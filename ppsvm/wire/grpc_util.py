@@ -16,7 +16,7 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 
@@ -70,7 +70,7 @@ def unary_handler(method: F) -> F:
         except Exception as error:  # noqa: BLE001 - mapped to a status code, never swallowed
             _abort(context, method.__name__, error)
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps keeps the name; the signature is the method's
 
 
 def stream_handler(method: F) -> F:
@@ -83,7 +83,7 @@ def stream_handler(method: F) -> F:
         except Exception as error:  # noqa: BLE001
             _abort(context, method.__name__, error)
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps keeps the name; the signature is the method's
 
 
 @dataclass(frozen=True)
