@@ -34,6 +34,7 @@ AGREEMENT_RTOL = 1e-6
 # Rows above which a formulation is not run by default (measured too slow in DESIGN.md section 4).
 SKIP_ABOVE = {"cvxpy-primal": 40_000, "cvxpy-dual": 160_000}
 
+
 def synthetic(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """Features uniform on [0, 1]^20 and +-1 labels from a noisy nonlinear rule.
 
@@ -115,7 +116,7 @@ def load_average() -> list[float]:
 
 def machine_info() -> dict[str, Any]:
     return {
-        "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
         "hostname": platform.node(),
         "platform": platform.platform(),
         "cpu_model": cpu_model(),
@@ -133,10 +134,14 @@ def machine_info() -> dict[str, Any]:
 
 def print_machine(info: dict[str, Any]) -> None:
     print(f"machine: {info['cpu_model']}, {info['cpu_count']} CPUs, {info['platform']}")
-    print(f"python {info['python']}, numpy {info['numpy']}, highspy {info['highspy']}, cvxpy {info['cvxpy']}, "
-          f"scikit-learn {info['scikit-learn']}; {info['date']}")
-    print(f"load average at start {info['load_average_at_start']} "
-          "(other jobs may share this machine: figures are wall-clock, not CPU time)")
+    print(
+        f"python {info['python']}, numpy {info['numpy']}, highspy {info['highspy']}, cvxpy {info['cvxpy']}, "
+        f"scikit-learn {info['scikit-learn']}; {info['date']}"
+    )
+    print(
+        f"load average at start {info['load_average_at_start']} "
+        "(other jobs may share this machine: figures are wall-clock, not CPU time)"
+    )
 
 
 def write_json(name: str, payload: dict[str, Any], quick: bool = False) -> Path:
@@ -158,7 +163,7 @@ def table(headers: list[str], rows: list[list[str]]) -> str:
         if r is None:
             lines.append("  ".join("-" * w for w in widths))
             continue
-        cells = [str(c).ljust(w) if k == 0 else str(c).rjust(w) for k, (c, w) in enumerate(zip(r, widths))]
+        cells = [str(c).ljust(w) if k == 0 else str(c).rjust(w) for k, (c, w) in enumerate(zip(r, widths, strict=True))]
         lines.append("  ".join(cells))
     return "\n".join(lines)
 
@@ -169,6 +174,8 @@ def seconds_text(values: list[float]) -> str:
     return text if len(values) >= 3 else f"{text} ({len(values)} run{'s' if len(values) > 1 else ''})"
 
 
-def package_versions(names: tuple[str, ...] = ("numpy", "scipy", "highspy", "grpcio", "protobuf", "cvxpy")) -> dict[str, str]:
+def package_versions(
+    names: tuple[str, ...] = ("numpy", "scipy", "highspy", "grpcio", "protobuf", "cvxpy"),
+) -> dict[str, str]:
     """Python and the given packages' installed versions ("not installed" when absent)."""
     return {"python": platform.python_version(), **{name: _package(name) for name in names}}

@@ -35,31 +35,37 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
-
 import numpy as np
 
 from benchmarks._shared import machine_info, table, write_json
-from ppsvm.experiments.inprocess import fixed_secret
-from ppsvm.experiments.attacks import (
-    FIT_TOLERANCE, Reconstruction, bisect_change, float_laplace_reachable, reconstruct_by_peer_scalings,
-    reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear, reconstruct_two_views,
-)
 from ppsvm.config import load_entity_config
-from ppsvm.data.dataset import DatasetOptions, load_dataset
 from ppsvm.core.dp import apply_scaling, fourier_features, private_weights
 from ppsvm.core.dp_model import DpModel
-from ppsvm.errors import PpsvmError
 from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
-from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.core.randomness import derive_B, range_tag
 from ppsvm.core.release_log import create_release_log, head_path
+from ppsvm.data.dataset import DatasetOptions, load_dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.entity.guard import MIN_EPSILON
+from ppsvm.errors import PpsvmError
+from ppsvm.experiments.attacks import (
+    FIT_TOLERANCE,
+    Reconstruction,
+    bisect_change,
+    float_laplace_reachable,
+    reconstruct_by_peer_scalings,
+    reconstruct_by_rescaling,
+    reconstruct_gaussian,
+    reconstruct_linear,
+    reconstruct_two_views,
+)
+from ppsvm.experiments.inprocess import fixed_secret
 
 NAME = "attacks"
-RECOVERED = 1e-6   # a row counts as recovered when the best solution is this close (max abs, [0, 1] units)
-AMBIGUOUS = 0.05   # a row counts as ambiguous when two exact solutions in the box are this far apart
-STARTS = 8         # random starts per row for the Gaussian attack
+RECOVERED = 1e-6  # a row counts as recovered when the best solution is this close (max abs, [0, 1] units)
+AMBIGUOUS = 0.05  # a row counts as ambiguous when two exact solutions in the box are this far apart
+STARTS = 8  # random starts per row for the Gaussian attack
 
 
 def summary(result: Reconstruction, A: np.ndarray) -> dict[str, Any]:
@@ -83,11 +89,19 @@ def peer_attacks(n: int, rows: int, seed: int) -> list[dict[str, Any]]:
     for mbar in range(1, n + 3):
         B = derive_B(secret, mbar, n)
         started = time.perf_counter()
-        gaussian = reconstruct_gaussian(gaussian_kernel(A, B, mu), B, mu, starts=STARTS,
-                                        rng=np.random.default_rng(seed + 1))
+        gaussian = reconstruct_gaussian(
+            gaussian_kernel(A, B, mu), B, mu, starts=STARTS, rng=np.random.default_rng(seed + 1)
+        )
         linear = reconstruct_linear(linear_kernel(A, B), B)
-        results.append({"mbar": mbar, "private": mbar < n, "gaussian": summary(gaussian, A),
-                        "linear": summary(linear, A), "seconds": time.perf_counter() - started})
+        results.append(
+            {
+                "mbar": mbar,
+                "private": mbar < n,
+                "gaussian": summary(gaussian, A),
+                "linear": summary(linear, A),
+                "seconds": time.perf_counter() - started,
+            }
+        )
         print(f"mbar={mbar} done in {results[-1]['seconds']:.1f} s", file=sys.stderr, flush=True)
     return results
 
@@ -103,34 +117,62 @@ def coordinator_attacks(n: int, rows: int, seed: int) -> list[dict[str, Any]]:
     for name in ("linear", "gaussian"):
         for mbar in sorted({1, max(n - 1, 1)}):
             B = derive_B(secret, mbar, n)
-            asked = []
+            asked: list[int] = []
 
-            def entity(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
+            # Bound now (B023): reconstruct_by_rescaling calls it only within this iteration anyway.
+            def entity(
+                lo: np.ndarray, hi: np.ndarray, name: str = name, B: np.ndarray = B, asked: list[int] = asked
+            ) -> np.ndarray:
                 asked.append(1)
                 return kernel(name, scale_to_unit(X, lo, hi), B, mu)  # what EntityCore.kernel_block returns
 
             found_X, found_B = reconstruct_by_rescaling(entity, low, high, name, mu)
-            results.append({
-                "kernel": name, "mbar": mbar, "queries": len(asked),
-                "max_error_A_scaled": float(np.abs(scale_to_unit(found_X, low, high) - scale_to_unit(X, low, high)).max()),
-                "max_error_B": float(np.abs(found_B - B).max()),
-            })
+            results.append(
+                {
+                    "kernel": name,
+                    "mbar": mbar,
+                    "queries": len(asked),
+                    "max_error_A_scaled": float(
+                        np.abs(scale_to_unit(found_X, low, high) - scale_to_unit(X, low, high)).max()
+                    ),
+                    "max_error_B": float(np.abs(found_B - B).max()),
+                }
+            )
     return results
 
 
 def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator: list[dict[str, Any]]) -> str:
-    headers = ["mbar", "rule 3", "Gaussian: recovered", "ambiguous", "median error", "median spread",
-               "linear: recovered", "ambiguous", "median error", "median spread", "free dims (G/L)"]
+    headers = [
+        "mbar",
+        "rule 3",
+        "Gaussian: recovered",
+        "ambiguous",
+        "median error",
+        "median spread",
+        "linear: recovered",
+        "ambiguous",
+        "median error",
+        "median spread",
+        "free dims (G/L)",
+    ]
     body = []
     for run in peer:
         g, lin = run["gaussian"], run["linear"]
-        body.append([
-            str(run["mbar"]), "kept" if run["private"] else "BROKEN",
-            f"{g['recovered']:.0%}", f"{g['ambiguous']:.0%}", f"{g['median_error']:.1e}", f"{g['median_spread']:.3f}",
-            f"{lin['recovered']:.0%}", f"{lin['ambiguous']:.0%}", f"{lin['median_error']:.1e}",
-            f"{lin['median_spread']:.3f}",
-            f"{g['solution_dim']}/{lin['solution_dim']}",
-        ])
+        body.append(
+            [
+                str(run["mbar"]),
+                "kept" if run["private"] else "BROKEN",
+                f"{g['recovered']:.0%}",
+                f"{g['ambiguous']:.0%}",
+                f"{g['median_error']:.1e}",
+                f"{g['median_spread']:.3f}",
+                f"{lin['recovered']:.0%}",
+                f"{lin['ambiguous']:.0%}",
+                f"{lin['median_error']:.1e}",
+                f"{lin['median_spread']:.3f}",
+                f"{g['solution_dim']}/{lin['solution_dim']}",
+            ]
+        )
     lines = [
         f"Attack by a column-block peer that knows B_j: {rows} records uniform on [0, 1]^{n} (seed {seed}), "
         f"B_j = derive_B(sha256('ppsvm-benchmark/{NAME}/{seed}'), mbar, {n}), Gaussian mu = 1/{n}.",
@@ -139,7 +181,8 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
         "",
         f"recovered: share of rows whose best solution is within {RECOVERED:g} of the record (max abs error, "
         "[0, 1] feature units); the attacker cannot tell which rows those are when the row is ambiguous. "
-        f"ambiguous: share of rows with a spread above {AMBIGUOUS:g}. median error: median over rows of that max abs error.",
+        f"ambiguous: share of rows with a spread above {AMBIGUOUS:g}. "
+        "median error: median over rows of that max abs error.",
         "median spread: median over rows of the distance between the two farthest solutions that reproduce the "
         f"kernel row exactly (residual <= {FIT_TOLERANCE:g}) inside [0, 1]^n. Gaussian: among {STARTS} random starts "
         "of bounded least squares on ||a - b_r||^2 = -log(k_r)/mu; linear: the ends of the longest segment in the box "
@@ -149,16 +192,27 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
         "two points at mbar = n: the record and its mirror image in the hyperplane through the n points; "
         "linear: n - rank B_j). Rule 3 leaves only these dimensions free: the rest of the record (its projection "
         "onto the affine hull of the mbar points, resp. onto the row space of B_j) is determined exactly.",
-        "rule 3: 'kept' when mbar < n_j (DESIGN.md section 2), 'BROKEN' otherwise (entities refuse without the override).",
+        "rule 3: 'kept' when mbar < n_j (DESIGN.md section 2), 'BROKEN' otherwise "
+        "(entities refuse without the override).",
         "",
         "Attack by a coordinator that knows neither A_ij nor B_j, through the Scaling (low, high) of its "
         f"KernelBlock requests: {rows} raw records N(50, 20^2) x {n} features (seed {seed + 2}), honest scaling from "
         "their min and max, one feature f moved at a time to s + x_f / c for (s, c) = (0, 2), (1/2, 2) and, Gaussian, "
         "(0, 4), x_f its honestly scaled value; the answers are computed as EntityCore.kernel_block computes them.",
         "",
-        table(["kernel", "mbar", "queries", "max error, A (scaled units)", "max error, B_j"],
-              [[c["kernel"], str(c["mbar"]), str(c["queries"]), f"{c['max_error_A_scaled']:.1e}",
-                f"{c['max_error_B']:.1e}"] for c in coordinator]),
+        table(
+            ["kernel", "mbar", "queries", "max error, A (scaled units)", "max error, B_j"],
+            [
+                [
+                    c["kernel"],
+                    str(c["mbar"]),
+                    str(c["queries"]),
+                    f"{c['max_error_A_scaled']:.1e}",
+                    f"{c['max_error_B']:.1e}",
+                ]
+                for c in coordinator
+            ],
+        ),
         "",
         "Every request of that attack has mbar < n_j and bounds that contain the honest ones (the entity's own rows "
         "still map into [0, 1]), so the entity serves it, and would even if it checked that its range is covered. "
@@ -189,9 +243,9 @@ def _cores(directory: Path, rows: int, privacy: dict[str, str], seed: int) -> di
     dataset = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
     split_dataset(dataset, SplitOptions(rows=rows, cols=1, out_dir=directory, seed=seed))
     cores = {}
-    for entity_id, table in privacy.items():
+    for entity_id, privacy_table in privacy.items():
         config = directory / f"{entity_id}.toml"
-        config.write_text(config.read_text() + f"\n[privacy]\n{table}\n")
+        config.write_text(config.read_text() + f"\n[privacy]\n{privacy_table}\n")
         cores[entity_id] = EntityCore(load_entity_config(config), new_release_log=True)
     return cores
 
@@ -200,9 +254,22 @@ def _threshold_model(feature: int, t: float, n: int, span: float = 1e3) -> bytes
     """A DP model predicting +1 exactly when x_feature >= t (sin((x_f - t) / span), |.| < pi/2)."""
     low, high, rho = np.zeros(n), np.ones(n), np.zeros((1, n))
     low[feature], high[feature], rho[0, feature] = t, t + span, 1.0
-    return DpModel(method="dp-hybrid", mechanism="laplace", epsilon=1.0, private=True, low=tuple(low.tolist()),
-                   high=tuple(high.tolist()), kernel_width=1.0, C=1.0, rho=tuple(map(tuple, rho.tolist())),
-                   weights=(0.0, 1.0)).to_json().encode("utf-8")
+    return (
+        DpModel(
+            method="dp-hybrid",
+            mechanism="laplace",
+            epsilon=1.0,
+            private=True,
+            low=tuple(low.tolist()),
+            high=tuple(high.tolist()),
+            kernel_width=1.0,
+            C=1.0,
+            rho=tuple(map(tuple, rho.tolist())),
+            weights=(0.0, 1.0),
+        )
+        .to_json()
+        .encode("utf-8")
+    )
 
 
 def _overflow_scaling(low: np.ndarray, high: np.ndarray, feature: int, t: float) -> tuple[np.ndarray, np.ndarray]:
@@ -239,23 +306,40 @@ def f1_error_oracle(dp: EntityCore) -> dict[str, Any]:
     def guarded(t: float) -> str:
         asked.append(t)
         lo, hi = _overflow_scaling(low, high, feature, t)
-        return _outcome(lambda: dp.dp_weights(method="dp-hybrid", mechanism="laplace", epsilon=MIN_EPSILON, C=1.0,
-                                              rho=rho, low=lo, high=hi, huber_h=0.5, peer="benchmark"))
+        return _outcome(
+            lambda: dp.dp_weights(
+                method="dp-hybrid",
+                mechanism="laplace",
+                epsilon=MIN_EPSILON,
+                C=1.0,
+                rho=rho,
+                low=lo,
+                high=hi,
+                huber_h=0.5,
+                peer="benchmark",
+            )
+        )
 
     before = bisect_change(old, 1e-3, 1e4, 60)
     spent = dp.guard.spent_micro
     kinds = {guarded(t) for t in (1e-3, float(np.median(cell.X_train[:, feature])), top, top * 1.01, 1e4)}
     after = _bisect_or_none(guarded, 1e-3, 1e4, 60)
     return {
-        "finding": 1, "attack": "bisection on DpWeights' error text (un-clipped overflow of one feature)",
+        "finding": 1,
+        "attack": "bisection on DpWeights' error text (un-clipped overflow of one feature)",
         "before": {"recovered": abs(before - top) <= EXACT * top, "error": abs(before - top), "requests": 62},
-        "after": {"recovered": after is not None and abs(after - top) <= EXACT * top, "answer_kinds": sorted(kinds),
-                  "requests": len(asked), "epsilon_charged": (dp.guard.spent_micro - spent) / 1e6},
+        "after": {
+            "recovered": after is not None and abs(after - top) <= EXACT * top,
+            "answer_kinds": sorted(kinds),
+            "requests": len(asked),
+            "epsilon_charged": (dp.guard.spent_micro - spent) / 1e6,
+        },
     }
 
 
 def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
-    """Finding 2: threshold models' error rates, bisected to a held-out value; exact before, noised and charged after."""
+    """Finding 2: threshold models' error rates, bisected to a held-out value; exact before, noised and charged
+    after."""
     cell, n = dp.cell, dp.cell.n_features
 
     def exact(t: float) -> int:
@@ -273,17 +357,28 @@ def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
     after = _bisect_or_none(noised, 0.0, 100.0, 30)
     repeats = [dp.dp_evaluate(_threshold_model(0, 15.0, n), 0.1, peer="benchmark")["error_rate"] for _ in range(6)]
     return {
-        "finding": 2, "attack": "bisection on DpEvaluate's error rate of threshold models",
-        "before": {"recovered": distance(before) <= EXACT, "distance_to_held_out_value": distance(before), "requests": 47},
-        "after": {"recovered": distance(after) <= EXACT, "distance_to_held_out_value": distance(after), "requests": 32,
-                  "distinct_answers_of_6_identical_requests": len(set(repeats)),
-                  "epsilon_charged": (dp.guard.spent_micro - spent) / 1e6},
+        "finding": 2,
+        "attack": "bisection on DpEvaluate's error rate of threshold models",
+        "before": {
+            "recovered": distance(before) <= EXACT,
+            "distance_to_held_out_value": distance(before),
+            "requests": 47,
+        },
+        "after": {
+            "recovered": distance(after) <= EXACT,
+            "distance_to_held_out_value": distance(after),
+            "requests": 32,
+            "distinct_answers_of_6_identical_requests": len(set(repeats)),
+            "epsilon_charged": (dp.guard.spent_micro - spent) / 1e6,
+        },
     }
 
 
-def _signed(core: EntityCore, secret: bytes, low: np.ndarray | None = None, high: np.ndarray | None = None) -> SignedRange:
+def _signed(
+    core: EntityCore, secret: bytes, low: np.ndarray | None = None, high: np.ndarray | None = None
+) -> SignedRange:
     """A member's range tagged under the secret: its own (honest) or one a colluding peer chose."""
-    lo, hi = (core.own_range if low is None else (low, high))
+    lo, hi = core.own_range if low is None else (low, high)
     return SignedRange(core.id, lo.tolist(), hi.tolist(), range_tag(secret, core.id, lo, hi))
 
 
@@ -299,7 +394,9 @@ def f3_peer_scalings(rk: dict[str, EntityCore], target: str, colluder: str, name
     X = core.cell.X_train
 
     def recovered(found: np.ndarray) -> float:
-        return float(np.mean(np.abs(scale_to_unit(found, low, high) - scale_to_unit(X, low, high)).max(axis=1) <= EXACT))
+        return float(
+            np.mean(np.abs(scale_to_unit(found, low, high) - scale_to_unit(X, low, high)).max(axis=1) <= EXACT)
+        )
 
     asked: list[int] = []
 
@@ -321,10 +418,14 @@ def f3_peer_scalings(rk: dict[str, EntityCore], target: str, colluder: str, name
     except PpsvmError as error:
         after = type(error).__name__
     return {
-        "finding": 3, "attack": f"column-block peer's forged scalings, {name}, mbar = 1 (target pinned by an honest release)",
+        "finding": 3,
+        "attack": f"column-block peer's forged scalings, {name}, mbar = 1 (target pinned by an honest release)",
         "before": {"rows_recovered": before, "requests": len(asked), "rows": len(X)},
-        "after": {"rows_recovered": after if isinstance(after, float) else 0.0, "stopped_by": after if isinstance(after, str) else None,
-                  "requests_served": len(served)},
+        "after": {
+            "rows_recovered": after if isinstance(after, float) else 0.0,
+            "stopped_by": after if isinstance(after, str) else None,
+            "requests_served": len(served),
+        },
     }
 
 
@@ -346,12 +447,20 @@ def f4_two_views(rk: dict[str, EntityCore], target: str) -> dict[str, Any]:
     one_view = float(np.mean(np.abs(reconstruct_linear(kernel("linear", U, B), B).X - U).max(axis=1) <= EXACT))
     answers = {}
     for view in ("gaussian", "linear"):
-        answers[view] = _outcome(lambda view=view: core.kernel_block(view, n - 1, mu, honest, record_set="train", peer="benchmark"))
-    after = recovered(core.kernel_block("linear", n - 1, mu, honest, record_set="train"),
-                      core.kernel_block("gaussian", n - 1, mu, honest, record_set="train")) \
-        if set(answers.values()) == {"answered"} else 0.0
+        answers[view] = _outcome(
+            lambda view=view: core.kernel_block(view, n - 1, mu, honest, record_set="train", peer="benchmark")
+        )
+    after = (
+        recovered(
+            core.kernel_block("linear", n - 1, mu, honest, record_set="train"),
+            core.kernel_block("gaussian", n - 1, mu, honest, record_set="train"),
+        )
+        if set(answers.values()) == {"answered"}
+        else 0.0
+    )
     return {
-        "finding": 4, "attack": "linear and Gaussian views of one B_j at mbar = n - 1 (two candidates per row)",
+        "finding": 4,
+        "attack": "linear and Gaussian views of one B_j at mbar = n - 1 (two candidates per row)",
         "before": {"rows_recovered": before, "rows_recovered_from_one_view": one_view},
         "after": {"rows_recovered": after, "answers": answers},
     }
@@ -369,7 +478,9 @@ def f5_budget(dp_small: EntityCore, config_path: Path) -> dict[str, Any]:
     answered = 0
     while _outcome(lambda: dp_small.dp_evaluate(model, 0.25, peer="benchmark")) == "answered":
         answered += 1
-    tiny = [_outcome(lambda eps=eps: dp_small.dp_evaluate(model, eps, peer="benchmark")) for eps in (1e-300, 5e-324)] * 500
+    tiny = [
+        _outcome(lambda eps=eps: dp_small.dp_evaluate(model, eps, peer="benchmark")) for eps in (1e-300, 5e-324)
+    ] * 500
     at_minimum = _outcome(lambda: dp_small.dp_evaluate(model, MIN_EPSILON, peer="benchmark"))
     log = dp_small.config.release_log
     assert log is not None
@@ -383,11 +494,16 @@ def f5_budget(dp_small: EntityCore, config_path: Path) -> dict[str, Any]:
     log.write_bytes(history.splitlines(keepends=True)[0])  # the whole history cut back to the creation line
     truncated = _outcome(lambda: EntityCore(load_entity_config(config_path)))
     return {
-        "finding": 5, "attack": "epsilon 1e-300 / 5e-324 after exhaustion; budget reset by deleting or truncating the log",
+        "finding": 5,
+        "attack": "epsilon 1e-300 / 5e-324 after exhaustion; budget reset by deleting or truncating the log",
         "before": {"tiny_epsilons_granted_of_1000": granted, "budget_after_deleting_the_log": reset_before},
-        "after": {"requests_answered_at_0.25_of_1": answered, "tiny_epsilon_answers": sorted(set(tiny)),
-                  "min_epsilon_after_exhaustion": at_minimum, "deleted_log": deleted,
-                  "truncated_log": truncated},
+        "after": {
+            "requests_answered_at_0.25_of_1": answered,
+            "tiny_epsilon_answers": sorted(set(tiny)),
+            "min_epsilon_after_exhaustion": at_minimum,
+            "deleted_log": deleted,
+            "truncated_log": truncated,
+        },
     }
 
 
@@ -422,16 +538,35 @@ def f6_dp_mode(dp: dict[str, EntityCore], seed: int) -> dict[str, Any]:
     scale = 2.0**2.5 * 1.0 * math.sqrt(rho.shape[0]) / (len(y) * 1.0)  # the old scale at C = 1, epsilon = 1
     draws = float(w[0]) + np.random.default_rng(seed).laplace(0.0, scale, size=1000)
     ruled_out = float(np.mean([not float_laplace_reachable(float(o), float(w_neighbour[0]), scale) for o in draws]))
-    release, _ = core_dp.dp_weights(method="dp-hybrid", mechanism="laplace", epsilon=1.0, C=1.0, rho=rho, low=low, high=high,
-                               huber_h=0.5, peer="benchmark")
+    release, _ = core_dp.dp_weights(
+        method="dp-hybrid",
+        mechanism="laplace",
+        epsilon=1.0,
+        C=1.0,
+        rho=rho,
+        low=low,
+        high=high,
+        huber_h=0.5,
+        peer="benchmark",
+    )
     grid = release.noise.split("grid 2^")[1].split(",")[0] if "grid 2^" in release.noise else None
-    on_grid = None if grid is None else float(np.mean([(v / math.ldexp(1.0, int(grid))).is_integer() for v in release.weights]))
+    on_grid = (
+        None
+        if grid is None
+        else float(np.mean([(v / math.ldexp(1.0, int(grid))).is_integer() for v in release.weights]))
+    )
     return {
-        "finding": 6, "attack": "random-kernel RPCs from a DP entity; a neighbour ruled out by float Laplace's low bits",
-        "before": {"served_by_an_entity_with_a_budget": rpcs(mixed),
-                   "float_laplace_outputs_ruling_out_the_neighbour": ruled_out},
-        "after": {"served_by_a_dp_mode_entity": rpcs(core_dp), "laplace_noise": release.noise,
-                  "released_weights_on_the_grid": on_grid},
+        "finding": 6,
+        "attack": "random-kernel RPCs from a DP entity; a neighbour ruled out by float Laplace's low bits",
+        "before": {
+            "served_by_an_entity_with_a_budget": rpcs(mixed),
+            "float_laplace_outputs_ruling_out_the_neighbour": ruled_out,
+        },
+        "after": {
+            "served_by_a_dp_mode_entity": rpcs(core_dp),
+            "laplace_noise": release.noise,
+            "released_weights_on_the_grid": on_grid,
+        },
     }
 
 
@@ -444,14 +579,24 @@ def issue10_attacks(seed: int) -> list[dict[str, Any]]:
         # np.errstate: the crafted scalings overflow inside the entity before it clips them (its answer is unchanged).
         with tempfile.TemporaryDirectory() as tmp, np.errstate(over="ignore"):
             rk = _cores(Path(tmp) / "rk", 2, {"r0c0": "", "r1c0": ""}, seed)
-            dp = _cores(Path(tmp) / "dp", 3, {"r0c0": "epsilon_total = 5", "r1c0": "epsilon_total = 1",
-                                              "r2c0": 'epsilon_total = 1\nmode = "mixed"'}, seed)
+            dp = _cores(
+                Path(tmp) / "dp",
+                3,
+                {"r0c0": "epsilon_total = 5", "r1c0": "epsilon_total = 1", "r2c0": 'epsilon_total = 1\nmode = "mixed"'},
+                seed,
+            )
             n = rk["r0c0"].cell.n_features
-            for entity_id, view in (("r0c0", "gaussian"), ("r1c0", "linear")):  # the honest first releases pin the views
+            for entity_id, view in (
+                ("r0c0", "gaussian"),
+                ("r1c0", "linear"),
+            ):  # the honest first releases pin the views
                 ranges = [_signed(rk[e], rk[e].config.read_secret()) for e in sorted(rk)]
                 rk[entity_id].kernel_block(view, n - 1, 1.0 / n, ranges, record_set="train", peer="benchmark")
             results = [f1_error_oracle(dp["r0c0"]), f2_evaluate_oracle(dp["r0c0"])]
-            results += [f3_peer_scalings(rk, "r0c0", "r1c0", "gaussian"), f3_peer_scalings(rk, "r1c0", "r0c0", "linear")]
+            results += [
+                f3_peer_scalings(rk, "r0c0", "r1c0", "gaussian"),
+                f3_peer_scalings(rk, "r1c0", "r0c0", "linear"),
+            ]
             results.append(f4_two_views(rk, "r0c0"))
             results.append(f5_budget(dp["r1c0"], Path(tmp) / "dp" / "r1c0.toml"))
             results.append(f6_dp_mode(dp, seed))
@@ -462,6 +607,7 @@ def issue10_attacks(seed: int) -> list[dict[str, Any]]:
 
 def issue10_report(results: list[dict[str, Any]]) -> str:
     """One row per attack: what it achieved before and after the release guard."""
+
     def short(side: dict[str, Any]) -> str:
         parts = []
         for key, value in side.items():
@@ -473,10 +619,12 @@ def issue10_report(results: list[dict[str, Any]]) -> str:
         return "; ".join(parts)
 
     rows = [[str(r["finding"]), r["attack"], short(r["before"]), short(r["after"])] for r in results]
-    lines = ["Issue 10: a malicious coordinator (with one colluding column-block peer), on WDBC cells (split_dataset, "
-             "30 features). before: the old behaviour computed in this process; after: the same requests to "
-             "ppsvm.entity.cell.EntityCore (the release guard). Values count as recovered within "
-             f"{EXACT:g} (scaled units for records)."]
+    lines = [
+        "Issue 10: a malicious coordinator (with one colluding column-block peer), on WDBC cells (split_dataset, "
+        "30 features). before: the old behaviour computed in this process; after: the same requests to "
+        "ppsvm.entity.cell.EntityCore (the release guard). Values count as recovered within "
+        f"{EXACT:g} (scaled units for records)."
+    ]
     for row in rows:
         lines += ["", f"finding {row[0]}: {row[1]}", f"  before: {row[2]}", f"  after:  {row[3]}"]
     return "\n".join(lines)
@@ -500,11 +648,21 @@ def main(argv: list[str] | None = None) -> int:
     print()
     print(issue10_report(issue10))
     print(f"total wall time {total:.0f} s")
-    settings = {"features": args.features, "rows": args.rows, "seed": args.seed, "starts": STARTS,
-                "recovered_below": RECOVERED, "ambiguous_above": AMBIGUOUS, "fit_tolerance": FIT_TOLERANCE, "mu": 1.0 / args.features,
-                "total_seconds": total}
-    path = write_json(NAME, {"machine": machine_info(), "settings": settings, "peer": peer, "coordinator": coordinator,
-                             "issue10": issue10})
+    settings = {
+        "features": args.features,
+        "rows": args.rows,
+        "seed": args.seed,
+        "starts": STARTS,
+        "recovered_below": RECOVERED,
+        "ambiguous_above": AMBIGUOUS,
+        "fit_tolerance": FIT_TOLERANCE,
+        "mu": 1.0 / args.features,
+        "total_seconds": total,
+    }
+    path = write_json(
+        NAME,
+        {"machine": machine_info(), "settings": settings, "peer": peer, "coordinator": coordinator, "issue10": issue10},
+    )
     print(f"wrote {path}")
     return 0
 

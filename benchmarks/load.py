@@ -63,15 +63,20 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parents[1]
-
 import numpy as np
 
 from benchmarks._shared import (
-    load_average, machine_info, package_versions, peak_rss_mib, print_machine, table, write_json,
+    load_average,
+    machine_info,
+    package_versions,
+    peak_rss_mib,
+    print_machine,
+    table,
+    write_json,
 )
 from ppsvm.experiments.inprocess import fixed_secret
 
+ROOT = Path(__file__).resolve().parents[1]
 NAME = "load"
 TEST_FRACTION = 0.05
 NU = 1.0
@@ -134,7 +139,7 @@ def proc_cpu_s(pid: int) -> float:
 # Runs a command as its child and writes the child's rusage: a process forked straight from this one
 # reports this process's RSS at the fork as its own ru_maxrss (Linux keeps the old high-water mark
 # across execve), whereas a child of this small shim starts from the shim's. SIGTERM is passed on.
-RUSAGE_SHIM = '''import json, os, signal, sys
+RUSAGE_SHIM = """import json, os, signal, sys
 pid = os.fork()
 if pid == 0:
     os.execv(sys.argv[2], sys.argv[2:])
@@ -144,7 +149,7 @@ _, status, usage = os.wait4(pid, 0)
 with open(sys.argv[1], "w") as out:
     json.dump({"maxrss_kib": usage.ru_maxrss, "utime_s": usage.ru_utime, "stime_s": usage.ru_stime}, out)
 sys.exit(os.waitstatus_to_exitcode(status))
-'''
+"""
 
 
 def vm_hwm_self_mib() -> float:
@@ -169,8 +174,8 @@ def run_client(address: str, federation_path: str, plan: list[tuple[int, list[st
     """Connect, wait for the common start, send every request of ``plan`` back to back."""
     import grpc
 
-    from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
     from ppsvm.config import load_federation
+    from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
     from ppsvm.wire.grpc_util import open_channel
     from ppsvm.wire.rpc import ppsvm_pb2 as pb
     from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
@@ -193,7 +198,9 @@ def run_client(address: str, federation_path: str, plan: list[tuple[int, list[st
             result["latency_s"].append(time.perf_counter() - began)
             got = [p.id for p in reply.predictions]
             if got != ids:
-                result["errors"].append({"request": index, "code": "WRONG_REPLY", "details": f"asked {ids[:3]}, got {got[:3]}"})
+                result["errors"].append(
+                    {"request": index, "code": "WRONG_REPLY", "details": f"asked {ids[:3]}, got {got[:3]}"}
+                )
                 continue
             for p in reply.predictions:
                 result["decisions"][p.id] = p.decision
@@ -202,7 +209,9 @@ def run_client(address: str, federation_path: str, plan: list[tuple[int, list[st
     return result
 
 
-def _client_process(address: str, federation_path: str, plan: list[tuple[int, list[str]]], start: Any, out: Any) -> None:
+def _client_process(
+    address: str, federation_path: str, plan: list[tuple[int, list[str]]], start: Any, out: Any
+) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)  # the driver stops us; Ctrl-C reaches it too
     try:
         out.put(run_client(address, federation_path, plan, start))
@@ -210,8 +219,9 @@ def _client_process(address: str, federation_path: str, plan: list[tuple[int, li
         out.put({"crash": f"{type(error).__name__}: {error}"})
 
 
-def run_load(address: str, federation_path: Path, plans: list[list[tuple[int, list[str]]]], clients_as: str,
-             children: list[Any]) -> tuple[list[dict[str, Any]], float]:
+def run_load(
+    address: str, federation_path: Path, plans: list[list[tuple[int, list[str]]]], clients_as: str, children: list[Any]
+) -> tuple[list[dict[str, Any]], float]:
     """Run one client per plan concurrently; returns their results and the common start time (monotonic)."""
     n = len(plans)
     if clients_as == "threads":
@@ -239,8 +249,10 @@ def run_load(address: str, federation_path: Path, plans: list[list[tuple[int, li
     context = multiprocessing.get_context("spawn")  # never fork a process that holds gRPC threads
     start = context.Barrier(n + 1)
     out = context.Queue()
-    processes = [context.Process(target=_client_process, args=(address, str(federation_path), plan, start, out), daemon=True)
-                 for plan in plans]
+    processes = [
+        context.Process(target=_client_process, args=(address, str(federation_path), plan, start, out), daemon=True)
+        for plan in plans
+    ]
     children.extend(processes)
     for p in processes:
         p.start()
@@ -277,22 +289,31 @@ def mark(run: Run, phase: str, seconds: float) -> None:
 def parse_train_log(text: str) -> dict[str, float | None]:
     fetch = re.search(r"assembled train kernel \((\d+), (\d+)\) from (\d+) entities in ([0-9.]+) s", text)
     lp = re.search(r"LP solved: .* in ([0-9.]+) s", text)
-    return {"kernel_fetch_s": float(fetch.group(4)) if fetch else None, "lp_log_s": float(lp.group(1)) if lp else None,
-            "kernel_rows": int(fetch.group(1)) if fetch else None}
+    return {
+        "kernel_fetch_s": float(fetch.group(4)) if fetch else None,
+        "lp_log_s": float(lp.group(1)) if lp else None,
+        "kernel_rows": int(fetch.group(1)) if fetch else None,
+    }
 
 
 def latency_figures(latencies: np.ndarray) -> dict[str, float]:
     ms = latencies * 1000.0
-    return {"mean_ms": float(ms.mean()), "p50_ms": float(np.percentile(ms, 50)), "p90_ms": float(np.percentile(ms, 90)),
-            "p99_ms": float(np.percentile(ms, 99)), "max_ms": float(ms.max()), "min_ms": float(ms.min())}
+    return {
+        "mean_ms": float(ms.mean()),
+        "p50_ms": float(np.percentile(ms, 50)),
+        "p90_ms": float(np.percentile(ms, 90)),
+        "p99_ms": float(np.percentile(ms, 99)),
+        "max_ms": float(ms.max()),
+        "min_ms": float(ms.min()),
+    }
 
 
 def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any]) -> None:
     from ppsvm.config import federation_at_addresses, load_federation
-    from ppsvm.data.dataset import Dataset
     from ppsvm.core.model import Model
-    from ppsvm.data.partition import SplitOptions, split_dataset
     from ppsvm.core.randomness import derive_B
+    from ppsvm.data.dataset import Dataset
+    from ppsvm.data.partition import SplitOptions, split_dataset
     from ppsvm.processes import EntityProcesses, read_listening_address
 
     r, s, nj = args.row_blocks, args.col_blocks, args.features_per_block
@@ -306,20 +327,26 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
     held_out = np.zeros(m, dtype=bool)
     held_out[np.random.default_rng(args.seed + 1).choice(m, m - m_train, replace=False)] = True
     ids = np.array([str(k) for k in range(m)])
-    dataset = Dataset(ids=ids, X=X, y=y, feature_names=tuple(f"x{k}" for k in range(n)), source=f"synthetic(seed={args.seed})")
+    dataset = Dataset(
+        ids=ids, X=X, y=y, feature_names=tuple(f"x{k}" for k in range(n)), source=f"synthetic(seed={args.seed})"
+    )
     mark(run, "generate data", time.perf_counter() - started)
     started = time.perf_counter()
     split_dir = work / "split"
-    result = split_dataset(dataset, SplitOptions(rows=r, cols=s, out_dir=split_dir, seed=args.seed, overwrite=True),
-                           held_out=held_out)
+    result = split_dataset(
+        dataset, SplitOptions(rows=r, cols=s, out_dir=split_dir, seed=args.seed, overwrite=True), held_out=held_out
+    )
     for j in range(s):
         (split_dir / f"column-block-{j}.secret").write_text(secret_text(args.seed, j), encoding="utf-8")
     assert result.n_train == m_train, (result.n_train, m_train)
     mark(run, "split (cells, configs, TLS certificates)", time.perf_counter() - started)
     cells_mib = sum(p.stat().st_size for p in split_dir.glob("r*c*.csv")) / 2**20
-    print(f"split: {m:,} records ({m_train:,} training = {r} x {args.rows_per_block:,}, {m - m_train:,} held out), "
-          f"{r} x {s} = {r * s} cells of {nj} features ({cells_mib:.0f} MiB of CSV) in {run.phases['split (cells, configs, TLS certificates)']:.1f} s",
-          flush=True)
+    print(
+        f"split: {m:,} records ({m_train:,} training = {r} x {args.rows_per_block:,}, {m - m_train:,} held out), "
+        f"{r} x {s} = {r * s} cells of {nj} features ({cells_mib:.0f} MiB of CSV) "
+        f"in {run.phases['split (cells, configs, TLS certificates)']:.1f} s",
+        flush=True,
+    )
 
     # 3. entity processes -----------------------------------------------------------------------
     planned = load_federation(result.federation_path)
@@ -329,28 +356,52 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         started = time.perf_counter()
         groups = []
         for k in range(0, len(configs), batch):
-            groups.append(stack.enter_context(EntityProcesses(configs[k:k + batch])))
-            print(f"  entities {k + 1}-{min(k + batch, len(configs))} ready after {time.perf_counter() - started:.1f} s "
-                  f"(load average {load_average()})", flush=True)
+            groups.append(stack.enter_context(EntityProcesses(configs[k : k + batch])))
+            print(
+                f"  entities {k + 1}-{min(k + batch, len(configs))} ready after {time.perf_counter() - started:.1f} s "
+                f"(load average {load_average()})",
+                flush=True,
+            )
         mark(run, f"start {len(configs)} entity processes", time.perf_counter() - started)
         entity_pids = [p.pid for g in groups for p in g.processes]
         addresses = [a for g in groups for a in g.addresses]
         live = split_dir / "federation.live.toml"
         live.write_text(federation_at_addresses(planned, addresses), encoding="utf-8")
-        print(f"started {len(configs)} entity processes in {run.phases[f'start {len(configs)} entity processes']:.1f} s "
-              f"({len(groups)} batch{'es' if len(groups) > 1 else ''} of {batch}), mutual TLS", flush=True)
+        print(
+            f"started {len(configs)} entity processes in {run.phases[f'start {len(configs)} entity processes']:.1f} s "
+            f"({len(groups)} batch{'es' if len(groups) > 1 else ''} of {batch}), mutual TLS",
+            flush=True,
+        )
         run.entities["rss_after_start_mib"] = [proc_status(pid)["VmRSS"] for pid in entity_pids]
 
         # 4. train --------------------------------------------------------------------------------
         model_path = work / "model.json"
         train_log = work / "train.log"
-        command = ppsvm_command("coordinator", "train", "--federation", str(live), "--model-out", str(model_path),
-                                "--kernel", "gaussian", "--mbar", str(mbar), "--nu", repr(NU), "--mu", repr(mu))
+        command = ppsvm_command(
+            "coordinator",
+            "train",
+            "--federation",
+            str(live),
+            "--model-out",
+            str(model_path),
+            "--kernel",
+            "gaussian",
+            "--mbar",
+            str(mbar),
+            "--nu",
+            repr(NU),
+            "--mu",
+            repr(mu),
+        )
         usage_path = work / "train.rusage.json"
         started = time.perf_counter()
         with train_log.open("w") as log:
-            trainer = subprocess.Popen([sys.executable, "-c", RUSAGE_SHIM, str(usage_path), *command], stdout=log,
-                                       stderr=subprocess.STDOUT, cwd=ROOT)
+            trainer = subprocess.Popen(
+                [sys.executable, "-c", RUSAGE_SHIM, str(usage_path), *command],
+                stdout=log,
+                stderr=subprocess.STDOUT,
+                cwd=ROOT,
+            )
             children.append(trainer)
             trainer.wait()
         mark(run, "train (ppsvm coordinator train, child process)", time.perf_counter() - started)
@@ -358,31 +409,59 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
             raise RuntimeError(f"ppsvm coordinator train exited {trainer.returncode}:\n{train_log.read_text()[-3000:]}")
         model = Model.load(model_path)
         usage = json.loads(usage_path.read_text())
-        run.train = {**parse_train_log(train_log.read_text()), "peak_rss_mib": usage["maxrss_kib"] / 1024.0,
-                     "cpu_s": usage["utime_s"] + usage["stime_s"], "train_seconds": model.training["seconds"],
-                     "lp_seconds": model.training["lp_seconds"], "objective": model.training["objective"],
-                     "n_train": model.training["n_train"], "private": model.private, "mbar": model.mbar, "mu": model.mu,
-                     "nu": model.nu, "block_bytes": args.rows_per_block * mbar * 8}
+        run.train = {
+            **parse_train_log(train_log.read_text()),
+            "peak_rss_mib": usage["maxrss_kib"] / 1024.0,
+            "cpu_s": usage["utime_s"] + usage["stime_s"],
+            "train_seconds": model.training["seconds"],
+            "lp_seconds": model.training["lp_seconds"],
+            "objective": model.training["objective"],
+            "n_train": model.training["n_train"],
+            "private": model.private,
+            "mbar": model.mbar,
+            "mu": model.mu,
+            "nu": model.nu,
+            "block_bytes": args.rows_per_block * mbar * 8,
+        }
         t = run.train
-        print(f"trained in {run.phases['train (ppsvm coordinator train, child process)']:.1f} s wall "
-              f"(train() {t['train_seconds']:.1f} s: kernel fetch {t['kernel_fetch_s']} s for {r * s} blocks of "
-              f"{args.rows_per_block:,} x {mbar} = {t['block_bytes'] / 2**20:.1f} MiB each, LP {t['lp_seconds']:.1f} s); "
-              f"private = {model.private}", flush=True)
+        print(
+            f"trained in {run.phases['train (ppsvm coordinator train, child process)']:.1f} s wall "
+            f"(train() {t['train_seconds']:.1f} s: kernel fetch {t['kernel_fetch_s']} s for {r * s} blocks of "
+            f"{args.rows_per_block:,} x {mbar} = {t['block_bytes'] / 2**20:.1f} MiB each, LP {t['lp_seconds']:.1f} s); "
+            f"private = {model.private}",
+            flush=True,
+        )
         run.entities["rss_after_train_mib"] = [proc_status(pid)["VmRSS"] for pid in entity_pids]
 
         # 5. serve --------------------------------------------------------------------------------
         serve_log = work / "serve.log"
         started = time.perf_counter()
         with serve_log.open("w") as log:
-            server = subprocess.Popen(ppsvm_command("coordinator", "serve", "--federation", str(live), "--model",
-                                                    str(model_path), "--listen", "127.0.0.1:0"),
-                                      stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+            server = subprocess.Popen(
+                ppsvm_command(
+                    "coordinator",
+                    "serve",
+                    "--federation",
+                    str(live),
+                    "--model",
+                    str(model_path),
+                    "--listen",
+                    "127.0.0.1:0",
+                ),
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=ROOT,
+            )
         children.append(server)
         address = read_listening_address(server, f"ppsvm coordinator serve (log {serve_log})", READY_TIMEOUT_S)
         mark(run, "start ppsvm coordinator serve", time.perf_counter() - started)
         run.serve["rss_at_ready_mib"] = proc_status(server.pid)["VmRSS"]
-        print(f"serve listening on {address} after {run.phases['start ppsvm coordinator serve']:.1f} s "
-              f"(RSS {run.serve['rss_at_ready_mib']:.0f} MiB)", flush=True)
+        print(
+            f"serve listening on {address} after {run.phases['start ppsvm coordinator serve']:.1f} s "
+            f"(RSS {run.serve['rss_at_ready_mib']:.0f} MiB)",
+            flush=True,
+        )
 
         # 6. load ---------------------------------------------------------------------------------
         # Which row block holds each record (first column of the column-block-0 cells): the serve process
@@ -395,49 +474,69 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         rng = np.random.default_rng(args.seed + 2)
         for size in args.batch:
             requests = [(k, ids[rng.choice(m, size, replace=False)].tolist()) for k in range(args.requests)]
-            plans = [requests[c::args.clients] for c in range(args.clients)]
+            plans = [requests[c :: args.clients] for c in range(args.clients)]
             entity_calls = s * sum(len({row_block_of[record] for record in chosen}) for _, chosen in requests)
-            before = {"serve_cpu_s": proc_cpu_s(server.pid), "entity_cpu_s": sum(proc_cpu_s(p) for p in entity_pids),
-                      "serve_rss_mib": proc_status(server.pid)["VmRSS"],
-                      "entity_rss_mib": sum(proc_status(p)["VmRSS"] for p in entity_pids)}
+            before = {
+                "serve_cpu_s": proc_cpu_s(server.pid),
+                "entity_cpu_s": sum(proc_cpu_s(p) for p in entity_pids),
+                "serve_rss_mib": proc_status(server.pid)["VmRSS"],
+                "entity_rss_mib": sum(proc_status(p)["VmRSS"] for p in entity_pids),
+            }
             started = time.perf_counter()
             results, _ = run_load(address, live, plans, args.clients_as, children)
             wall = time.perf_counter() - started
             crashed = [res["crash"] for res in results if "crash" in res]
             if crashed:
                 raise RuntimeError(f"client(s) crashed: {crashed}")
-            after = {"serve_cpu_s": proc_cpu_s(server.pid), "entity_cpu_s": sum(proc_cpu_s(p) for p in entity_pids),
-                     "serve_rss_mib": proc_status(server.pid)["VmRSS"],
-                     "entity_rss_mib": sum(proc_status(p)["VmRSS"] for p in entity_pids)}
+            after = {
+                "serve_cpu_s": proc_cpu_s(server.pid),
+                "entity_cpu_s": sum(proc_cpu_s(p) for p in entity_pids),
+                "serve_rss_mib": proc_status(server.pid)["VmRSS"],
+                "entity_rss_mib": sum(proc_status(p)["VmRSS"] for p in entity_pids),
+            }
             window = max(res["end"] for res in results) - min(res["start"] for res in results)
             latencies = np.concatenate([np.asarray(res["latency_s"]) for res in results])
             errors = [e for res in results for e in res["errors"]]
             decisions = {k: v for res in results for k, v in res["decisions"].items()}
             load = {
-                "batch": size, "requests": args.requests, "clients": args.clients, "clients_as": args.clients_as,
-                "predictions": args.requests * size, "window_s": window, "wall_with_client_start_s": wall,
-                "requests_per_s": args.requests / window, "predictions_per_s": args.requests * size / window,
+                "batch": size,
+                "requests": args.requests,
+                "clients": args.clients,
+                "clients_as": args.clients_as,
+                "predictions": args.requests * size,
+                "window_s": window,
+                "wall_with_client_start_s": wall,
+                "requests_per_s": args.requests / window,
+                "predictions_per_s": args.requests * size / window,
                 "latency": latency_figures(latencies),
                 # Each client's first request meets a cold serve process (feature ranges fetched once, each entity's
                 # id index built on first use): reported apart as well as inside the figures above.
                 "first_request_max_ms": 1000 * max(res["latency_s"][0] for res in results if res["latency_s"]),
-                "latency_after_first": latency_figures(np.concatenate([np.asarray(res["latency_s"][1:]) for res in results])),
-                "errors": len(errors), "error_samples": errors[:10],
+                "latency_after_first": latency_figures(
+                    np.concatenate([np.asarray(res["latency_s"][1:]) for res in results])
+                ),
+                "errors": len(errors),
+                "error_samples": errors[:10],
                 "error_codes": sorted({e["code"] for e in errors}),
                 "serve_cpu_ms_per_request": 1000 * (after["serve_cpu_s"] - before["serve_cpu_s"]) / args.requests,
                 "entity_cpu_ms_per_request": 1000 * (after["entity_cpu_s"] - before["entity_cpu_s"]) / args.requests,
                 "entity_calls": entity_calls,
                 "entity_cpu_ms_per_call": 1000 * (after["entity_cpu_s"] - before["entity_cpu_s"]) / entity_calls,
-                "serve_rss_before_mib": before["serve_rss_mib"], "serve_rss_after_mib": after["serve_rss_mib"],
-                "entity_rss_sum_before_mib": before["entity_rss_mib"], "entity_rss_sum_after_mib": after["entity_rss_mib"],
+                "serve_rss_before_mib": before["serve_rss_mib"],
+                "serve_rss_after_mib": after["serve_rss_mib"],
+                "entity_rss_sum_before_mib": before["entity_rss_mib"],
+                "entity_rss_sum_after_mib": after["entity_rss_mib"],
                 "client_peak_rss_mib": max(res["peak_rss_mib"] for res in results),
                 "load_average_after": load_average(),
             }
             run.loads.append(load)
             lat = load["latency"]
-            print(f"load, batch {size}: {args.requests} requests from {args.clients} client {args.clients_as} in "
-                  f"{window:.2f} s: {load['requests_per_s']:.1f} requests/s, p50 {lat['p50_ms']:.1f} ms, "
-                  f"p99 {lat['p99_ms']:.1f} ms, {len(errors)} errors (load average {load['load_average_after']})", flush=True)
+            print(
+                f"load, batch {size}: {args.requests} requests from {args.clients} client {args.clients_as} in "
+                f"{window:.2f} s: {load['requests_per_s']:.1f} requests/s, p50 {lat['p50_ms']:.1f} ms, "
+                f"p99 {lat['p99_ms']:.1f} ms, {len(errors)} errors (load average {load['load_average_after']})",
+                flush=True,
+            )
 
             # 7. independent check of every served decision ---------------------------------------
             rows = np.array([int(k) for k in decisions], dtype=np.int64)
@@ -449,35 +548,49 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
             distance = np.zeros((len(rows), mbar))
             for j in range(s):
                 B = derive_B(bytes.fromhex(secret_text(args.seed, j).strip()), mbar, nj)
-                block = scaled[:, j * nj:(j + 1) * nj]
+                block = scaled[:, j * nj : (j + 1) * nj]
                 distance += ((block[:, None, :] - B[None, :, :]) ** 2).sum(axis=2)
             expected = np.exp(-mu * distance) @ np.asarray(model.u) - model.gamma
             scaling_ok = all(
-                tuple(low[j * nj:(j + 1) * nj].tolist()) == sc.low and tuple(high[j * nj:(j + 1) * nj].tolist()) == sc.high
-                for j, sc in enumerate(model.scaling))
+                tuple(low[j * nj : (j + 1) * nj].tolist()) == sc.low
+                and tuple(high[j * nj : (j + 1) * nj].tolist()) == sc.high
+                for j, sc in enumerate(model.scaling)
+            )
             worst = float(np.max(np.abs(served - expected))) if len(rows) else float("nan")
-            run.verification[str(size)] = {"checked": int(len(rows)), "max_abs_difference": worst,
-                                           "model_scaling_equals_training_min_max": scaling_ok,
-                                           "ok": bool(len(rows) > 0 and worst <= VERIFY_ATOL and scaling_ok)}
-            print(f"  checked {len(rows)} served decisions against an independent computation: max |difference| "
-                  f"{worst:.1e} (tolerance {VERIFY_ATOL:g}); model scaling = training min/max: {scaling_ok}", flush=True)
+            run.verification[str(size)] = {
+                "checked": int(len(rows)),
+                "max_abs_difference": worst,
+                "model_scaling_equals_training_min_max": scaling_ok,
+                "ok": bool(len(rows) > 0 and worst <= VERIFY_ATOL and scaling_ok),
+            }
+            print(
+                f"  checked {len(rows)} served decisions against an independent computation: max |difference| "
+                f"{worst:.1e} (tolerance {VERIFY_ATOL:g}); model scaling = training min/max: {scaling_ok}",
+                flush=True,
+            )
 
         # peak memory, read before anything is stopped -------------------------------------------
         run.serve.update(proc_status(server.pid))
         run.serve["cpu_s_total"] = proc_cpu_s(server.pid)
         statuses = [proc_status(pid) for pid in entity_pids]
-        run.entities.update({
-            "peak_rss_mib": [st["VmHWM"] for st in statuses], "rss_at_end_mib": [st["VmRSS"] for st in statuses],
-            "cpu_s_total": [proc_cpu_s(pid) for pid in entity_pids],
-        })
+        run.entities.update(
+            {
+                "peak_rss_mib": [st["VmHWM"] for st in statuses],
+                "rss_at_end_mib": [st["VmRSS"] for st in statuses],
+                "cpu_s_total": [proc_cpu_s(pid) for pid in entity_pids],
+            }
+        )
         started = time.perf_counter()
         stop_process(server)
         run.serve["exit_code"] = server.returncode
         stack.close()  # every entity: SIGTERM, then SIGKILL after 10 s
         mark(run, "stop serve and entities", time.perf_counter() - started)
-    run.notes.append(f"serve log: {serve_log.stat().st_size} bytes, "
-                     f"{sum(1 for line in serve_log.read_text(errors='replace').splitlines() if 'refused' in line or 'error' in line.lower())} "
-                     "lines mentioning refused/error")
+    serve_lines = serve_log.read_text(errors="replace").splitlines()
+    run.notes.append(
+        f"serve log: {serve_log.stat().st_size} bytes, "
+        f"{sum(1 for line in serve_lines if 'refused' in line or 'error' in line.lower())} "
+        "lines mentioning refused/error"
+    )
 
 
 def report(args: argparse.Namespace, run: Run, total: float) -> tuple[str, dict[str, str]]:
@@ -486,15 +599,26 @@ def report(args: argparse.Namespace, run: Run, total: float) -> tuple[str, dict[
     lines = ["", table(["phase", "wall-clock", "load average after"], phases), ""]
     t = run.train
     other = t["train_seconds"] - (t["kernel_fetch_s"] or 0.0) - t["lp_seconds"]
-    lines.append(table(["train (ppsvm coordinator train)", ""], [
-        ["train() in the child (model's training.seconds)", f"{t['train_seconds']:.2f} s"],
-        [f"  kernel fetch: {r * s} streamed blocks, {args.rows_per_block:,} x {t['mbar']} each", f"{t['kernel_fetch_s']} s"],
-        [f"  LP (highs-dual, {t['n_train']:,} x {t['mbar']} kernel)", f"{t['lp_seconds']:.2f} s"],
-        ["  metadata, record alignment, scaling", f"{other:.2f} s"],
-        ["child process wall-clock (imports, model delivery)", f"{run.phases['train (ppsvm coordinator train, child process)']:.2f} s"],
-        ["child process CPU (user + system)", f"{t['cpu_s']:.1f} s"],
-        ["private (mbar < n_j)", str(t["private"])],
-    ]))
+    lines.append(
+        table(
+            ["train (ppsvm coordinator train)", ""],
+            [
+                ["train() in the child (model's training.seconds)", f"{t['train_seconds']:.2f} s"],
+                [
+                    f"  kernel fetch: {r * s} streamed blocks, {args.rows_per_block:,} x {t['mbar']} each",
+                    f"{t['kernel_fetch_s']} s",
+                ],
+                [f"  LP (highs-dual, {t['n_train']:,} x {t['mbar']} kernel)", f"{t['lp_seconds']:.2f} s"],
+                ["  metadata, record alignment, scaling", f"{other:.2f} s"],
+                [
+                    "child process wall-clock (imports, model delivery)",
+                    f"{run.phases['train (ppsvm coordinator train, child process)']:.2f} s",
+                ],
+                ["child process CPU (user + system)", f"{t['cpu_s']:.1f} s"],
+                ["private (mbar < n_j)", str(t["private"])],
+            ],
+        )
+    )
     lines.append("")
     headers = ["load (Predict over mutual TLS)", *(f"batch {x['batch']}" for x in run.loads)]
     rows = [
@@ -503,43 +627,74 @@ def report(args: argparse.Namespace, run: Run, total: float) -> tuple[str, dict[
         ["window (first start to last answer)", *(f"{x['window_s']:.2f} s" for x in run.loads)],
         ["throughput, requests/s", *(f"{x['requests_per_s']:.1f}" for x in run.loads)],
         ["throughput, predictions/s", *(f"{x['predictions_per_s']:.1f}" for x in run.loads)],
-        *[[f"latency {key.removesuffix('_ms')}", *(f"{x['latency'][key]:.1f} ms" for x in run.loads)]
-          for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms")],
+        *[
+            [f"latency {key.removesuffix('_ms')}", *(f"{x['latency'][key]:.1f} ms" for x in run.loads)]
+            for key in ("p50_ms", "p90_ms", "p99_ms", "max_ms", "mean_ms")
+        ],
         ["each client's first request, slowest (cold)", *(f"{x['first_request_max_ms']:.1f} ms" for x in run.loads)],
-        ["latency p99 / max without first requests", *(
-            f"{x['latency_after_first']['p99_ms']:.1f} / {x['latency_after_first']['max_ms']:.1f} ms" for x in run.loads)],
+        [
+            "latency p99 / max without first requests",
+            *(
+                f"{x['latency_after_first']['p99_ms']:.1f} / {x['latency_after_first']['max_ms']:.1f} ms"
+                for x in run.loads
+            ),
+        ],
         ["errors (RpcError or wrong reply)", *(str(x["errors"]) for x in run.loads)],
         ["serve CPU per request", *(f"{x['serve_cpu_ms_per_request']:.1f} ms" for x in run.loads)],
         [f"entity CPU per request (all {r * s})", *(f"{x['entity_cpu_ms_per_request']:.1f} ms" for x in run.loads)],
         ["entity calls (KernelBlock by ids)", *(f"{x['entity_calls']:,}" for x in run.loads)],
         ["entity CPU per entity call", *(f"{x['entity_cpu_ms_per_call']:.2f} ms" for x in run.loads)],
-        ["serve RSS before -> after", *(f"{x['serve_rss_before_mib']:.0f} -> {x['serve_rss_after_mib']:.0f} MiB" for x in run.loads)],
-        ["entities' RSS sum before -> after", *(f"{x['entity_rss_sum_before_mib']:.0f} -> {x['entity_rss_sum_after_mib']:.0f} MiB" for x in run.loads)],
+        [
+            "serve RSS before -> after",
+            *(f"{x['serve_rss_before_mib']:.0f} -> {x['serve_rss_after_mib']:.0f} MiB" for x in run.loads),
+        ],
+        [
+            "entities' RSS sum before -> after",
+            *(f"{x['entity_rss_sum_before_mib']:.0f} -> {x['entity_rss_sum_after_mib']:.0f} MiB" for x in run.loads),
+        ],
         ["load average after", *(str(x["load_average_after"]) for x in run.loads)],
-        ["distinct ids checked independently / max diff", *(
-            f"{run.verification[str(x['batch'])]['checked']} / {run.verification[str(x['batch'])]['max_abs_difference']:.1e}"
-            for x in run.loads)],
+        [
+            "distinct ids checked independently / max diff",
+            *("{checked} / {max_abs_difference:.1e}".format(**run.verification[str(x["batch"])]) for x in run.loads),
+        ],
     ]
     lines.append(table(headers, rows))
     lines.append("")
     peaks = run.entities["peak_rss_mib"]
-    lines.append(table(["peak RSS (VmHWM / ru_maxrss)", ""], [
-        ["coordinator, train process", f"{t['peak_rss_mib']:.0f} MiB"],
-        ["coordinator, serve process", f"{run.serve['VmHWM']:.0f} MiB (RSS at ready {run.serve['rss_at_ready_mib']:.0f}, at end {run.serve['VmRSS']:.0f})"],
-        ["largest entity", f"{max(peaks):.0f} MiB (smallest {min(peaks):.0f})"],
-        [f"sum over {len(peaks)} entities", f"{sum(peaks):.0f} MiB (RSS sum at end {sum(run.entities['rss_at_end_mib']):.0f})"],
-        ["this driver process", f"{peak_rss_mib():.0f} MiB (the data; split_dataset builds every cell's CSV text in memory)"],
-        ["largest client", f"{max(x['client_peak_rss_mib'] for x in run.loads):.0f} MiB"],
-    ]))
+    lines.append(
+        table(
+            ["peak RSS (VmHWM / ru_maxrss)", ""],
+            [
+                ["coordinator, train process", f"{t['peak_rss_mib']:.0f} MiB"],
+                [
+                    "coordinator, serve process",
+                    f"{run.serve['VmHWM']:.0f} MiB "
+                    f"(RSS at ready {run.serve['rss_at_ready_mib']:.0f}, at end {run.serve['VmRSS']:.0f})",
+                ],
+                ["largest entity", f"{max(peaks):.0f} MiB (smallest {min(peaks):.0f})"],
+                [
+                    f"sum over {len(peaks)} entities",
+                    f"{sum(peaks):.0f} MiB (RSS sum at end {sum(run.entities['rss_at_end_mib']):.0f})",
+                ],
+                [
+                    "this driver process",
+                    f"{peak_rss_mib():.0f} MiB (the data; split_dataset builds every cell's CSV text in memory)",
+                ],
+                ["largest client", f"{max(x['client_peak_rss_mib'] for x in run.loads):.0f} MiB"],
+            ],
+        )
+    )
     errors = sum(x["errors"] for x in run.loads)
     verified = all(v["ok"] for v in run.verification.values())
     targets = {
         "zero errors under load": f"{'PASS' if errors == 0 else 'FAIL'} ({errors} errors in "
-                                  f"{sum(x['requests'] for x in run.loads):,} requests"
-                                  + (f"; codes {sorted({c for x in run.loads for c in x['error_codes']})}" if errors else "") + ")",
+        f"{sum(x['requests'] for x in run.loads):,} requests"
+        + (f"; codes {sorted({c for x in run.loads for c in x['error_codes']})}" if errors else "")
+        + ")",
         f"served decisions = independent computation to {VERIFY_ATOL:g}": (
             f"{'PASS' if verified else 'FAIL'} ({sum(v['checked'] for v in run.verification.values())} decisions, "
-            f"max |difference| {max(v['max_abs_difference'] for v in run.verification.values()):.1e})"),
+            f"max |difference| {max(v['max_abs_difference'] for v in run.verification.values()):.1e})"
+        ),
     }
     lines.append("")
     lines.extend(f"target: {name}: {verdict}" for name, verdict in targets.items())
@@ -553,22 +708,46 @@ def _interrupt(signum: int, frame: Any) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true",
-                        help=f"{QUICK['row_blocks']} x {QUICK['col_blocks']} entities, {QUICK['rows_per_block']:,} training rows "
-                             f"per row block, {QUICK['requests']} requests")
+    parser.add_argument(
+        "--quick",
+        action="store_true",
+        help=f"{QUICK['row_blocks']} x {QUICK['col_blocks']} entities, {QUICK['rows_per_block']:,} training rows "
+        f"per row block, {QUICK['requests']} requests",
+    )
     parser.add_argument("--row-blocks", type=int, help=f"default {FULL['row_blocks']}")
     parser.add_argument("--col-blocks", type=int, help=f"default {FULL['col_blocks']}")
-    parser.add_argument("--features-per-block", type=int, help=f"n_j (mbar = n_j - 1); default {FULL['features_per_block']}")
-    parser.add_argument("--rows-per-block", type=int, help=f"training rows per row block (kernel block rows); default {FULL['rows_per_block']:,}")
+    parser.add_argument(
+        "--features-per-block", type=int, help=f"n_j (mbar = n_j - 1); default {FULL['features_per_block']}"
+    )
+    parser.add_argument(
+        "--rows-per-block",
+        type=int,
+        help=f"training rows per row block (kernel block rows); default {FULL['rows_per_block']:,}",
+    )
     parser.add_argument("--requests", type=int, help=f"Predict requests per batch size; default {FULL['requests']:,}")
     parser.add_argument("--clients", type=int, default=8, help="concurrent clients (default 8)")
-    parser.add_argument("--clients-as", choices=("processes", "threads"), default="processes",
-                        help="client processes (default) or threads of this process")
-    parser.add_argument("--batch", type=int, nargs="+", default=[1],
-                        help="record ids per request; the load runs once per value, --requests each (default 1; e.g. 1 10)")
-    parser.add_argument("--start-batch", type=int, default=8,
-                        help="start the entity processes this many at a time (0: all in one EntityProcesses; default 8)")
-    parser.add_argument("--seed", type=int, default=0, help="seed of data, held-out mask, secrets and request ids (default 0)")
+    parser.add_argument(
+        "--clients-as",
+        choices=("processes", "threads"),
+        default="processes",
+        help="client processes (default) or threads of this process",
+    )
+    parser.add_argument(
+        "--batch",
+        type=int,
+        nargs="+",
+        default=[1],
+        help="record ids per request; the load runs once per value, --requests each (default 1; e.g. 1 10)",
+    )
+    parser.add_argument(
+        "--start-batch",
+        type=int,
+        default=8,
+        help="start the entity processes this many at a time (0: all in one EntityProcesses; default 8)",
+    )
+    parser.add_argument(
+        "--seed", type=int, default=0, help="seed of data, held-out mask, secrets and request ids (default 0)"
+    )
     parser.add_argument("--keep", type=Path, help="keep the split, logs and model in this directory")
     args = parser.parse_args(argv)
     preset = QUICK if args.quick else FULL
@@ -583,27 +762,56 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     print_machine(info)
     n_entities = args.row_blocks * args.col_blocks
-    print(f"{args.row_blocks} x {args.col_blocks} = {n_entities} entity processes on loopback, mutual TLS; "
-          f"{args.rows_per_block:,} training rows per row block (each entity's kernel block), n_j = {args.features_per_block}, "
-          f"mbar = {args.features_per_block - 1}, nu = {NU:g}, mu = 1/{args.col_blocks * args.features_per_block}; "
-          f"{args.clients} concurrent clients ({args.clients_as}), {args.requests:,} Predict requests of "
-          f"{' / '.join(map(str, args.batch))} id(s); seed {args.seed}", flush=True)
-    print(f"layout: {args.row_blocks} row blocks so that every entity's kernel block has {args.rows_per_block:,} rows at "
-          f"{args.row_blocks * args.rows_per_block:,} training rows in all (8 x 4 would need {8 * args.rows_per_block:,}), and still a "
-          f"checkerboard: predictions are routed by row block, kernels multiplied over {args.col_blocks} column blocks; "
-          f"n_j = {args.features_per_block} keeps mbar = {args.features_per_block - 1} < n_j (privacy rule 3). Entities start "
-          f"{args.start_batch or 'all'} at a time\n", flush=True)
+    print(
+        f"{args.row_blocks} x {args.col_blocks} = {n_entities} entity processes on loopback, mutual TLS; "
+        f"{args.rows_per_block:,} training rows per row block (each entity's kernel block), "
+        f"n_j = {args.features_per_block}, "
+        f"mbar = {args.features_per_block - 1}, nu = {NU:g}, mu = 1/{args.col_blocks * args.features_per_block}; "
+        f"{args.clients} concurrent clients ({args.clients_as}), {args.requests:,} Predict requests of "
+        f"{' / '.join(map(str, args.batch))} id(s); seed {args.seed}",
+        flush=True,
+    )
+    print(
+        f"layout: {args.row_blocks} row blocks so that every entity's kernel block has {args.rows_per_block:,} rows "
+        f"at {args.row_blocks * args.rows_per_block:,} training rows in all "
+        f"(8 x 4 would need {8 * args.rows_per_block:,}), and still a "
+        f"checkerboard: predictions are routed by row block, kernels multiplied over {args.col_blocks} column blocks; "
+        f"n_j = {args.features_per_block} keeps mbar = "
+        f"{args.features_per_block - 1} < n_j (privacy rule 3). Entities start "
+        f"{args.start_batch or 'all'} at a time\n",
+        flush=True,
+    )
     started = time.perf_counter()
     run = Run()
     children: list[Any] = []
-    settings = {"quick": args.quick, "row_blocks": args.row_blocks, "col_blocks": args.col_blocks,
-                "features_per_block": args.features_per_block, "rows_per_block": args.rows_per_block,
-                "test_fraction": TEST_FRACTION, "kernel": "gaussian", "mbar": args.features_per_block - 1, "nu": NU,
-                "mu": 1.0 / (args.col_blocks * args.features_per_block), "requests": args.requests, "clients": args.clients,
-                "clients_as": args.clients_as, "batch": args.batch, "start_batch": args.start_batch, "seed": args.seed,
-                "seeds": {"data": args.seed, "held_out": args.seed + 1, "split_shuffle": args.seed, "request_ids": args.seed + 2,
-                          "secrets": f"sha256('ppsvm-benchmark/{NAME}/{args.seed}/j') (benchmark only)"},
-                "request_timeout_s": REQUEST_TIMEOUT_S, "tls": "mutual", "host": "127.0.0.1"}
+    settings = {
+        "quick": args.quick,
+        "row_blocks": args.row_blocks,
+        "col_blocks": args.col_blocks,
+        "features_per_block": args.features_per_block,
+        "rows_per_block": args.rows_per_block,
+        "test_fraction": TEST_FRACTION,
+        "kernel": "gaussian",
+        "mbar": args.features_per_block - 1,
+        "nu": NU,
+        "mu": 1.0 / (args.col_blocks * args.features_per_block),
+        "requests": args.requests,
+        "clients": args.clients,
+        "clients_as": args.clients_as,
+        "batch": args.batch,
+        "start_batch": args.start_batch,
+        "seed": args.seed,
+        "seeds": {
+            "data": args.seed,
+            "held_out": args.seed + 1,
+            "split_shuffle": args.seed,
+            "request_ids": args.seed + 2,
+            "secrets": f"sha256('ppsvm-benchmark/{NAME}/{args.seed}/j') (benchmark only)",
+        },
+        "request_timeout_s": REQUEST_TIMEOUT_S,
+        "tls": "mutual",
+        "host": "127.0.0.1",
+    }
     try:
         with tempfile.TemporaryDirectory(prefix="ppsvm-load-") as temporary:
             work = args.keep or Path(temporary)
@@ -622,19 +830,38 @@ def main(argv: list[str] | None = None) -> int:
     info["load_average_at_end"] = load_average()
     info["wall_clock_s"] = total
     print(f"\nload average at end {info['load_average_at_end']}; total {total:.0f} s")
-    rerun = " ".join([".venv/bin/python -m benchmarks.load", *(["--quick"] if args.quick else []),
-                      *(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in FULL if getattr(args, k) != preset[k]),
-                      *([f"--clients {args.clients}"] if args.clients != 8 else []),
-                      *(["--clients-as threads"] if args.clients_as == "threads" else []),
-                      *([f"--batch {' '.join(map(str, args.batch))}"] if args.batch != [1] else []),
-                      *([f"--start-batch {args.start_batch}"] if args.start_batch != 8 else []),
-                      *([f"--seed {args.seed}"] if args.seed else [])])
+    rerun = " ".join(
+        [
+            ".venv/bin/python -m benchmarks.load",
+            *(["--quick"] if args.quick else []),
+            *(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in FULL if getattr(args, k) != preset[k]),
+            *([f"--clients {args.clients}"] if args.clients != 8 else []),
+            *(["--clients-as threads"] if args.clients_as == "threads" else []),
+            *([f"--batch {' '.join(map(str, args.batch))}"] if args.batch != [1] else []),
+            *([f"--start-batch {args.start_batch}"] if args.start_batch != 8 else []),
+            *([f"--seed {args.seed}"] if args.seed else []),
+        ]
+    )
     print(f"rerun: {rerun}")
-    path = write_json(NAME, {"machine": info, "versions": package_versions(), "setting": settings,
-                             "phases_s": run.phases, "load_average_after_phase": run.load_average, "train": run.train,
-                             "serve": run.serve, "entities": run.entities, "loads": run.loads,
-                             "verification": run.verification, "targets": targets, "notes": run.notes, "rerun": rerun},
-                      args.quick)
+    path = write_json(
+        NAME,
+        {
+            "machine": info,
+            "versions": package_versions(),
+            "setting": settings,
+            "phases_s": run.phases,
+            "load_average_after_phase": run.load_average,
+            "train": run.train,
+            "serve": run.serve,
+            "entities": run.entities,
+            "loads": run.loads,
+            "verification": run.verification,
+            "targets": targets,
+            "notes": run.notes,
+            "rerun": rerun,
+        },
+        args.quick,
+    )
     print(f"wrote {path.relative_to(ROOT)}")
     ok = all(v.startswith("PASS") for v in targets.values())
     return 0 if ok else 1

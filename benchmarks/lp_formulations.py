@@ -12,15 +12,30 @@ checked against highs-dual. Formulations measured too slow are skipped above a s
 from __future__ import annotations
 
 import argparse
+import functools
 import time
 from pathlib import Path
-
 
 import numpy as np
 
 from benchmarks._shared import (
-    AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, load_average, machine_info, median, peak_rss_mib,
-    print_machine, relative_gap, seconds_text, synthetic, table, timed, write_json,
+    AGREEMENT_RTOL,
+    MBAR,
+    MU,
+    N_FEATURES,
+    NU,
+    SKIP_ABOVE,
+    load_average,
+    machine_info,
+    median,
+    peak_rss_mib,
+    print_machine,
+    relative_gap,
+    seconds_text,
+    synthetic,
+    table,
+    timed,
+    write_json,
 )
 from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.core.lp import FORMULATIONS, solve_lp
@@ -34,8 +49,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--quick", action="store_true", help="m = 10,000 and 40,000 only")
     parser.add_argument("--sizes", type=int, nargs="+", help="rows m (default 10000 40000 160000)")
     parser.add_argument("--repeats", type=int, default=3)
-    parser.add_argument("--single-above", type=float, default=60.0,
-                        help="do not repeat a solve whose first run took longer than this (s)")
+    parser.add_argument(
+        "--single-above",
+        type=float,
+        default=60.0,
+        help="do not repeat a solve whose first run took longer than this (s)",
+    )
     parser.add_argument("--no-skip", action="store_true", help="run every formulation at every size")
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
@@ -58,20 +77,29 @@ def main(argv: list[str] | None = None) -> int:
                 results[formulation][str(m)] = {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
                 print(f"m = {m:>7}  {formulation:<13} skipped (above {limit} rows)", flush=True)
                 continue
-            timing = timed(lambda: solve_lp("classify", K, y, NU, formulation), args.repeats, args.single_above)
+            timing = timed(
+                functools.partial(solve_lp, "classify", K, y, NU, formulation), args.repeats, args.single_above
+            )
             seconds, solution = timing.wall, timing.result
             if reference_objective is None:
                 reference_objective = solution.objective
             gap = relative_gap(solution.objective, reference_objective)
             results[formulation][str(m)] = {
-                "seconds": seconds, "median_s": median(seconds), "cpu_seconds": timing.cpu,
-                "median_cpu_s": median(timing.cpu), "objective": solution.objective,
-                "relative_gap_to_highs_dual": gap, "agrees": gap <= AGREEMENT_RTOL,
+                "seconds": seconds,
+                "median_s": median(seconds),
+                "cpu_seconds": timing.cpu,
+                "median_cpu_s": median(timing.cpu),
+                "objective": solution.objective,
+                "relative_gap_to_highs_dual": gap,
+                "agrees": gap <= AGREEMENT_RTOL,
                 "iterations": solution.iterations,
             }
-            print(f"m = {m:>7}  {formulation:<13} {seconds_text(seconds):>16}  objective {solution.objective:.10g}  "
-                  f"gap {gap:.1e}  runs {', '.join(f'{s:.2f}' for s in seconds)} s, CPU {', '.join(f'{s:.2f}' for s in timing.cpu)} s",
-                  flush=True)
+            print(
+                f"m = {m:>7}  {formulation:<13} {seconds_text(seconds):>16}  objective {solution.objective:.10g}  "
+                f"gap {gap:.1e}  runs {', '.join(f'{s:.2f}' for s in seconds)} s, "
+                f"CPU {', '.join(f'{s:.2f}' for s in timing.cpu)} s",
+                flush=True,
+            )
 
     headers = ["formulation", *(f"m = {m:,}" for m in sizes)]
     rows = []
@@ -100,8 +128,11 @@ def main(argv: list[str] | None = None) -> int:
         row = [f"{formulation} vs {REFERENCE}"]
         for m in sizes:
             entry = results[formulation][str(m)]
-            row.append("-" if "skipped" in entry
-                       else f"{entry['relative_gap_to_highs_dual']:.1e} {'ok' if entry['agrees'] else 'FAIL'}")
+            row.append(
+                "-"
+                if "skipped" in entry
+                else f"{entry['relative_gap_to_highs_dual']:.1e} {'ok' if entry['agrees'] else 'FAIL'}"
+            )
         agreement_rows.append(row)
     print("\nLP solve time (median of runs; objective recomputed from (u, gamma) on all rows)")
     print(table(headers, rows))
@@ -112,20 +143,35 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nobjective agreement with highs-dual (relative, tolerance {AGREEMENT_RTOL:g})")
     print(table(headers, agreement_rows))
     all_agree = all(e.get("agrees", True) for r in results.values() for e in r.values())  # type: ignore[union-attr]
-    print(f"\nall objectives agree: {'PASS' if all_agree else 'FAIL'}; peak RSS {peak_rss_mib():.0f} MiB; "
-          f"load average at end {load_average()}")
+    print(
+        f"\nall objectives agree: {'PASS' if all_agree else 'FAIL'}; peak RSS {peak_rss_mib():.0f} MiB; "
+        f"load average at end {load_average()}"
+    )
 
     info["load_average_at_end"] = load_average()
-    path = write_json(NAME, {
-        "machine": info,
-        "setting": {"n_features": N_FEATURES, "mbar": MBAR, "mu": MU, "nu": NU, "task": "classify",
-                    "repeats": args.repeats, "single_above_s": args.single_above, "seed": args.seed,
-                    "skip_above": {} if args.no_skip else SKIP_ABOVE, "sizes": sizes},
-        "results": results,
-        "all_objectives_agree": all_agree,
-        "peak_rss_mib": peak_rss_mib(),
-        "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-    }, args.quick)
+    path = write_json(
+        NAME,
+        {
+            "machine": info,
+            "setting": {
+                "n_features": N_FEATURES,
+                "mbar": MBAR,
+                "mu": MU,
+                "nu": NU,
+                "task": "classify",
+                "repeats": args.repeats,
+                "single_above_s": args.single_above,
+                "seed": args.seed,
+                "skip_above": {} if args.no_skip else SKIP_ABOVE,
+                "sizes": sizes,
+            },
+            "results": results,
+            "all_objectives_agree": all_agree,
+            "peak_rss_mib": peak_rss_mib(),
+            "finished": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+        },
+        args.quick,
+    )
     print(f"wrote {path.relative_to(Path(__file__).resolve().parents[1])}")
     return 0 if all_agree else 1
 

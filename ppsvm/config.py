@@ -19,14 +19,14 @@ from __future__ import annotations
 import math
 import os
 import tomllib
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from collections.abc import Sequence
 from typing import Any
 
-from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, check_party_name
-from ppsvm.errors import ConfigError
 from ppsvm.core.randomness import MIN_SECRET_BYTES
+from ppsvm.errors import ConfigError
+from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, check_party_name
 from ppsvm.wire.tls import TlsFiles
 
 # Settings a federation file's [task] table may hold; command-line flags override them.
@@ -207,8 +207,10 @@ def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
-    return " or ".join({"str": "a string", "int": "an integer", "bool": "true or false", "list": "a list"}.get(k.__name__, k.__name__)
-                       for k in _as_tuple(kind))
+    return " or ".join(
+        {"str": "a string", "int": "an integer", "bool": "true or false", "list": "a list"}.get(k.__name__, k.__name__)
+        for k in _as_tuple(kind)
+    )
 
 
 def load_entity_config(path: str | Path) -> EntityConfig:
@@ -231,8 +233,15 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     if (secret_file is None) == (secret_env is None):
         raise ConfigError(f"{where}: set exactly one of 'secret_file' or 'secret_env' (the column-group secret)")
     privacy = _table(document, "privacy", path)
-    allowed = (NON_PRIVATE_OVERRIDE_KEY, NON_PRIVATE_WEIGHTS_KEY, CONTINUOUS_NOISE_KEY, "epsilon_total", "release_log",
-               "mode", "max_baseline_releases")
+    allowed = (
+        NON_PRIVATE_OVERRIDE_KEY,
+        NON_PRIVATE_WEIGHTS_KEY,
+        CONTINUOUS_NOISE_KEY,
+        "epsilon_total",
+        "release_log",
+        "mode",
+        "max_baseline_releases",
+    )
     unknown = sorted(set(privacy) - set(allowed))
     if unknown:  # a misspelt privacy setting must not silently fall back to its default
         raise ConfigError(f"{path} [privacy]: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(allowed)}")
@@ -243,8 +252,10 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     epsilon_total = _epsilon_total(privacy, path)
     members = _get(table, "column_block_members", list, where, [entity_id])
     if not all(isinstance(m, str) for m in members) or entity_id not in members or len(set(members)) != len(members):
-        raise ConfigError(f"{where}: 'column_block_members' must list the ids of every entity of its column block once, "
-                          f"{entity_id!r} included; got {members!r}")
+        raise ConfigError(
+            f"{where}: 'column_block_members' must list the ids of every entity of its column block once, "
+            f"{entity_id!r} included; got {members!r}"
+        )
     return EntityConfig(
         id=entity_id,
         listen=_get(table, "listen", str, where, "127.0.0.1:0"),
@@ -255,7 +266,9 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         non_private_override=_get(privacy, NON_PRIVATE_OVERRIDE_KEY, bool, f"{path} [privacy]", False),
         source=path,
         tls=_tls_table(document, path, ("coordinator",)),
-        coordinator_identity=check_party_name(_get(_table(document, "tls", path), "coordinator", str, f"{path} [tls]", DEFAULT_COORDINATOR_NAME)),
+        coordinator_identity=check_party_name(
+            _get(_table(document, "tls", path), "coordinator", str, f"{path} [tls]", DEFAULT_COORDINATOR_NAME)
+        ),
         column_block_members=tuple(members),
         epsilon_total=epsilon_total,
         release_log=base / _get(privacy, "release_log", str, f"{path} [privacy]", release_log_name(entity_id)),
@@ -313,7 +326,9 @@ def _tls_table(document: dict[str, Any], path: Path, extra_keys: tuple[str, ...]
     where = f"{path} [tls]"
     unknown = sorted(set(table) - set(TLS_FILE_KEYS) - set(extra_keys))
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TLS_FILE_KEYS + extra_keys)}")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(TLS_FILE_KEYS + extra_keys)}"
+        )
     ca, cert, key = (path.parent / _get(table, name, str, where) for name in TLS_FILE_KEYS)
     return TlsFiles(ca=ca, cert=cert, key=key, source=path)
 
@@ -327,7 +342,9 @@ _PRIVATE_KEYS = ("data", "secret", "secret_file", "secret_env", "secrets")
 def _refuse_private_keys(table: dict[str, Any], where: str) -> None:
     for key in _PRIVATE_KEYS:
         if key in table:
-            raise ConfigError(f"{where}: {key!r} does not belong in the federation file (keep it in the entity's own config)")
+            raise ConfigError(
+                f"{where}: {key!r} does not belong in the federation file (keep it in the entity's own config)"
+            )
 
 
 def load_federation(path: str | Path) -> Federation:
@@ -343,7 +360,9 @@ def load_federation(path: str | Path) -> Federation:
     _refuse_private_keys(document, str(path))
     unknown = sorted(set(document) - set(FEDERATION_TABLES))
     if unknown:
-        raise ConfigError(f"{path}: unknown key(s) or table(s) {', '.join(unknown)}; allowed: {', '.join(FEDERATION_TABLES)}")
+        raise ConfigError(
+            f"{path}: unknown key(s) or table(s) {', '.join(unknown)}; allowed: {', '.join(FEDERATION_TABLES)}"
+        )
     entries = document.get("entity")
     if not isinstance(entries, list) or not entries:
         raise ConfigError(f"{path}: no [[entity]] entries")
@@ -351,7 +370,9 @@ def load_federation(path: str | Path) -> Federation:
     for index, entry in enumerate(entries):
         where = f"{path} [[entity]] #{index + 1}"
         if not isinstance(entry, dict):
-            raise ConfigError(f"{where}: each entity must be a table ([[entity]] with id, address, row_block, column_block)")
+            raise ConfigError(
+                f"{where}: each entity must be a table ([[entity]] with id, address, row_block, column_block)"
+            )
         entity = FederationEntity(
             id=check_party_name(_get(entry, "id", str, where)),
             address=_get(entry, "address", str, where),
@@ -363,7 +384,9 @@ def load_federation(path: str | Path) -> Federation:
         _refuse_private_keys(entry, where)
         unknown = sorted(set(entry) - set(FEDERATION_ENTITY_KEYS))
         if unknown:
-            raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(FEDERATION_ENTITY_KEYS)}")
+            raise ConfigError(
+                f"{where}: unknown key(s) {', '.join(unknown)}; allowed: {', '.join(FEDERATION_ENTITY_KEYS)}"
+            )
         entities.append(entity)
     _check_unique(path, [e.id for e in entities], "entity id")
     _check_unique(path, [e.address for e in entities], "address")
@@ -375,7 +398,9 @@ def load_federation(path: str | Path) -> Federation:
     if len(entities) != len(rows) * len(cols):
         held = {(e.row_block, e.column_block) for e in entities}
         missing = [(i, j) for i in rows for j in cols if (i, j) not in held]
-        raise ConfigError(f"{path}: the checkerboard is incomplete; no entity holds (row_block, column_block) {missing}")
+        raise ConfigError(
+            f"{path}: the checkerboard is incomplete; no entity holds (row_block, column_block) {missing}"
+        )
     task = _table(document, "task", path)
     unknown = sorted(set(task) - set(TASK_KEYS))
     if unknown:
@@ -410,7 +435,7 @@ def _toml_value(value: str | int | list[str]) -> str:
     return toml_string(value) if isinstance(value, str) else str(value)
 
 
-def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int | list[str]]]]) -> str:
+def toml_document(comment: str, tables: Sequence[tuple[str, Mapping[str, str | int | list[str]]]]) -> str:
     """A TOML file from (header, table) pairs; header "[x]" is a table, "[[x]]" an array entry.
 
     The text is parsed back with tomllib and compared with the input, so a
@@ -426,16 +451,18 @@ def toml_document(comment: str, tables: list[tuple[str, dict[str, str | int | li
             lines.append(f"{key} = {_toml_value(value)}")
         name = header.strip("[]")
         if header.startswith("[["):
-            expected.setdefault(name, []).append(table)
+            expected.setdefault(name, []).append(dict(table))
         else:
-            expected[name] = table
+            expected[name] = dict(table)
     text = "\n".join(lines) + "\n"
     if tomllib.loads(text) != expected:
         raise AssertionError(f"generated TOML does not parse back to its input:\n{text}")
     return text
 
 
-def federation_toml(task: dict[str, str | int], entities: Sequence[FederationEntity], tls: dict[str, str] | None = None) -> str:
+def federation_toml(
+    task: dict[str, str | int], entities: Sequence[FederationEntity], tls: dict[str, str] | None = None
+) -> str:
     """The text of a federation file for ``entities`` with the given ``[task]`` and ``[tls]`` tables."""
     tables: list[tuple[str, dict[str, str | int]]] = [("[task]", dict(task))]
     if tls is not None:
@@ -454,8 +481,14 @@ def federation_at_addresses(planned: Federation, addresses: Sequence[str]) -> st
     """
     if len(addresses) != len(planned.entities):
         raise ValueError(f"{len(addresses)} addresses for {len(planned.entities)} entities")
-    entities = [FederationEntity(e.id, a, e.row_block, e.column_block) for e, a in zip(planned.entities, addresses)]
+    entities = [
+        FederationEntity(e.id, a, e.row_block, e.column_block) for e, a in zip(planned.entities, addresses, strict=True)
+    ]
     tls = None
     if planned.tls is not None:
-        tls = {"ca": str(planned.tls.ca.resolve()), "cert": str(planned.tls.cert.resolve()), "key": str(planned.tls.key.resolve())}
+        tls = {
+            "ca": str(planned.tls.ca.resolve()),
+            "cert": str(planned.tls.cert.resolve()),
+            "key": str(planned.tls.key.resolve()),
+        }
     return federation_toml(planned.task, entities, tls)

@@ -12,14 +12,14 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm.config import federation_at_addresses, load_federation
-from ppsvm.data.dataset import DatasetOptions, load_dataset
-from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.data.shipped import WDBC
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_model, mean_figures
-from ppsvm.processes import EntityProcesses
 from ppsvm.coordinator.reference import LABEL as REFERENCE_LABEL
 from ppsvm.coordinator.reference import pooled_reference
 from ppsvm.coordinator.train import TrainOptions, train_and_save
+from ppsvm.data.dataset import DatasetOptions, load_dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.shipped import WDBC
+from ppsvm.processes import EntityProcesses
 
 logger = logging.getLogger(__name__)
 
@@ -56,12 +56,26 @@ def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
     dataset = load_dataset(options.data, options.dataset)
     split = split_dataset(
         dataset,
-        SplitOptions(rows=options.rows, cols=options.cols, out_dir=work, test_fraction=options.test_fraction,
-                     seed=options.seed, task=options.train.task, kernel=options.train.kernel, overwrite=True),
+        SplitOptions(
+            rows=options.rows,
+            cols=options.cols,
+            out_dir=work,
+            test_fraction=options.test_fraction,
+            seed=options.seed,
+            task=options.train.task,
+            kernel=options.train.kernel,
+            overwrite=True,
+        ),
         provenance=dataclasses.asdict(options.dataset),
     )
-    logger.info("split %s (%d x %d) into a %d x %d checkerboard in %s", options.data.name, *dataset.X.shape,
-                options.rows, options.cols, work)
+    logger.info(
+        "split %s (%d x %d) into a %d x %d checkerboard in %s",
+        options.data.name,
+        *dataset.X.shape,
+        options.rows,
+        options.cols,
+        work,
+    )
     planned = load_federation(split.federation_path)
     with EntityProcesses(list(split.entity_config_paths), insecure=options.insecure) as running:
         live_path = work / "federation.live.toml"
@@ -70,20 +84,30 @@ def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
         logger.info("started %d entity processes", len(federation.entities))
         model = train_and_save(federation, options.train, work / "model.json")
         result = evaluate_model(federation, model, options.train.deadline)
-        alone = entity_alone(federation, model.task, model.kernel, nu=None, mu=None, seed=options.seed,
-                             deadline=options.train.deadline)
+        alone = entity_alone(
+            federation, model.task, model.kernel, nu=None, mu=None, seed=options.seed, deadline=options.train.deadline
+        )
     reference = pooled_reference(work, model.task, model.kernel, nu=None, mu=None, seed=options.seed)
-    _print_table(options, model.training["n_train"], model.mbar, result, mean_figures(alone), reference, len(federation.entities))
+    _print_table(
+        options, model.training["n_train"], model.mbar, result, mean_figures(alone), reference, len(federation.entities)
+    )
     return result
 
 
 def _print_table(
-    options: DemoOptions, n_train: int, mbar: int, ppsvm: dict[str, Any], alone: dict[str, float],
-    reference: dict[str, Any], n_entities: int,
+    options: DemoOptions,
+    n_train: int,
+    mbar: int,
+    ppsvm: dict[str, Any],
+    alone: dict[str, float],
+    reference: dict[str, Any],
+    n_entities: int,
 ) -> None:
     keys = [k for k in ("error_rate", "auc", "relative_error", "rmse") if k in ppsvm]
-    print(f"\n{options.data.name}: {options.rows} x {options.cols} checkerboard, {n_entities} entity processes, "
-          f"{n_train} training and {ppsvm['n_test']} held-out records, {options.train.kernel} kernel, mbar = {mbar}")
+    print(
+        f"\n{options.data.name}: {options.rows} x {options.cols} checkerboard, {n_entities} entity processes, "
+        f"{n_train} training and {ppsvm['n_test']} held-out records, {options.train.kernel} kernel, mbar = {mbar}"
+    )
     print(f"{'model':<62}" + "".join(f"{k:>16}" for k in keys))
     rows = [
         ("PPSVM K(A, B') over gRPC" + ("" if ppsvm["private"] else "  [NOT PRIVATE]"), ppsvm),

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import secrets
 import tempfile
+from collections.abc import Mapping
 from pathlib import Path
 
 PUBLIC_MODE = 0o666  # narrowed by the process umask, like any new file
@@ -48,7 +49,7 @@ def write_atomic(path: Path, text: str, mode: int = PUBLIC_MODE) -> None:
     _sync_directory(path.parent)
 
 
-def write_all(out_dir: Path, files: dict[str, tuple[str | bytes, int]]) -> None:
+def write_all(out_dir: Path, files: Mapping[str, tuple[str | bytes, int]]) -> None:
     """Write several files (name -> (text or bytes, mode)) into ``out_dir``: all of them, or none.
 
     Every file is staged under a temporary name first and renamed into place

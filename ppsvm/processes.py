@@ -36,18 +36,33 @@ class EntityProcesses:
         try:
             for config in self.configs:
                 with _signals_held():
-                    self.processes.append(subprocess.Popen(
-                        [sys.executable, "-m", "ppsvm", "entity", "--config", str(config), "--listen", f"{self.host}:0",
-                         *(["--insecure"] if self.insecure else [])],
-                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-                    ))
-            self.addresses = [self._wait_ready(p, c) for p, c in zip(self.processes, self.configs)]
+                    self.processes.append(
+                        subprocess.Popen(
+                            [
+                                sys.executable,
+                                "-m",
+                                "ppsvm",
+                                "entity",
+                                "--config",
+                                str(config),
+                                "--listen",
+                                f"{self.host}:0",
+                                *(["--insecure"] if self.insecure else []),
+                            ],
+                            stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE,
+                            text=True,
+                        )
+                    )
+            self.addresses = [self._wait_ready(p, c) for p, c in zip(self.processes, self.configs, strict=True)]
         except BaseException:
             self.stop()
             raise
         return self
 
-    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None) -> None:
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
         self.stop()
 
     def _wait_ready(self, process: subprocess.Popen[str], config: Path) -> str:
@@ -91,8 +106,8 @@ def _signals_held() -> Iterator[None]:
     finally:
         for signum, handler in previous.items():
             signal.signal(signum, handler)
-        for signum in dict.fromkeys(received):
-            signal.raise_signal(signum)
+        for number in dict.fromkeys(received):
+            signal.raise_signal(number)
 
 
 def read_listening_address(process: subprocess.Popen[str], name: str, timeout: float = START_TIMEOUT_S) -> str:
@@ -123,11 +138,10 @@ def read_listening_address(process: subprocess.Popen[str], name: str, timeout: f
             stderr = process.stderr.read() if process.stderr else ""
             raise EntityError(f"{name} exited with code {process.returncode}:\n{stderr.strip()}")
         if line.startswith(READY_PREFIX):
-            return line[len(READY_PREFIX):].strip()
+            return line[len(READY_PREFIX) :].strip()
 
 
 def _drain(process: subprocess.Popen[str]) -> None:
     if process.stderr is not None:
         for _ in process.stderr:
             pass
-

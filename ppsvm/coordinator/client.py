@@ -13,11 +13,11 @@ import numpy as np
 from ppsvm.config import FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S, RETRY_ATTEMPTS, RETRY_BACKOFF_S
 from ppsvm.errors import EntityError, WireError
+from ppsvm.wire.chunks import decode_arrays, expect_arrays
 from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles
-from ppsvm.wire.chunks import decode_arrays, expect_arrays
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
@@ -27,7 +27,11 @@ class EntityClient:
     """Calls to one entity. Every failure becomes an EntityError naming the entity and its address."""
 
     def __init__(
-        self, entity: FederationEntity, tls: TlsFiles | None, deadline: float = DEFAULT_DEADLINE_S, attempts: int = RETRY_ATTEMPTS,
+        self,
+        entity: FederationEntity,
+        tls: TlsFiles | None,
+        deadline: float = DEFAULT_DEADLINE_S,
+        attempts: int = RETRY_ATTEMPTS,
     ) -> None:
         self.entity = entity
         self.deadline = deadline
@@ -50,11 +54,20 @@ class EntityClient:
                 return call()
             except grpc.RpcError as error:
                 code = error.code() if hasattr(error, "code") else None
-                details = error.details() if hasattr(error, "details") else str(error)
+                # details() is None when the status carries no message: fall back to the error's text.
+                raw = error.details() if hasattr(error, "details") else None
+                details = raw if raw is not None else str(error)
                 # A refused handshake will be refused again: only a missing peer is worth waiting for.
                 if code is grpc.StatusCode.UNAVAILABLE and attempt < self.attempts and not _tls_failure(details):
                     pause = RETRY_BACKOFF_S * 2 ** (attempt - 1)
-                    logger.warning("%s is unavailable (%s, attempt %d of %d); retrying in %.1f s", self.name, what, attempt, self.attempts, pause)
+                    logger.warning(
+                        "%s is unavailable (%s, attempt %d of %d); retrying in %.1f s",
+                        self.name,
+                        what,
+                        attempt,
+                        self.attempts,
+                        pause,
+                    )
                     time.sleep(pause)
                     continue
                 raise self._error(what, code, details, attempt, time.monotonic() - started) from None
@@ -62,19 +75,27 @@ class EntityClient:
                 raise EntityError(f"{self.name} sent a malformed array ({what}): {error}") from None
         raise AssertionError("unreachable: the last attempt returns or raises")
 
-    def _error(self, what: str, code: grpc.StatusCode | None, details: str, attempts: int, seconds: float) -> EntityError:
+    def _error(
+        self, what: str, code: grpc.StatusCode | None, details: str, attempts: int, seconds: float
+    ) -> EntityError:
         if code is grpc.StatusCode.UNAVAILABLE:
             hint = ""
             if _tls_failure(details):
-                hint = (f"; the TLS handshake failed: the entity must present a valid certificate for {self.entity.id!r} "
-                        "from the federation CA, and accept this coordinator's")
-            return EntityError(f"{self.name} is unreachable ({what}; {attempts} attempts over {seconds:.1f} s){hint}: {details}")
+                hint = (
+                    f"; the TLS handshake failed: the entity must present a valid certificate for {self.entity.id!r} "
+                    "from the federation CA, and accept this coordinator's"
+                )
+            return EntityError(
+                f"{self.name} is unreachable ({what}; {attempts} attempts over {seconds:.1f} s){hint}: {details}"
+            )
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
             return EntityError(f"{self.name} did not answer {what} within {self.deadline:g} s")
         name = code.name if code is not None else "error"
         return EntityError(f"{self.name} refused {what} ({name}): {details}")
 
-    def _arrays(self, what: str, method: Callable[..., Any], request: Any, names: tuple[str, ...]) -> dict[str, np.ndarray]:
+    def _arrays(
+        self, what: str, method: Callable[..., Any], request: Any, names: tuple[str, ...]
+    ) -> dict[str, np.ndarray]:
         def run() -> dict[str, np.ndarray]:
             arrays = decode_arrays(method(request, timeout=self.deadline))
             expect_arrays(arrays, names, self.name)
@@ -92,8 +113,13 @@ class EntityClient:
             ids, labels = arrays[f"{part}_ids"], arrays.get(f"{part}_labels")
             if ids.ndim != 1 or ids.dtype.kind != "U":
                 raise EntityError(f"{self.name} sent {part} ids of shape {ids.shape} and dtype {ids.dtype}")
-            if labels is not None and (labels.shape != ids.shape or labels.dtype.kind != "f" or not np.isfinite(labels).all()):
-                raise EntityError(f"{self.name} sent {part}_labels of shape {labels.shape} for {ids.size} ids, or labels that are not finite numbers")
+            if labels is not None and (
+                labels.shape != ids.shape or labels.dtype.kind != "f" or not np.isfinite(labels).all()
+            ):
+                raise EntityError(
+                    f"{self.name} sent {part}_labels of shape {labels.shape} "
+                    f"for {ids.size} ids, or labels that are not finite numbers"
+                )
         return arrays
 
     def feature_range(self) -> pb.SignedRange:
@@ -101,7 +127,9 @@ class EntityClient:
         arrays = self._arrays("FeatureRange", self.stub.FeatureRange, pb.Empty(), ("low", "high", "tag"))
         low, high, tag = arrays["low"], arrays["high"], arrays["tag"]
         if low.ndim != 1 or high.shape != low.shape or tag.shape != (1,) or tag.dtype.kind != "U":
-            raise EntityError(f"{self.name} sent a feature range of shapes {low.shape}, {high.shape} and a tag of shape {tag.shape}")
+            raise EntityError(
+                f"{self.name} sent a feature range of shapes {low.shape}, {high.shape} and a tag of shape {tag.shape}"
+            )
         if not (np.isfinite(low).all() and np.isfinite(high).all()) or (high < low).any():
             raise EntityError(f"{self.name} sent a feature range that is not finite numbers with min <= max")
         return pb.SignedRange(entity_id=self.entity.id, low=low.tolist(), high=high.tolist(), tag=str(tag[0]))
@@ -110,21 +138,27 @@ class EntityClient:
         """K(A_ij, B_j') for the requested records, shape (rows, mbar)."""
         block = self._arrays("KernelBlock", self.stub.KernelBlock, request, ("kernel",))["kernel"]
         if block.ndim != 2 or block.shape[1] != request.mbar or block.dtype != np.float64:
-            raise EntityError(f"{self.name} sent a kernel block of shape {block.shape} and dtype {block.dtype}; expected (rows, {request.mbar}) float64")
+            raise EntityError(
+                f"{self.name} sent a kernel block of shape {block.shape} and "
+                f"dtype {block.dtype}; expected (rows, {request.mbar}) float64"
+            )
         if not np.isfinite(block).all():
             raise EntityError(f"{self.name} sent a kernel block with non-finite entries")
         return block
 
     def accept_model(self, model_json: str) -> str:
         reply = self._call(
-            "AcceptModel", lambda: self.stub.AcceptModel(pb.ModelMessage(model_json=model_json.encode()), timeout=self.deadline)
+            "AcceptModel",
+            lambda: self.stub.AcceptModel(pb.ModelMessage(model_json=model_json.encode()), timeout=self.deadline),
         )
         return reply.message
 
     def dp_weights(self, request: pb.DpRequest) -> pb.DpReply:
         reply = self._call("DpWeights", lambda: self.stub.DpWeights(request, timeout=self.deadline))
         if len(reply.weights) != 2 * request.n_frequencies or not np.isfinite(reply.weights).all():
-            raise EntityError(f"{self.name} sent {len(reply.weights)} weights; expected {2 * request.n_frequencies} finite numbers")
+            raise EntityError(
+                f"{self.name} sent {len(reply.weights)} weights; expected {2 * request.n_frequencies} finite numbers"
+            )
         return reply
 
     def dp_evaluate(self, model_json: str, epsilon: float) -> pb.DpEvaluateReply:

@@ -21,17 +21,26 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.core.dp import (
-    DEFAULT_C, DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE, apply_scaling, learn_frequencies,
-    public_kernel_width, public_scaling, random_frequencies, train_kernel_svm,
-)
-from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
-from ppsvm.errors import ConfigError, DataError
-from ppsvm.core.kernels import gaussian_kernel
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.train import distribute
+from ppsvm.core.dp import (
+    DEFAULT_C,
+    DEFAULT_HUBER_H,
+    DEFAULT_N_FREQUENCIES,
+    MECHANISMS,
+    NON_PRIVATE,
+    apply_scaling,
+    learn_frequencies,
+    public_kernel_width,
+    public_scaling,
+    random_frequencies,
+    train_kernel_svm,
+)
+from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
+from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.data.cell import load_cell
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 logger = logging.getLogger(__name__)
 
@@ -68,12 +77,19 @@ class DpOptions:
         if self.method not in METHODS:
             raise ConfigError(f"method must be one of {', '.join(METHODS)}, got {self.method!r}")
         if self.mechanism not in (*MECHANISMS, NON_PRIVATE):
-            raise ConfigError(f"mechanism must be one of {', '.join((*MECHANISMS, NON_PRIVATE))}, got {self.mechanism!r}")
+            raise ConfigError(
+                f"mechanism must be one of {', '.join((*MECHANISMS, NON_PRIVATE))}, got {self.mechanism!r}"
+            )
         needs_epsilon = self.method != "public-only" and self.mechanism != NON_PRIVATE
         if needs_epsilon and (self.epsilon is None or not (math.isfinite(self.epsilon) and self.epsilon > 0)):
-            raise ConfigError(f"--epsilon must be a number > 0 for {self.method} with the {self.mechanism} mechanism, got {self.epsilon}")
+            raise ConfigError(
+                f"--epsilon must be a number > 0 for {self.method} with "
+                f"the {self.mechanism} mechanism, got {self.epsilon}"
+            )
         if not needs_epsilon and self.epsilon is not None:
-            raise ConfigError(f"--epsilon does not apply to {self.method if self.method == 'public-only' else 'mechanism none'}")
+            raise ConfigError(
+                f"--epsilon does not apply to {self.method if self.method == 'public-only' else 'mechanism none'}"
+            )
         if self.n_frequencies < 1 or not (math.isfinite(self.C) and self.C > 0):
             raise ConfigError(f"frequencies must be >= 1 and C > 0, got {self.n_frequencies} and {self.C}")
 
@@ -97,17 +113,29 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     low, high = public_scaling(X_public)
     scaled = apply_scaling(X_public, low, high)
     width = public_kernel_width(scaled)
-    common = {"low": tuple(low.tolist()), "high": tuple(high.tolist()), "kernel_width": width, "C": options.C}
+    low_public, high_public = tuple(low.tolist()), tuple(high.tolist())
     if options.method == "public-only":
         svm = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y_public, options.C)
-        return DpModel(method="public-only", mechanism="public", epsilon=None, private=True,
-                       basis=tuple(map(tuple, scaled.tolist())), dual_coef=tuple(svm.dual_coef.tolist()),
-                       training={"n_public": len(y_public), "seconds": time.perf_counter() - started}, **common)
+        return DpModel(
+            method="public-only",
+            mechanism="public",
+            epsilon=None,
+            private=True,
+            basis=tuple(map(tuple, scaled.tolist())),
+            dual_coef=tuple(svm.dual_coef.tolist()),
+            training={"n_public": len(y_public), "seconds": time.perf_counter() - started},
+            low=low_public,
+            high=high_public,
+            kernel_width=width,
+            C=options.C,
+        )
     if federation is None:
         raise ConfigError(f"{options.method} needs a federation of entities")
     if len(federation.column_blocks) != 1:
-        raise ConfigError(f"{options.method} trains on row blocks that hold every feature (s = 1); "
-                          f"{federation.source} has {len(federation.column_blocks)} column blocks")
+        raise ConfigError(
+            f"{options.method} trains on row blocks that hold every feature (s = 1); "
+            f"{federation.source} has {len(federation.column_blocks)} column blocks"
+        )
     rng = np.random.default_rng(options.seed)
     rho_started = time.perf_counter()
     if options.method == "dp-hybrid":
@@ -117,8 +145,15 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
         rho, rho_info = random_frequencies(scaled.shape[1], options.n_frequencies, width, rng), {}
     rho_seconds = time.perf_counter() - rho_started
     request = pb.DpRequest(
-        method=options.method, mechanism=options.mechanism, epsilon=options.epsilon or 0.0, c=options.C,
-        n_frequencies=options.n_frequencies, rho=rho.ravel().tolist(), low=low.tolist(), high=high.tolist(), huber_h=options.huber_h,
+        method=options.method,
+        mechanism=options.mechanism,
+        epsilon=options.epsilon or 0.0,
+        c=options.C,
+        n_frequencies=options.n_frequencies,
+        rho=rho.ravel().tolist(),
+        low=low.tolist(),
+        high=high.tolist(),
+        huber_h=options.huber_h,
     )
     with Session(federation, options.deadline) as session:
         metadata = session.load_metadata()
@@ -131,13 +166,25 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     weights = np.average(np.array([list(r.weights) for r in releases]), axis=0, weights=counts)
     private = options.mechanism != NON_PRIVATE
     return DpModel(
-        method=options.method, mechanism=options.mechanism, epsilon=options.epsilon if private else None, private=private,
-        rho=tuple(map(tuple, rho.tolist())), weights=tuple(weights.tolist()),
+        method=options.method,
+        mechanism=options.mechanism,
+        epsilon=options.epsilon if private else None,
+        private=private,
+        rho=tuple(map(tuple, rho.tolist())),
+        weights=tuple(weights.tolist()),
         entities=tuple(DpEntity(r.entity_id, int(r.n_train), r.noise) for r in releases),
-        training={"n_public": len(y_public), "n_train": int(counts.sum()), "rho_seconds": rho_seconds, **rho_info,
-                  "budget_remaining": {r.entity_id: r.budget_remaining for r in releases} if private else {},
-                  "seconds": time.perf_counter() - started},
-        **common,
+        training={
+            "n_public": len(y_public),
+            "n_train": int(counts.sum()),
+            "rho_seconds": rho_seconds,
+            **rho_info,
+            "budget_remaining": {r.entity_id: r.budget_remaining for r in releases} if private else {},
+            "seconds": time.perf_counter() - started,
+        },
+        low=low_public,
+        high=high_public,
+        kernel_width=width,
+        C=options.C,
     )
 
 

@@ -10,12 +10,12 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.errors import ConfigError, DataError
-from ppsvm.core.metrics import evaluate as figures_for
-from ppsvm.core.dp_model import DpModel
-from ppsvm.core.model import Model
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.coordinator.federation import KERNEL_KINDS, Session
+from ppsvm.core.dp_model import DpModel
+from ppsvm.core.metrics import evaluate as figures_for
+from ppsvm.core.model import Model
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 logger = logging.getLogger(__name__)
 
@@ -30,7 +30,10 @@ def check_model_matches(model: Model, federation: Federation) -> None:
 
 
 def assembled_decisions(
-    federation: Federation, model: Model, parts: tuple[str, ...] = ("test",), deadline: float = DEFAULT_DEADLINE_S,
+    federation: Federation,
+    model: Model,
+    parts: tuple[str, ...] = ("test",),
+    deadline: float = DEFAULT_DEADLINE_S,
 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Decision values of the training and/or held-out records, from kernel rows the entities assemble.
 
@@ -47,13 +50,21 @@ def assembled_decisions(
             if part == "test" and not any(len(b.test_ids) for b in blocks):
                 raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")
             K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, part, model.column_index)
-            found[part] = (np.concatenate([getattr(b, f"{part}_ids") for b in blocks]),
-                           np.concatenate([getattr(b, f"{part}_labels") for b in blocks]), model.decision(K))
+            found[part] = (
+                np.concatenate([getattr(b, f"{part}_ids") for b in blocks]),
+                np.concatenate([getattr(b, f"{part}_labels") for b in blocks]),
+                model.decision(K),
+            )
     return found
 
 
-def evaluate_model(federation: Federation, model: Model | DpModel, deadline: float = DEFAULT_DEADLINE_S, *,
-                   epsilon: float | None = None) -> dict[str, Any]:
+def evaluate_model(
+    federation: Federation,
+    model: Model | DpModel,
+    deadline: float = DEFAULT_DEADLINE_S,
+    *,
+    epsilon: float | None = None,
+) -> dict[str, Any]:
     """Decision values of the held-out records, assembled from the entities, and their figures.
 
     A DP model is scored inside each entity from a noised error count that spends ``epsilon``
@@ -66,8 +77,9 @@ def evaluate_model(federation: Federation, model: Model | DpModel, deadline: flo
     """
     if isinstance(model, DpModel):
         if epsilon is None:
-            raise ConfigError("evaluating a DP model spends privacy budget at every entity (a noised error count): "
-                              "pass --epsilon")
+            raise ConfigError(
+                "evaluating a DP model spends privacy budget at every entity (a noised error count): pass --epsilon"
+            )
         return evaluate_dp_model(federation, model, epsilon, deadline)
     if epsilon is not None:
         raise ConfigError("--epsilon applies to DP models only; random-kernel models are scored from kernel rows")
@@ -75,8 +87,9 @@ def evaluate_model(federation: Federation, model: Model | DpModel, deadline: flo
     return {**figures_for(model.task, targets, decision), "n_test": len(ids), "private": model.private}
 
 
-def evaluate_dp_model(federation: Federation, model: DpModel, epsilon: float,
-                      deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+def evaluate_dp_model(
+    federation: Federation, model: DpModel, epsilon: float, deadline: float = DEFAULT_DEADLINE_S
+) -> dict[str, Any]:
     """Each entity releases its held-out error count with discrete Laplace noise, spending ``epsilon``.
 
     The error rate is the held-out-count-weighted mean of the noised rates. No AUC: ranking
@@ -88,8 +101,12 @@ def evaluate_dp_model(federation: Federation, model: DpModel, epsilon: float,
     counts = np.array([replies[e.id].n_test for e in federation.entities], dtype=float)
     return {
         "error_rate": float(np.average([replies[e.id].error_rate for e in federation.entities], weights=counts)),
-        "error_noise": replies[federation.entities[0].id].noise, "evaluation_epsilon": epsilon,
-        "n_test": int(counts.sum()), "private": model.private, "method": model.method, "epsilon": model.epsilon,
+        "error_noise": replies[federation.entities[0].id].noise,
+        "evaluation_epsilon": epsilon,
+        "n_test": int(counts.sum()),
+        "private": model.private,
+        "method": model.method,
+        "epsilon": model.epsilon,
     }
 
 
@@ -104,7 +121,13 @@ class BaselineFigures:
 
 
 def entity_alone(
-    federation: Federation, task: str, kernel: str, *, nu: float | None, mu: float | None, seed: int,
+    federation: Federation,
+    task: str,
+    kernel: str,
+    *,
+    nu: float | None,
+    mu: float | None,
+    seed: int,
     deadline: float = DEFAULT_DEADLINE_S,
 ) -> list[BaselineFigures]:
     """Ask every entity to train on its own cell and report its held-out error (only figures leave it)."""

@@ -13,12 +13,12 @@ import numpy as np
 
 from ppsvm.config import Federation, FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.errors import ConfigError, DataError, EntityError
+from ppsvm.coordinator.client import EntityClient
 from ppsvm.core.kernels import KernelName, assemble, gaussian_fetch_width, rescale_gaussian
 from ppsvm.core.model import ColumnScaling
+from ppsvm.errors import ConfigError, DataError, EntityError
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.tls import choose_tls
-from ppsvm.coordinator.client import EntityClient
 
 logger = logging.getLogger(__name__)
 
@@ -84,9 +84,24 @@ def duplicate_record_id(ids_by_row_block: dict[int, np.ndarray]) -> tuple[str, i
     return str(ids[k]), int(owners[k]), int(owners[k + 1])
 
 
-def kernel_request(kernel: KernelName, mbar: int, mu: float, ranges: Sequence[pb.SignedRange], **records: object) -> pb.KernelRequest:
-    """A kernel request for one column block, relaying its members' signed ranges; ``records`` is record_set=... or ids=..."""
-    return pb.KernelRequest(kernel=KERNEL_KINDS[kernel], mbar=mbar, mu=mu, scaling=pb.Scaling(ranges=ranges), **records)
+def kernel_request(
+    kernel: KernelName,
+    mbar: int,
+    mu: float,
+    ranges: Sequence[pb.SignedRange],
+    *,
+    record_set: pb.RecordSet | None = None,
+    ids: pb.RecordIds | None = None,
+) -> pb.KernelRequest:
+    """A kernel request for one column block, relaying its members' signed ranges, for ``record_set`` or ``ids``."""
+    return pb.KernelRequest(
+        kernel=KERNEL_KINDS[kernel],
+        mbar=mbar,
+        mu=mu,
+        scaling=pb.Scaling(ranges=ranges),
+        record_set=record_set,
+        ids=ids,
+    )
 
 
 class Session:
@@ -111,7 +126,9 @@ class Session:
         for client in self.clients.values():
             client.close()
 
-    def each(self, call: Callable[[EntityClient], T], entities: Sequence[FederationEntity] | None = None) -> dict[str, T]:
+    def each(
+        self, call: Callable[[EntityClient], T], entities: Sequence[FederationEntity] | None = None
+    ) -> dict[str, T]:
         """Run ``call`` on every (or the given) entity concurrently; results by entity id.
 
         The first failure (in federation order) is raised after all calls finish.
@@ -145,10 +162,17 @@ class Session:
         one round, 31 ms one kind after another.
         """
         calls: dict[str, Callable[[EntityClient], Any]] = {
-            "metadata": EntityClient.metadata, "records": EntityClient.records, "ranges": EntityClient.feature_range,
+            "metadata": EntityClient.metadata,
+            "records": EntityClient.records,
+            "ranges": EntityClient.feature_range,
         }
-        answers = self._gather({(e.id, name): self._pool.submit(call, self.clients[e.id])
-                                for name, call in calls.items() for e in self.federation.entities})
+        answers = self._gather(
+            {
+                (e.id, name): self._pool.submit(call, self.clients[e.id])
+                for name, call in calls.items()
+                for e in self.federation.entities
+            }
+        )
         by_call = {name: {e.id: answers[(e.id, name)] for e in self.federation.entities} for name in calls}
         self._check_metadata(by_call["metadata"])
         return self._align(by_call["records"]), self._scaling(by_call["ranges"])
@@ -163,9 +187,15 @@ class Session:
         for entity in self.federation.entities:
             meta = self.metadata[entity.id]
             if meta.entity_id != entity.id:
-                raise EntityError(f"the entity at {entity.address} says it is {meta.entity_id!r}, the federation file says {entity.id!r}")
+                raise EntityError(
+                    f"the entity at {entity.address} says it is {meta.entity_id!r}, "
+                    f"the federation file says {entity.id!r}"
+                )
             if meta.column_block != entity.column_block:
-                raise EntityError(f"entity {entity.id} says it holds column block {meta.column_block}, the federation file says {entity.column_block}")
+                raise EntityError(
+                    f"entity {entity.id} says it holds column block {meta.column_block}, "
+                    f"the federation file says {entity.column_block}"
+                )
         for j in self.federation.column_blocks:
             members = self.column_block(j)
             widths = {e.id: self.metadata[e.id].n_features for e in members}
@@ -181,9 +211,9 @@ class Session:
             feature_groups = self._groups(members, "features_check")
             if feature_groups:
                 raise DataError(
-                    f"column block {j}: its entities hold different feature columns (names or order differ: {feature_groups}), "
-                    "so the assembled kernel would compare unlike features; every entity of a column block must list "
-                    "the same feature columns, with the same names, in the same order"
+                    f"column block {j}: its entities hold different feature columns (names or order differ: "
+                    f"{feature_groups}), so the assembled kernel would compare unlike features; every entity of a "
+                    "column block must list the same feature columns, with the same names, in the same order"
                 )
 
     def _groups(self, members: Sequence[FederationEntity], field: str) -> str:
@@ -213,10 +243,14 @@ class Session:
         if duplicate is not None:
             record, first, second = duplicate
             if first == second:
-                raise DataError(f"entity {self.row_block(first)[0].id} sent record id {record!r} twice; ids must be unique")
-            raise DataError(f"record id {record!r} is held by row blocks {first} and {second} "
-                            f"(entities {self.row_block(first)[0].id} and {self.row_block(second)[0].id}); "
-                            "ids must be unique across the federation")
+                raise DataError(
+                    f"entity {self.row_block(first)[0].id} sent record id {record!r} twice; ids must be unique"
+                )
+            raise DataError(
+                f"record id {record!r} is held by row blocks {first} and {second} "
+                f"(entities {self.row_block(first)[0].id} and {self.row_block(second)[0].id}); "
+                "ids must be unique across the federation"
+            )
         return [self._align_row_block(i, records) for i in self.federation.row_blocks]
 
     def _align_row_block(self, i: int, records: dict[str, dict[str, np.ndarray]]) -> RowBlockRecords:
@@ -247,12 +281,22 @@ class Session:
                     labels, labelled_by = aligned, entity.id
                 elif not np.array_equal(labels, aligned):
                     bad = reference[np.flatnonzero(labels != aligned)[:5]].tolist()
-                    raise DataError(f"row block {i}: entities {labelled_by} and {entity.id} disagree on the labels of {part} records {bad}")
+                    raise DataError(
+                        f"row block {i}: entities {labelled_by} and {entity.id} "
+                        f"disagree on the labels of {part} records {bad}"
+                    )
             if labels is None:
                 raise DataError(f"row block {i}: no entity holds labels for its records")
             result[part] = (reference, labels, orders)
-        return RowBlockRecords(i, result["train"][0], result["train"][1], result["test"][0], result["test"][1],
-                               result["train"][2], result["test"][2])
+        return RowBlockRecords(
+            i,
+            result["train"][0],
+            result["train"][1],
+            result["test"][0],
+            result["test"][1],
+            result["train"][2],
+            result["test"][2],
+        )
 
     def column_scaling(self) -> tuple[ColumnScaling, ...]:
         """Per column block, the per-feature min and max over all its entities' training records.
@@ -282,12 +326,20 @@ class Session:
             low = np.min([r.low for r in ranges], axis=0).tolist()
             high = np.max([r.high for r in ranges], axis=0).tolist()
             if (tuple(low), tuple(high)) != (expected.low, expected.high):
-                raise DataError(f"column block {expected.column_block}: the entities' feature ranges differ from the model's "
-                                "scaling: their training data changed since the model was trained; train again")
+                raise DataError(
+                    f"column block {expected.column_block}: the entities' feature ranges differ from the model's "
+                    "scaling: their training data changed since the model was trained; train again"
+                )
         return signed
 
     def kernel(
-        self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], blocks: Sequence[RowBlockRecords], part: str,
+        self,
+        kernel: KernelName,
+        mbar: int,
+        mu: float,
+        scaling: Sequence[ColumnScaling],
+        blocks: Sequence[RowBlockRecords],
+        part: str,
         columns: np.ndarray | None = None,
     ) -> np.ndarray:
         """Assemble K(A, B') for the training or held-out records of all row blocks, stacked in row-block order.
@@ -302,8 +354,9 @@ class Session:
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
         fetched = self.each(
-            lambda c: c.kernel_block(kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block],
-                                                    record_set=RECORD_SETS[part]))
+            lambda c: c.kernel_block(
+                kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block], record_set=RECORD_SETS[part])
+            )
         )
         rows = []
         for block in blocks:
@@ -312,13 +365,21 @@ class Session:
             for entity in self.row_block(block.row_block):
                 raw = fetched[entity.id]
                 if raw.shape[0] != len(order[entity.id]):
-                    raise EntityError(f"entity {entity.id} sent {raw.shape[0]} kernel rows for {len(order[entity.id])} {part} records")
+                    raise EntityError(
+                        f"entity {entity.id} sent {raw.shape[0]} kernel rows for {len(order[entity.id])} {part} records"
+                    )
                 reordered = np.empty_like(raw)
                 reordered[order[entity.id]] = raw
                 aligned.append(reordered)
             rows.append(assemble(kernel, aligned, columns))
         K = self._at_width(kernel, np.vstack(rows), fetch_mu, mu)
-        logger.info("assembled %s kernel %s from %d entities in %.2f s", part, K.shape, len(fetched), time.perf_counter() - start)
+        logger.info(
+            "assembled %s kernel %s from %d entities in %.2f s",
+            part,
+            K.shape,
+            len(fetched),
+            time.perf_counter() - start,
+        )
         return K
 
     def fetch_width(self, kernel: KernelName) -> float:
@@ -332,7 +393,13 @@ class Session:
         return rescale_gaussian(K, fetch_mu, mu) if kernel == "gaussian" else K
 
     def kernel_rows_for_ids(
-        self, kernel: KernelName, mbar: int, mu: float, scaling: Sequence[ColumnScaling], row_block: int, ids: list[str],
+        self,
+        kernel: KernelName,
+        mbar: int,
+        mu: float,
+        scaling: Sequence[ColumnScaling],
+        row_block: int,
+        ids: list[str],
         columns: np.ndarray | None = None,
     ) -> np.ndarray:
         """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar or p)."""
@@ -341,8 +408,9 @@ class Session:
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
         fetched = self.each(
-            lambda c: c.kernel_block(kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block],
-                                                    ids=pb.RecordIds(ids=ids))),
+            lambda c: c.kernel_block(
+                kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids))
+            ),
             members,
         )
         return self._at_width(kernel, assemble(kernel, [fetched[e.id] for e in members], columns), fetch_mu, mu)

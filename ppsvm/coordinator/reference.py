@@ -14,15 +14,25 @@ import numpy as np
 
 from ppsvm.config import load_entity_config, load_federation
 from ppsvm.constants import REFERENCE_ROW_FRACTION
-from ppsvm.errors import ConfigError, DataError
-from ppsvm.core.kernels import KernelName
-from ppsvm.core.lp import Task
-from ppsvm.core.local_svm import fit_local
-from ppsvm.core.metrics import evaluate
 from ppsvm.coordinator.federation import record_positions
+from ppsvm.core.kernels import KernelName
+from ppsvm.core.local_svm import fit_local
+from ppsvm.core.lp import Task
+from ppsvm.core.metrics import evaluate
 from ppsvm.data.cell import Cell, load_cell
+from ppsvm.errors import ConfigError, DataError
 
 LABEL = "pooled reference (NOT PRIVATE: all cells read in one place)"
+
+
+def _aligned(row_block: int, part: str, first: Cell, cell: Cell, values: np.ndarray) -> np.ndarray:
+    """``values`` (one per ``part`` record of ``cell``) reordered to the record order of ``first``."""
+    order = record_positions(getattr(first, f"{part}_ids"), getattr(cell, f"{part}_ids"))
+    if order is None:
+        raise DataError(f"row block {row_block}: cells {first.source} and {cell.source} hold different {part} records")
+    result = np.empty_like(values)
+    result[order] = values
+    return result
 
 
 def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
@@ -46,30 +56,37 @@ def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
         if labelled is None:
             raise DataError(f"row block {i}: no cell holds labels")
         for part in ("train", "test"):
-            reference = getattr(cells[0], f"{part}_ids")
-
-            def aligned(cell: Cell, values: np.ndarray) -> np.ndarray:
-                """``values`` (one per record of ``cell``) reordered to the first cell's record order."""
-                order = record_positions(reference, getattr(cell, f"{part}_ids"))
-                if order is None:
-                    raise DataError(f"row block {i}: cells {cells[0].source} and {cell.source} hold different {part} records")
-                result = np.empty_like(values)
-                result[order] = values
-                return result
-
-            parts[f"X_{part}"].append(np.hstack([aligned(c, getattr(c, f"X_{part}")) for c in cells]))
-            parts[f"y_{part}"].append(aligned(labelled, getattr(labelled, f"y_{part}")))
-    return (np.vstack(parts["X_train"]), np.concatenate(parts["y_train"]),
-            np.vstack(parts["X_test"]), np.concatenate(parts["y_test"]))
+            X_part = np.hstack([_aligned(i, part, cells[0], c, getattr(c, f"X_{part}")) for c in cells])
+            parts[f"X_{part}"].append(X_part)
+            parts[f"y_{part}"].append(_aligned(i, part, cells[0], labelled, getattr(labelled, f"y_{part}")))
+    return (
+        np.vstack(parts["X_train"]),
+        np.concatenate(parts["y_train"]),
+        np.vstack(parts["X_test"]),
+        np.concatenate(parts["y_test"]),
+    )
 
 
 def pooled_reference(
-    split_dir: Path, task: Task, kernel: KernelName, *, nu: float | None, mu: float | None, seed: int,
+    split_dir: Path,
+    task: Task,
+    kernel: KernelName,
+    *,
+    nu: float | None,
+    mu: float | None,
+    seed: int,
 ) -> dict[str, Any]:
     """Train and evaluate the pooled reduced-kernel reference; returns its figures and settings."""
     X_train, y_train, X_test, y_test = pool_cells(split_dir)
     if len(y_test) == 0:
         raise DataError(f"{split_dir}: no held-out records to evaluate the reference on")
     model = fit_local(task, kernel, X_train, y_train, basis_fraction=REFERENCE_ROW_FRACTION, nu=nu, mu=mu, seed=seed)
-    return {**evaluate(task, y_test, model.decision(X_test)), "n_train": len(y_train), "n_test": len(y_test),
-            "basis_rows": len(model.basis), "nu": model.nu, "mu": model.mu, "private": False}
+    return {
+        **evaluate(task, y_test, model.decision(X_test)),
+        "n_train": len(y_train),
+        "n_test": len(y_test),
+        "basis_rows": len(model.basis),
+        "nu": model.nu,
+        "mu": model.mu,
+        "private": False,
+    }

@@ -8,24 +8,26 @@ from collections.abc import Sequence
 
 import grpc
 
-from ppsvm.wire.certs import CLIENT, ROLES
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.errors import DataError
-from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals, unary_handler
+from ppsvm.coordinator.evaluate import check_model_matches
+from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.model import Model
+from ppsvm.errors import DataError
+from ppsvm.wire.certs import CLIENT, ROLES
+from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals, unary_handler
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import method_roles
-from ppsvm.coordinator.evaluate import check_model_matches
-from ppsvm.coordinator.federation import RowBlockRecords, Session
 
 logger = logging.getLogger(__name__)
 
 # Predict answers about any record the entities hold, so only a prediction client's certificate
 # may ask: an entity's may not, since a decision value is a function of other entities' private features.
 # Status tells the model's public settings and a request count: any party of the federation.
-PREDICTION_ROLES = method_roles(pb.DESCRIPTOR.services_by_name["Coordinator"].full_name, {"Predict": (CLIENT,), "Status": ROLES})
+PREDICTION_ROLES = method_roles(
+    pb.DESCRIPTOR.services_by_name["Coordinator"].full_name, {"Predict": (CLIENT,), "Status": ROLES}
+)
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
@@ -54,22 +56,38 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         decision: dict[str, float] = {}
         for row_block, members in by_block.items():
             K = self.session.kernel_rows_for_ids(
-                self.model.kernel, self.model.mbar, self.model.mu, self.model.scaling, row_block, members, self.model.column_index,
+                self.model.kernel,
+                self.model.mbar,
+                self.model.mu,
+                self.model.scaling,
+                row_block,
+                members,
+                self.model.column_index,
             )
-            decision.update(zip(members, self.model.decision(K).tolist()))
+            decision.update(zip(members, self.model.decision(K).tolist(), strict=True))
         with self._lock:
             self.served += len(ids)
         classify = self.model.task == "classify"
-        return pb.PredictReply(predictions=[
-            pb.Prediction(id=r, decision=decision[r], prediction=(1.0 if decision[r] >= 0 else -1.0) if classify else decision[r])
-            for r in ids
-        ])
+        return pb.PredictReply(
+            predictions=[
+                pb.Prediction(
+                    id=r,
+                    decision=decision[r],
+                    prediction=(1.0 if decision[r] >= 0 else -1.0) if classify else decision[r],
+                )
+                for r in ids
+            ]
+        )
 
     @unary_handler
     def Status(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.StatusReply:
         return pb.StatusReply(
-            task=self.model.task, kernel=self.model.kernel, mbar=self.model.mbar,
-            n_entities=len(self.session.federation.entities), private=self.model.private, requests_served=self.served,
+            task=self.model.task,
+            kernel=self.model.kernel,
+            mbar=self.model.mbar,
+            n_entities=len(self.session.federation.entities),
+            private=self.model.private,
+            requests_served=self.served,
         )
 
 
@@ -82,8 +100,12 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
         # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
         session.ranges_for(model.scaling)
         servicer = CoordinatorServicer(session, model, blocks)
-        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=session.tls,
-                                     roles=PREDICTION_ROLES)
+        server, port = create_server(
+            listen,
+            lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
+            tls=session.tls,
+            roles=PREDICTION_ROLES,
+        )
         print(f"listening on {host_of(listen)}:{port}", flush=True)
         # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
         while not stop.wait(timeout=0.5):

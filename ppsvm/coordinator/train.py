@@ -12,13 +12,13 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, REFERENCE_ROW_FRACTION, TASKS
-from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
+from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
 from ppsvm.core.lp import FORMULATIONS, Formulation, Task, solve_lp
 from ppsvm.core.model import Model, ModelEntity
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import search_grid, tune
-from ppsvm.coordinator.federation import RowBlockRecords, Session
+from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
 
 logger = logging.getLogger(__name__)
 
@@ -70,7 +70,11 @@ class TrainOptions:
             value = getattr(self, name)
             if value is None:
                 continue
-            if not isinstance(value, (int, float)) or isinstance(value, bool) or not (math.isfinite(value) and value > 0):
+            if (
+                not isinstance(value, (int, float))
+                or isinstance(value, bool)
+                or not (math.isfinite(value) and value > 0)
+            ):
                 raise ConfigError(f"{name} must be a number > 0 or 'auto', got {value!r}")
         if self.folds < 2:
             raise ConfigError(f"folds must be >= 2, got {self.folds}")
@@ -112,40 +116,76 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             count = math.ceil(REFERENCE_ROW_FRACTION * n_train)
             columns = product_columns(mbar, len(widths), count, options.seed)
             logger.info("product basis: %d points from %d rows of each of %d B_j", len(columns), mbar, len(widths))
-        K = session.kernel(options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train",
-                           columns)
+        K = session.kernel(
+            options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train", columns
+        )
         target = np.concatenate([b.train_labels for b in blocks])
         nu, mu, tuning = options.nu, options.mu, None
         if nu is None or (mu is None and options.kernel == "gaussian"):
             nu_values, mu_values = search_grid(options.task, options.kernel, n_total, nu, mu)
-            logger.info("tuning %d grid points by %d-fold cross-validation", len(nu_values) * len(mu_values), options.folds)
+            logger.info(
+                "tuning %d grid points by %d-fold cross-validation", len(nu_values) * len(mu_values), options.folds
+            )
             result = tune(
-                options.task, options.kernel, K, target, mu_ref=mu_fetch, nu_values=nu_values, mu_values=mu_values,
-                folds=options.folds, seed=options.seed, formulation=options.formulation,
+                options.task,
+                options.kernel,
+                K,
+                target,
+                mu_ref=mu_fetch,
+                nu_values=nu_values,
+                mu_values=mu_values,
+                folds=options.folds,
+                seed=options.seed,
+                formulation=options.formulation,
                 progress=_log_progress,
             )
             nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
-            tuning = {"folds": options.folds, "seed": options.seed, "score": result.score,
-                      "grid": [list(point) for point in result.scores]}
-            logger.info("tuned nu = %g%s (cross-validated %s %.4f)", nu, f", mu = {mu:g}" if mu else "",
-                        "error rate" if options.task == "classify" else "relative error", result.score)
+            tuning = {
+                "folds": options.folds,
+                "seed": options.seed,
+                "score": result.score,
+                "grid": [list(point) for point in result.scores],
+            }
+            logger.info(
+                "tuned nu = %g%s (cross-validated %s %.4f)",
+                nu,
+                f", mu = {mu:g}" if mu else "",
+                "error rate" if options.task == "classify" else "relative error",
+                result.score,
+            )
         assert nu is not None
         if options.kernel == "gaussian":
             assert mu is not None
             K = rescale_gaussian(K, mu_fetch, mu)
         solution = solve_lp(options.task, K, target, nu, options.formulation)
-        logger.info("LP solved: %d x %d kernel, objective %.6g, %s in %.2f s",
-                    K.shape[0], K.shape[1], solution.objective, solution.formulation, solution.seconds)
+        logger.info(
+            "LP solved: %d x %d kernel, objective %.6g, %s in %.2f s",
+            K.shape[0],
+            K.shape[1],
+            solution.objective,
+            solution.formulation,
+            solution.seconds,
+        )
     return Model(
-        task=options.task, kernel=options.kernel, mu=float(mu) if options.kernel == "gaussian" else 0.0,
-        nu=float(nu), mbar=mbar, u=tuple(solution.u.tolist()), gamma=solution.gamma, private=private,
+        task=options.task,
+        kernel=options.kernel,
+        mu=float(mu) if options.kernel == "gaussian" and mu is not None else 0.0,
+        nu=float(nu),
+        mbar=mbar,
+        u=tuple(solution.u.tolist()),
+        gamma=solution.gamma,
+        private=private,
         scaling=scaling,
         entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
         columns=None if columns is None else tuple(map(tuple, columns.tolist())),
         training={
-            "n_train": int(n_train), "n_features": widths, "formulation": solution.formulation,
-            "objective": solution.objective, "lp_seconds": solution.seconds,
-            "seconds": time.perf_counter() - started, "tuning": tuning,
+            "n_train": int(n_train),
+            "n_features": widths,
+            "formulation": solution.formulation,
+            "objective": solution.objective,
+            "lp_seconds": solution.seconds,
+            "seconds": time.perf_counter() - started,
+            "tuning": tuning,
         },
     )
 
@@ -156,8 +196,10 @@ def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
         odd = sorted(set(np.unique(block.train_labels).tolist()) - {-1.0, 1.0})
         if odd:
             holders = [e.id for e in session.row_block(block.row_block) if session.metadata[e.id].has_labels]
-            raise DataError(f"row block {block.row_block} (labels from entity {', '.join(holders)}): labels must be -1 or +1 "
-                            f"for classification, got {odd[:5]}")
+            raise DataError(
+                f"row block {block.row_block} (labels from entity {', '.join(holders)}): labels must be -1 or +1 "
+                f"for classification, got {odd[:5]}"
+            )
     labels = np.concatenate([b.train_labels for b in blocks])
     if len(np.unique(labels)) < 2:
         raise DataError(f"every training record has label {labels[0]:+g}: classification needs both classes")
@@ -171,7 +213,7 @@ def _log_progress(done: int, total: int) -> None:
 def _check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
     """Refuse early (before any kernel is computed) when an entity would refuse mbar; False if not private."""
     private = True
-    for j, width in zip(session.federation.column_blocks, widths):
+    for j, width in zip(session.federation.column_blocks, widths, strict=True):
         if mbar < width:
             continue
         private = False
@@ -202,5 +244,7 @@ def distribute(federation: Federation, model_json: str, model_out: Path, deadlin
         try:
             session.each(lambda c: c.accept_model(model_json))
         except EntityError as error:
-            raise EntityError(f"the model was written to {model_out} but not delivered to every entity: {error}") from None
+            raise EntityError(
+                f"the model was written to {model_out} but not delivered to every entity: {error}"
+            ) from None
     logger.info("model delivered to %d entities", len(federation.entities))

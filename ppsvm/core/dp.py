@@ -41,15 +41,15 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from numbers import Integral, Real
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import numpy as np
 import scipy.linalg
 from scipy.optimize import minimize
 from scipy.spatial.distance import pdist
 
-from ppsvm.errors import DataError, PrivacyError, SolverError
 from ppsvm.core.noise import grid_laplace_parameters, grid_laplace_release, integer_source
+from ppsvm.errors import DataError, PrivacyError, SolverError
 
 logger = logging.getLogger(__name__)
 
@@ -100,6 +100,7 @@ SEED_BITS = 256
 Mechanism = Literal["laplace", "output-gamma", "objective", "none"]
 MECHANISMS: tuple[str, ...] = ("laplace", "output-gamma", "objective")
 NON_PRIVATE = "none"
+
 GUARANTEES: dict[str, str] = {
     "laplace": (
         "epsilon-DP (one record replaced), floating-point safe: hinge-loss SVM weights (duality gap certified "
@@ -121,6 +122,11 @@ GUARANTEES: dict[str, str] = {
     ),
     "none": "NOT PRIVATE: the exact hinge-loss SVM weights with no noise; they can reveal training records.",
 }
+
+
+def is_mechanism(name: str) -> TypeGuard[Mechanism]:
+    """Whether ``name`` is a :data:`Mechanism`, private or ``"none"`` (narrows a checked string)."""
+    return name == NON_PRIVATE or name in MECHANISMS
 
 
 # --- validation helpers ---------------------------------------------------------------------------
@@ -1260,9 +1266,7 @@ def private_weights(
         if p % 2:
             raise DataError(f"Z has shape {A.shape}: the Laplace bound is stated for 2D features (an even count)")
         # The integer noise source comes from rng itself (None: the OS CSPRNG), see laplace_output_perturbation.
-        weights, noise = _laplace_release(
-            train_linear_svm(A, labels, C).w, n=n, C=C, D=p // 2, epsilon=eps, rng=rng
-        )
+        weights, noise = _laplace_release(train_linear_svm(A, labels, C).w, n=n, C=C, D=p // 2, epsilon=eps, rng=rng)
         return Release(weights, mechanism, eps, n, noise)
     generator = secure_generator() if rng is None else _check_generator(rng)
     if mechanism == "objective":

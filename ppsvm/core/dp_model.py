@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
+from ppsvm.core.model import number, read_document
 from ppsvm.errors import ConfigError
 from ppsvm.files import write_atomic
-from ppsvm.core.model import number, read_document
 
 FORMAT = "ppsvm-dp-model"
 FORMAT_VERSION = 1
@@ -135,7 +135,9 @@ class DpModel:
             raise ConfigError(f"{source}: low and high must have the same, non-zero length")
         if self.method == "public-only":
             if not self.basis or any(len(row) != d for row in self.basis) or len(self.dual_coef) != len(self.basis):
-                raise ConfigError(f"{source}: a public-only model needs basis rows of {d} features and one dual coefficient each")
+                raise ConfigError(
+                    f"{source}: a public-only model needs basis rows of {d} features and one dual coefficient each"
+                )
         elif not self.rho or any(len(row) != d for row in self.rho) or len(self.weights) != 2 * len(self.rho):
             raise ConfigError(f"{source}: rho must be D x {d} and weights of length 2D")
         numbers = [*self.low, *self.high, self.kernel_width, self.C, *self.weights, *self.dual_coef]

@@ -8,13 +8,18 @@ equals the kernel of the pooled row block against B = [B_1 ... B_s].
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Literal
+from typing import Literal, TypeGuard
 
 import numpy as np
 from scipy.spatial.distance import cdist
 
 KernelName = Literal["linear", "gaussian"]
 KERNELS: tuple[KernelName, ...] = ("linear", "gaussian")
+
+
+def is_kernel_name(name: str) -> TypeGuard[KernelName]:
+    """Whether ``name`` is one of :data:`KERNELS` (narrows a checked string for the type checker)."""
+    return name in KERNELS
 
 
 def linear_kernel(A: np.ndarray, B: np.ndarray) -> np.ndarray:

@@ -28,10 +28,10 @@ class LocalModel:
     kernel: KernelName
     mu: float
     nu: float
-    low: np.ndarray     # (n,)
-    high: np.ndarray    # (n,)
-    basis: np.ndarray   # (k, n), scaled training rows
-    u: np.ndarray       # (k,)
+    low: np.ndarray  # (n,)
+    high: np.ndarray  # (n,)
+    basis: np.ndarray  # (k, n), scaled training rows
+    u: np.ndarray  # (k,)
     gamma: float
     tuning: TuningResult | None
 
@@ -75,8 +75,17 @@ def fit_local(
     tuning = None
     if nu is None or (mu is None and kernel_name == "gaussian"):
         nu_values, mu_values = search_grid(task, kernel_name, n, nu, mu)
-        tuning = tune(task, kernel_name, K, target, mu_ref=mu_ref, nu_values=nu_values, mu_values=mu_values,
-                      folds=folds, seed=seed)
+        tuning = tune(
+            task,
+            kernel_name,
+            K,
+            target,
+            mu_ref=mu_ref,
+            nu_values=nu_values,
+            mu_values=mu_values,
+            folds=folds,
+            seed=seed,
+        )
         nu = tuning.nu
         if kernel_name == "gaussian":
             mu_ref = tuning.mu

@@ -29,7 +29,7 @@ from __future__ import annotations
 import logging
 import time
 from dataclasses import dataclass
-from typing import Any, Literal
+from typing import Any, Literal, TypeGuard, get_args
 
 import highspy
 import numpy as np
@@ -47,6 +47,10 @@ Task = Literal["classify", "regress"]
 # column count; interior-point iterations stay few. Both end at a vertex (IPM crosses over).
 _IPM_ABOVE_ROWS = 60_000
 
+
+def is_task(name: str) -> TypeGuard[Task]:
+    """Whether ``name`` is a :data:`Task` (narrows a checked string for the type checker)."""
+    return name in get_args(Task)
 
 
 @dataclass(frozen=True)
@@ -264,4 +268,11 @@ def _cvxpy_primal(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> t
     constraints += [u <= s, -s <= u]
     problem = cp.Problem(cp.Minimize(objective), constraints)
     _cvxpy_solve(problem, "primal")
-    return np.asarray(u.value), float(gamma.value), 0
+    return _solved(u), float(_solved(gamma)), 0
+
+
+def _solved(variable: Any) -> np.ndarray:
+    """A cvxpy variable's value after an optimal solve (cvxpy types it as possibly None)."""
+    if variable.value is None:
+        raise SolverError("HiGHS reported an optimal LP but left a variable without a value")
+    return np.asarray(variable.value)

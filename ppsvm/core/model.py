@@ -14,6 +14,8 @@ from typing import Any
 
 import numpy as np
 
+from ppsvm.core.kernels import KERNELS, KernelName, is_kernel_name
+from ppsvm.core.lp import Task, is_task
 from ppsvm.errors import ConfigError
 from ppsvm.files import write_atomic
 
@@ -92,8 +94,8 @@ class Model:
         How it was trained (records, formulation, objective, seconds, tuning).
     """
 
-    task: str
-    kernel: str
+    task: Task
+    kernel: KernelName
     mu: float
     nu: float
     mbar: int
@@ -125,6 +127,10 @@ class Model:
         """Parse and validate a model file's text; ConfigError naming ``source`` when it is not one."""
         document = read_document(text, source, FORMAT, FORMAT_VERSION)
         try:
+            if not is_task(document["task"]):
+                raise ValueError(f"task must be 'classify' or 'regress', got {document['task']!r}")
+            if not is_kernel_name(document["kernel"]):
+                raise ValueError(f"kernel must be one of {', '.join(KERNELS)}, got {document['kernel']!r}")
             document["u"] = tuple(float(x) for x in document["u"])
             for key in ("gamma", "mu", "nu"):
                 document[key] = number(document, key, source)
@@ -148,7 +154,9 @@ class Model:
                 raise ConfigError(f"{source}: u has {len(model.u)} entries but there are {len(model.columns)} columns")
             s = len(model.scaling)
             if any(len(row) != s or not all(0 <= k < model.mbar for k in row) for row in model.columns):
-                raise ConfigError(f"{source}: every entry of columns must list {s} block rows, each in [0, mbar = {model.mbar})")
+                raise ConfigError(
+                    f"{source}: every entry of columns must list {s} block rows, each in [0, mbar = {model.mbar})"
+                )
         if not np.isfinite([*model.u, model.gamma, model.mu, model.nu]).all():
             raise ConfigError(f"{source}: u, gamma, mu and nu must be finite numbers")
         return model

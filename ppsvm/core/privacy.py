@@ -9,7 +9,7 @@ NOT_PRIVATE_BANNER = (
     "(privacy rule 3 was overridden in an entity config)"
 )
 MIXED_MODE_WARNING = (
-    "serves the random-kernel and the DP protocol for the same records ([privacy] mode = \"mixed\"): labels, ranges "
+    'serves the random-kernel and the DP protocol for the same records ([privacy] mode = "mixed"): labels, ranges '
     "and kernel blocks are not differentially private, so no epsilon-DP guarantee holds for its records"
 )
 

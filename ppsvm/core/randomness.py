@@ -80,8 +80,16 @@ def range_tag(secret: bytes, entity_id: str, low: np.ndarray, high: np.ndarray) 
     Only holders of the column-group secret can make or check it, so the
     coordinator can relay ranges between a column block's entities but not alter them.
     """
-    message = b"".join([_RANGE_LABEL, b"/", entity_id.encode("utf-8"), b"\0",
-                        np.asarray(low, dtype="<f8").tobytes(), np.asarray(high, dtype="<f8").tobytes()])
+    message = b"".join(
+        [
+            _RANGE_LABEL,
+            b"/",
+            entity_id.encode("utf-8"),
+            b"\0",
+            np.asarray(low, dtype="<f8").tobytes(),
+            np.asarray(high, dtype="<f8").tobytes(),
+        ]
+    )
     return hmac.new(secret, message, hashlib.sha256).hexdigest()
 
 

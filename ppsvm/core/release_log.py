@@ -33,7 +33,7 @@ import os
 import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from pathlib import Path
 from typing import Any
 
@@ -49,7 +49,7 @@ MICRO_PER_EPSILON = 1_000_000
 
 
 def _now() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def _digest(line: bytes) -> str:
@@ -62,8 +62,15 @@ def _encode(record: dict[str, Any]) -> bytes:
 
 def new_release_log_text(entity_id: str) -> str:
     """The contents of a new entity's release log: its creation line."""
-    record = {"seq": 0, "event": CREATED, "format": FORMAT, "version": VERSION, "entity_id": entity_id,
-              "time": _now(), "prev": ""}
+    record = {
+        "seq": 0,
+        "event": CREATED,
+        "format": FORMAT,
+        "version": VERSION,
+        "entity_id": entity_id,
+        "time": _now(),
+        "prev": "",
+    }
     return _encode(record).decode("utf-8")
 
 
@@ -83,8 +90,9 @@ def create_release_log(path: Path, entity_id: str) -> None:
     try:
         descriptor = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, PRIVATE_MODE)
     except FileExistsError:
-        raise ConfigError(f"release log {path} already exists; it holds the entity's release history and is never "
-                          "replaced") from None
+        raise ConfigError(
+            f"release log {path} already exists; it holds the entity's release history and is never replaced"
+        ) from None
     except OSError as exc:
         raise ConfigError(f"cannot create release log {path}: {exc.strerror}") from exc
     with open(descriptor, "wb") as handle:
@@ -149,7 +157,13 @@ class ReleaseLog:
     def append(self, record: dict[str, Any]) -> dict[str, Any]:
         """Write one release record (with seq, time and the chain filled in), durable before this returns."""
         with self._lock:
-            full = {**record, "event": RELEASE, "seq": len(self._records) + 1, "time": _now(), "prev": self._last_digest}
+            full = {
+                **record,
+                "event": RELEASE,
+                "seq": len(self._records) + 1,
+                "time": _now(),
+                "prev": self._last_digest,
+            }
             line = _encode(full)
             with self._exclusive() as handle:
                 handle.write(line)
@@ -158,8 +172,9 @@ class ReleaseLog:
             self._records.append(full)
             self._last_digest = _digest(line)
             self._size += len(line)
-            write_atomic(self.head_path, json.dumps({"seq": full["seq"], "digest": self._last_digest}) + "\n",
-                         PRIVATE_MODE)
+            write_atomic(
+                self.head_path, json.dumps({"seq": full["seq"], "digest": self._last_digest}) + "\n", PRIVATE_MODE
+            )
             return full
 
     def _check_head(self) -> None:
@@ -169,13 +184,17 @@ class ReleaseLog:
             seq, digest = int(head["seq"]), str(head["digest"])
         except FileNotFoundError:
             if self._records:
-                raise self._broken(f"has {len(self._records)} releases but its head file {self.head_path} is missing") from None
+                raise self._broken(
+                    f"has {len(self._records)} releases but its head file {self.head_path} is missing"
+                ) from None
             return
         except (OSError, ValueError, KeyError, TypeError):
             raise self._broken(f"has a head file {self.head_path} that cannot be read") from None
         if seq > len(self._records):
-            raise self._broken(f"ends at release {len(self._records)}, but its head file records release {seq}: "
-                               "its last lines were cut")
+            raise self._broken(
+                f"ends at release {len(self._records)}, but its head file records release {seq}: "
+                "its last lines were cut"
+            )
         if seq == len(self._records) and seq > 0 and digest != self._last_digest:
             raise self._broken("does not end with the release its head file records")
 
@@ -186,8 +205,10 @@ class ReleaseLog:
         with self.path.open("ab") as handle:
             fcntl.flock(handle.fileno(), fcntl.LOCK_EX)
             if os.fstat(handle.fileno()).st_size != self._size:
-                raise ConfigError(f"release log {self.path} changed while this release was being recorded (another "
-                                  "process serving the same entity); the release was not made, ask again")
+                raise ConfigError(
+                    f"release log {self.path} changed while this release was being recorded (another "
+                    "process serving the same entity); the release was not made, ask again"
+                )
             yield handle
 
     def _read(self) -> tuple[list[dict[str, Any]], str]:
@@ -219,11 +240,15 @@ class ReleaseLog:
         if head.get("event") != CREATED or head.get("format") != FORMAT or head.get("version") != VERSION:
             raise self._broken(f"does not start with a {FORMAT} version {VERSION} creation line")
         if head.get("entity_id") != self.entity_id:
-            raise ConfigError(f"release log {self.path} belongs to entity {head.get('entity_id')!r}, not {self.entity_id!r}; "
-                              "point [privacy] release_log at this entity's own log")
+            raise ConfigError(
+                f"release log {self.path} belongs to entity {head.get('entity_id')!r}, not {self.entity_id!r}; "
+                "point [privacy] release_log at this entity's own log"
+            )
         self._created = str(head.get("time"))
         return records[1:], previous
 
     def _broken(self, problem: str) -> ConfigError:
-        return ConfigError(f"release log {self.path} {problem}. It was left untouched: the entity will not serve on a "
-                           "history it cannot trust. Restore it from a backup")
+        return ConfigError(
+            f"release log {self.path} {problem}. It was left untouched: the entity will not serve on a "
+            "history it cannot trust. Restore it from a backup"
+        )

@@ -7,17 +7,17 @@ no new blocks from the entities.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
 import logging
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
 
 from ppsvm.constants import MU_GRID_TIMES_N, NU_GRID_CLASSIFY, NU_GRID_REGRESS
-from ppsvm.errors import SolverError
 from ppsvm.core.kernels import KernelName, rescale_gaussian
 from ppsvm.core.lp import Formulation, Task, solve_lp
 from ppsvm.core.metrics import error_rate, relative_error
+from ppsvm.errors import SolverError
 
 logger = logging.getLogger(__name__)
 
@@ -36,7 +36,11 @@ class TuningResult:
 
 
 def search_grid(
-    task: Task, kernel: KernelName, n_features: int, nu: float | None, mu: float | None,
+    task: Task,
+    kernel: KernelName,
+    n_features: int,
+    nu: float | None,
+    mu: float | None,
 ) -> tuple[tuple[float, ...], tuple[float, ...]]:
     """The (nu values, mu values) to search: the default grid for each setting left as None.
 
@@ -75,7 +79,11 @@ def fold_indices(task: Task, target: np.ndarray, folds: int, seed: int) -> list[
 
 
 def cross_validation_score(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, folds: list[np.ndarray],
+    task: Task,
+    K: np.ndarray,
+    target: np.ndarray,
+    nu: float,
+    folds: list[np.ndarray],
     formulation: Formulation = "highs-dual",
 ) -> float:
     """Mean validation error over the folds: error rate (classify) or relative error (regress).

@@ -75,7 +75,9 @@ class Cell:
         unknown = [record for record in ids if record not in index]
         if unknown:
             shown = ", ".join(repr(r) for r in unknown[:5])
-            raise DataError(f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {len(ids)})")
+            raise DataError(
+                f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {len(ids)})"
+            )
 
     def rows_for_ids(self, ids: list[str]) -> np.ndarray:
         """Feature rows of record ids already passed by :meth:`check_ids`, shape (len(ids), n_j)."""
@@ -127,7 +129,7 @@ def _not_utf8(path: Path) -> str:
         raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         line = raw.count(b"\n", 0, exc.start) + 1
-        return f"{path}, line {line}: not UTF-8 text (byte {raw[exc.start:exc.start + 1]!r})"
+        return f"{path}, line {line}: not UTF-8 text (byte {raw[exc.start : exc.start + 1]!r})"
     return f"{path}: not UTF-8 text"
 
 
@@ -183,9 +185,14 @@ def _read_cell(path: Path, handle: TextIO, max_line_chars: int) -> Cell:
     id_array = np.asarray(ids, dtype=str)
     y = np.asarray(labels, dtype=np.float64) if has_label else None
     return Cell(
-        train_ids=id_array[~test], X_train=X[~test], y_train=None if y is None else y[~test],
-        test_ids=id_array[test], X_test=X[test], y_test=None if y is None else y[test],
-        feature_names=tuple(header[k] for k in features), source=path,
+        train_ids=id_array[~test],
+        X_train=X[~test],
+        y_train=None if y is None else y[~test],
+        test_ids=id_array[test],
+        X_test=X[test],
+        y_test=None if y is None else y[test],
+        feature_names=tuple(header[k] for k in features),
+        source=path,
     )
 
 

@@ -166,8 +166,10 @@ def bounded_lines(handle: TextIO, path: Path, max_chars: int = MAX_CSV_LINE_CHAR
         if not line:
             return
         if len(line) > max_chars:
-            raise DataError(f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
-                            "is it a text file with one record per line?")
+            raise DataError(
+                f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
+                "is it a text file with one record per line?"
+            )
         yield line
 
 
@@ -206,7 +208,7 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     ids = _record_ids(table, id_column)
 
     keep = _apply_missing_policy(table, options, X, missing, label_missing, label_column, feature_columns)
-    raw_labels = [row[label_column] for row, kept in zip(table.rows, keep) if kept]
+    raw_labels = [row[label_column] for row, kept in zip(table.rows, keep, strict=True) if kept]
     kept_rows = np.flatnonzero(keep)
     if options.task == "classify":
         y = _classification_labels(table, label_column, raw_labels, options)
@@ -228,7 +230,9 @@ def _read_table(path: Path, options: DatasetOptions, max_line_chars: int) -> _Ta
     try:
         # utf-8-sig: spreadsheet exports often start with a byte-order mark.
         with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(bounded_lines(handle, path, max_line_chars), delimiter=options.delimiter, skipinitialspace=True)
+            reader = csv.reader(
+                bounded_lines(handle, path, max_line_chars), delimiter=options.delimiter, skipinitialspace=True
+            )
             for raw in reader:
                 fields = [field.strip() for field in raw]
                 if not fields or fields == [""]:
@@ -240,9 +244,7 @@ def _read_table(path: Path, options: DatasetOptions, max_line_chars: int) -> _Ta
                 expected = len(header) if header is not None else len(rows[0]) if rows else len(fields)
                 if len(fields) != expected:
                     first = f"the header on line {header_line}" if header is not None else f"line {line_numbers[0]}"
-                    raise DataError(
-                        f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}"
-                    )
+                    raise DataError(f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}")
                 line_numbers.append(reader.line_num)
                 rows.append(fields)
     except OSError as error:
@@ -339,8 +341,7 @@ def _record_ids(table: _Table, id_column: int | None) -> np.ndarray:
             raise DataError(f"{table.where(r, id_column)}: missing record id {record_id!r}")
         if record_id in first_line:
             raise DataError(
-                f"{table.where(r, id_column)}: duplicate record id {record_id!r} "
-                f"(also on line {first_line[record_id]})"
+                f"{table.where(r, id_column)}: duplicate record id {record_id!r} (also on line {first_line[record_id]})"
             )
         first_line[record_id] = table.line_numbers[r]
     return np.array(list(first_line))
@@ -411,11 +412,9 @@ def _classification_labels(table: _Table, label_column: int, raw: list[str], opt
         counts[value] = counts.get(value, 0) + 1
     where = f"{table.path}: label column {label_column}"
 
-    if options.positive is not None or options.negative is not None:
-        if options.positive is not None:
-            chosen, sign, flag = options.positive, 1.0, "positive"
-        else:
-            chosen, sign, flag = options.negative, -1.0, "negative"
+    chosen = options.positive if options.positive is not None else options.negative
+    if chosen is not None:
+        sign, flag = (1.0, "positive") if options.positive is not None else (-1.0, "negative")
         if chosen not in counts:
             raise DataError(f"{where} has no value {chosen!r} (the {flag} class); values found: {_listing(counts)}")
         if len(counts) == 1:

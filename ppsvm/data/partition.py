@@ -25,15 +25,23 @@ from typing import Any
 
 import numpy as np
 
-from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, DEFAULT_COORDINATOR_NAME, certificate_file, federation_parties, key_file, make_certificates
 from ppsvm.config import FederationEntity, federation_toml, release_log_name, toml_document
 from ppsvm.constants import TASKS
-from ppsvm.data.dataset import Dataset
-from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.randomness import new_secret_hex
 from ppsvm.core.release_log import new_release_log_text
+from ppsvm.data.dataset import Dataset
 from ppsvm.errors import ConfigError, DataError
+from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
+from ppsvm.wire.certs import (
+    CA_FILE,
+    CA_KEY_FILE,
+    DEFAULT_COORDINATOR_NAME,
+    certificate_file,
+    federation_parties,
+    key_file,
+    make_certificates,
+)
 
 __all__ = ["SplitOptions", "SplitResult", "split_dataset"]
 
@@ -42,7 +50,9 @@ logger = logging.getLogger(__name__)
 FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
 # Files a previous split may have left that this one does not rewrite.
-_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret")
+_SPLIT_OUTPUT = re.compile(
+    r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret"
+)
 
 
 @dataclass(frozen=True)
@@ -298,7 +308,7 @@ def _held_out(labels: np.ndarray, n_test: int, stratify: bool) -> np.ndarray:
         donor = int(np.argmax(quota))
         if quota[k] == 0 and counts[k] >= 2 and quota[donor] >= 2:
             quota[k], quota[donor] = 1, quota[donor] - 1
-    for label, q in zip(classes, quota):
+    for label, q in zip(classes, quota, strict=True):
         is_test[np.flatnonzero(labels == label)[:q]] = True
     return is_test
 
@@ -320,7 +330,9 @@ def _cell_csv(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: np
     for split, rows in (("train", train), ("test", test)):
         # tolist() gives Python floats, whose repr round-trips exactly.
         values = dataset.X[np.ix_(rows, columns)].tolist()
-        for record_id, label, features in zip(dataset.ids[rows].tolist(), dataset.y[rows].tolist(), values):
+        for record_id, label, features in zip(
+            dataset.ids[rows].tolist(), dataset.y[rows].tolist(), values, strict=True
+        ):
             label_text = ("1" if label == 1 else "-1") if task == "classify" else repr(label)
             writer.writerow([record_id, label_text, split, *map(repr, features)])
     return buffer.getvalue()
@@ -366,9 +378,13 @@ def _tls_files(name: str) -> dict[str, str]:
 
 def _federation_toml(options: SplitOptions) -> str:
     entities = [
-        FederationEntity(f"r{i}c{j}", _address(options, i, j), i, j) for i in range(options.rows) for j in range(options.cols)
+        FederationEntity(f"r{i}c{j}", _address(options, i, j), i, j)
+        for i in range(options.rows)
+        for j in range(options.cols)
     ]
-    return federation_toml({"task": options.task, "kernel": options.kernel}, entities, _tls_files(DEFAULT_COORDINATOR_NAME))
+    return federation_toml(
+        {"task": options.task, "kernel": options.kernel}, entities, _tls_files(DEFAULT_COORDINATOR_NAME)
+    )
 
 
 def _sha256(source: str) -> str | None:

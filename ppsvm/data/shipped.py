@@ -28,10 +28,15 @@ WDBC = ShippedDataset("wdbc", "WDBC", "wdbc.data", DatasetOptions(label=1, posit
 
 # Mangasarian & Wild's Table 1 datasets, in the paper's order.
 TABLE1_DATASETS = {
-    dataset.key: dataset for dataset in (
+    dataset.key: dataset
+    for dataset in (
         # Disease present is num 1-4; the paper's 297 rows are those without "?".
-        ShippedDataset("cleveland", "Cleveland Heart", "processed.cleveland.data",
-                       DatasetOptions(label=13, negative="0", missing="drop")),
+        ShippedDataset(
+            "cleveland",
+            "Cleveland Heart",
+            "processed.cleveland.data",
+            DatasetOptions(label=13, negative="0", missing="drop"),
+        ),
         ShippedDataset("ionosphere", "Ionosphere", "ionosphere.data", DatasetOptions(label=34, positive="g")),
         WDBC,
         # Zeros stand for some missing values; the papers used the file as it is, and so do we.

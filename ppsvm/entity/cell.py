@@ -16,17 +16,22 @@ from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
 from ppsvm.constants import MAX_ARRAY_BYTES
-from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, apply_scaling, fourier_features, private_weights
+from ppsvm.core.dp import (
+    MECHANISMS,
+    NON_PRIVATE,
+    Release,
+    apply_scaling,
+    fourier_features,
+    is_mechanism,
+    private_weights,
+)
 from ppsvm.core.dp_model import DpModel, parse_any_model
-from ppsvm.data.cell import load_cell
-from ppsvm.errors import ConfigError, DataError, PrivacyError
-from ppsvm.files import write_atomic
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.local_svm import fit_local
 from ppsvm.core.lp import Task
@@ -35,7 +40,10 @@ from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
 from ppsvm.core.release_log import ReleaseLog, create_release_log
+from ppsvm.data.cell import load_cell
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
+from ppsvm.errors import ConfigError, DataError, PrivacyError
+from ppsvm.files import write_atomic
 
 logger = logging.getLogger(__name__)
 
@@ -63,6 +71,15 @@ class SignedRange:
     low: Sequence[float]
     high: Sequence[float]
     tag: str
+
+
+class DpEvaluation(TypedDict):
+    """What DpEvaluate releases: the fields of its reply, besides the entity's id and remaining budget."""
+
+    n_test: int
+    error_rate: float
+    epsilon: float
+    noise: str
 
 
 def _received_model(model_json: bytes) -> Any:
@@ -101,9 +118,13 @@ class EntityCore:
         assert config.release_log is not None
         if new_release_log and not config.release_log.exists():
             create_release_log(config.release_log, config.id)
-        self.guard = ReleaseGuard(ReleaseLog(config.release_log, config.id), mode=config.mode,
-                                  epsilon_total=config.epsilon_total, max_baseline_releases=config.max_baseline_releases,
-                                  who=config.id)
+        self.guard = ReleaseGuard(
+            ReleaseLog(config.release_log, config.id),
+            mode=config.mode,
+            epsilon_total=config.epsilon_total,
+            max_baseline_releases=config.max_baseline_releases,
+            who=config.id,
+        )
 
     @property
     def id(self) -> str:
@@ -116,8 +137,12 @@ class EntityCore:
         if self.cell.y_train is not None and self.cell.y_test is not None:
             arrays["train_labels"] = self.cell.y_train
             arrays["test_labels"] = self.cell.y_test
-        self.guard.charge("Records", peer, rows=len(self.cell.train_ids) + len(self.cell.test_ids),
-                          labels=self.cell.y_train is not None)
+        self.guard.charge(
+            "Records",
+            peer,
+            rows=len(self.cell.train_ids) + len(self.cell.test_ids),
+            labels=self.cell.y_train is not None,
+        )
         return arrays
 
     @cached_property
@@ -154,10 +179,15 @@ class EntityCore:
         for signed in ranges:
             low, high = np.asarray(signed.low, dtype=np.float64), np.asarray(signed.high, dtype=np.float64)
             if low.shape != (n,) or high.shape != (n,):
-                raise DataError(f"entity {self.id} holds {n} features; the range of {signed.entity_id} has {low.size} lows and {high.size} highs")
+                raise DataError(
+                    f"entity {self.id} holds {n} features; "
+                    f"the range of {signed.entity_id} has {low.size} lows and {high.size} highs"
+                )
             if not hmac.compare_digest(signed.tag, range_tag(self._secret, signed.entity_id, low, high)):
-                raise PrivacyError(f"entity {self.id}: the range relayed for {signed.entity_id} does not carry a valid tag under "
-                                   "the column-group secret: it was altered or comes from another column block")
+                raise PrivacyError(
+                    f"entity {self.id}: the range relayed for {signed.entity_id} does not carry a valid tag under "
+                    "the column-group secret: it was altered or comes from another column block"
+                )
             lows.append(low)
             highs.append(high)
         own = given.index(self.id)
@@ -166,8 +196,14 @@ class EntityCore:
         return np.min(lows, axis=0), np.max(highs, axis=0)
 
     def kernel_block(
-        self, kernel_name: KernelName, mbar: int, mu: float, ranges: Sequence[SignedRange],
-        record_set: str | None = None, ids: list[str] | None = None, peer: str = "",
+        self,
+        kernel_name: KernelName,
+        mbar: int,
+        mu: float,
+        ranges: Sequence[SignedRange],
+        record_set: str | None = None,
+        ids: list[str] | None = None,
+        peer: str = "",
     ) -> np.ndarray:
         """K(A, B_j') for the training or held-out records, or for records named by id.
 
@@ -192,7 +228,9 @@ class EntityCore:
             raise DataError(f"entity {self.id}: the Gaussian width mu must be a finite number > 0, got {mu}")
         rows = max(len(self.cell.train_ids), len(self.cell.test_ids))
         if mbar * max(rows, n) * 8 > MAX_ARRAY_BYTES:  # only reachable with the non-private override
-            raise DataError(f"entity {self.id}: mbar = {mbar} would need more than {MAX_ARRAY_BYTES >> 30} GiB for B_j or the block")
+            raise DataError(
+                f"entity {self.id}: mbar = {mbar} would need more than {MAX_ARRAY_BYTES >> 30} GiB for B_j or the block"
+            )
         if record_set in ("train", "test"):
             records, count = record_set, len(self.cell.train_ids if record_set == "train" else self.cell.test_ids)
         elif ids is not None:
@@ -201,11 +239,18 @@ class EntityCore:
         else:
             raise DataError("a kernel request must name a record set or record ids")
         low, high = self.block_scaling(ranges)
-        basis = Basis(kernel_name, float(mu) if kernel_name == "gaussian" else 0.0,
-                      tuple(low.tolist()), tuple(high.tolist()))
+        basis = Basis(
+            kernel_name, float(mu) if kernel_name == "gaussian" else 0.0, tuple(low.tolist()), tuple(high.tolist())
+        )
         self.guard.charge("KernelBlock", peer, basis=basis, records=records, rows=count, mbar=mbar)
         with self.guard.touching("KernelBlock"):
-            X = self.cell.X_train if records == "train" else self.cell.X_test if records == "test" else self.cell.rows_for_ids(ids or [])
+            X = (
+                self.cell.X_train
+                if records == "train"
+                else self.cell.X_test
+                if records == "test"
+                else self.cell.rows_for_ids(ids or [])
+            )
             return kernel(kernel_name, scale_to_unit(X, low, high), derive_B(self._secret, mbar, n), mu)
 
     def accept_model(self, model_json: bytes, directory: Path) -> Path:
@@ -228,8 +273,17 @@ class EntityCore:
         return None if micro is None else epsilon_of(micro)
 
     def dp_weights(
-        self, *, method: str, mechanism: str, epsilon: float | None, C: float, rho: np.ndarray,
-        low: np.ndarray, high: np.ndarray, huber_h: float, peer: str = "",
+        self,
+        *,
+        method: str,
+        mechanism: str,
+        epsilon: float | None,
+        C: float,
+        rho: np.ndarray,
+        low: np.ndarray,
+        high: np.ndarray,
+        huber_h: float,
+        peer: str = "",
     ) -> tuple[Release, float | None]:
         """Train the linear SVM on zhat of this cell's training rows and release its weights.
 
@@ -252,44 +306,71 @@ class EntityCore:
             Training failed after the records were read (charged; the text names no data).
         """
         self.guard.admit("DpWeights")
-        if mechanism not in (*MECHANISMS, NON_PRIVATE):
+        if not is_mechanism(mechanism):
             raise DataError(f"mechanism must be one of {', '.join((*MECHANISMS, NON_PRIVATE))}, got {mechanism!r}")
         for name, value, bound in (("c", C, MAX_DP_C), ("huber_h", huber_h, 1.0)):
             if not (math.isfinite(value) and 0 < value <= bound):
                 raise DataError(f"entity {self.id}: {name} must be a finite number in (0, {bound:g}], got {value}")
         d = self.cell.n_features
         if rho.ndim != 2 or not 1 <= rho.shape[0] <= MAX_DP_FREQUENCIES or rho.shape[1] != d:
-            raise DataError(f"entity {self.id} holds {d} features: rho must be D x {d} with 1 <= D <= {MAX_DP_FREQUENCIES}, "
-                            f"got shape {rho.shape} (DP training needs every feature in one cell, s = 1)")
+            raise DataError(
+                f"entity {self.id} holds {d} features: rho must be D x {d} with 1 <= D <= {MAX_DP_FREQUENCIES}, "
+                f"got shape {rho.shape} (DP training needs every feature in one cell, s = 1)"
+            )
         if low.shape != (d,) or high.shape != (d,):
-            raise DataError(f"entity {self.id} holds {d} features; got a scaling of {low.size} lows and {high.size} highs")
+            raise DataError(
+                f"entity {self.id} holds {d} features; got a scaling of {low.size} lows and {high.size} highs"
+            )
         if not (np.isfinite(rho).all() and np.abs(rho).sum(axis=1).max() <= MAX_RHO_ROW_L1):
             raise DataError(f"entity {self.id}: rho must be finite with every row's absolute sum <= {MAX_RHO_ROW_L1:g}")
         if not (np.isfinite(low).all() and np.isfinite(high).all() and (high >= low).all()):
             raise DataError(f"entity {self.id}: the scaling (low, high) must be finite numbers with high >= low")
         cell = self.cell
         if cell.y_train is None:
-            raise DataError(f"entity {self.id} holds no labels: DP training needs row blocks with every feature and the label (s = 1)")
+            raise DataError(
+                f"entity {self.id} holds no labels: DP training needs "
+                "row blocks with every feature and the label (s = 1)"
+            )
         if mechanism == NON_PRIVATE:
             if not self.config.non_private_weights:
-                raise PrivacyError(f"entity {self.id} refuses to release weights without noise; only its own config's "
-                                   f"[privacy] {NON_PRIVATE_WEIGHTS_KEY} = true allows it (NOT PRIVATE, benchmarks only)")
+                raise PrivacyError(
+                    f"entity {self.id} refuses to release weights without noise; only its own config's "
+                    f"[privacy] {NON_PRIVATE_WEIGHTS_KEY} = true allows it (NOT PRIVATE, benchmarks only)"
+                )
             logger.warning("entity %s: releasing weights WITHOUT noise (NOT PRIVATE)", self.id)
             self.guard.charge("DpWeights", peer, mechanism=mechanism, rows=len(cell.train_ids), not_private=True)
             with self.guard.touching("DpWeights"):
-                return private_weights(self._zhat(rho, low, high), cell.y_train, C=C, epsilon=None, mechanism=NON_PRIVATE), None
+                return private_weights(
+                    self._zhat(rho, low, high), cell.y_train, C=C, epsilon=None, mechanism=NON_PRIVATE
+                ), None
         eps = self._check_epsilon(epsilon)
         if mechanism in CONTINUOUS_NOISE_MECHANISMS and not self.config.continuous_noise:
-            raise PrivacyError(f"entity {self.id} refuses mechanism {mechanism!r}: its noise is drawn in floating point and is "
-                               "not hardened against the floating-point attack; use laplace, or set [privacy] "
-                               f"{CONTINUOUS_NOISE_KEY} = true in the entity's own config")
-        self.guard.charge("DpWeights", peer, epsilon=eps, mechanism=mechanism, method=method, rows=len(cell.train_ids),
-                          frequencies=int(rho.shape[0]), c=C)
+            raise PrivacyError(
+                f"entity {self.id} refuses mechanism {mechanism!r}: its noise is drawn in floating point and is "
+                "not hardened against the floating-point attack; use laplace, or set [privacy] "
+                f"{CONTINUOUS_NOISE_KEY} = true in the entity's own config"
+            )
+        self.guard.charge(
+            "DpWeights",
+            peer,
+            epsilon=eps,
+            mechanism=mechanism,
+            method=method,
+            rows=len(cell.train_ids),
+            frequencies=int(rho.shape[0]),
+            c=C,
+        )
         with self.guard.touching("DpWeights"):
-            release = private_weights(self._zhat(rho, low, high), cell.y_train, C=C, epsilon=eps,
-                                      mechanism=mechanism, huber_h=huber_h)  # type: ignore[arg-type]
-        logger.info("entity %s released %s weights (epsilon %g); %g of its budget remains", self.id, mechanism, eps,
-                    self.remaining_budget())
+            release = private_weights(
+                self._zhat(rho, low, high), cell.y_train, C=C, epsilon=eps, mechanism=mechanism, huber_h=huber_h
+            )
+        logger.info(
+            "entity %s released %s weights (epsilon %g); %g of its budget remains",
+            self.id,
+            mechanism,
+            eps,
+            self.remaining_budget(),
+        )
         return release, self.remaining_budget()
 
     def _zhat(self, rho: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
@@ -297,8 +378,9 @@ class EntityCore:
         scaled = np.clip(apply_scaling(self.cell.X_train, low, high), -SCALED_BOX, SCALED_BOX)
         return fourier_features(scaled, rho)
 
-    def dp_evaluate(self, model_json: bytes, epsilon: float, peer: str = "",
-                    source: IntegerSource | None = None) -> dict[str, float | int | str]:
+    def dp_evaluate(
+        self, model_json: bytes, epsilon: float, peer: str = "", source: IntegerSource | None = None
+    ) -> DpEvaluation:
         """The held-out error rate of a DP model, from an error count with discrete Laplace noise (charged).
 
         Changing one held-out record changes the error count by at most 1, so noise of scale
@@ -323,12 +405,19 @@ class EntityCore:
         self.guard.charge("DpEvaluate", peer, epsilon=eps, rows=n_test)
         with self.guard.touching("DpEvaluate"):
             errors = int(np.count_nonzero(np.where(model.decision(cell.X_test) >= 0, 1.0, -1.0) != cell.y_test))
-            noisy = errors + discrete_laplace(Fraction(1) / Fraction(eps), integer_source(None) if source is None else source)
-        return {"n_test": n_test, "error_rate": min(max(noisy, 0), n_test) / n_test, "epsilon": eps,
-                "noise": f"discrete Laplace, scale 1/{eps:g} errors, on the error count"}
+            noisy = errors + discrete_laplace(
+                Fraction(1) / Fraction(eps), integer_source(None) if source is None else source
+            )
+        return {
+            "n_test": n_test,
+            "error_rate": min(max(noisy, 0), n_test) / n_test,
+            "epsilon": eps,
+            "noise": f"discrete Laplace, scale 1/{eps:g} errors, on the error count",
+        }
 
-    def local_baseline(self, task: Task, kernel_name: KernelName, nu: float | None, mu: float | None, seed: int,
-                       peer: str = "") -> dict[str, float]:
+    def local_baseline(
+        self, task: Task, kernel_name: KernelName, nu: float | None, mu: float | None, seed: int, peer: str = ""
+    ) -> dict[str, float]:
         """Train on this cell alone, evaluate on its held-out records; only the figures leave.
 
         Returns
@@ -352,6 +441,8 @@ class EntityCore:
         self.guard.charge("LocalBaseline", peer, task=task, kernel=kernel_name, nu=nu, mu=mu, seed=seed)
         with self.guard.touching("LocalBaseline"):
             fraction = min(1.0, _BASELINE_BASIS_ROWS / len(cell.train_ids))
-            model = fit_local(task, kernel_name, cell.X_train, cell.y_train, basis_fraction=fraction, nu=nu, mu=mu, seed=seed)
+            model = fit_local(
+                task, kernel_name, cell.X_train, cell.y_train, basis_fraction=fraction, nu=nu, mu=mu, seed=seed
+            )
             figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
         return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), **figures}

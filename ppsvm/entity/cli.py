@@ -19,10 +19,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "entity",
         help="serve one data owner's private cell, or list what it has released",
         description=(
-            "'ppsvm entity --config E.toml' serves one cell A_ij over gRPC. In the random-kernel mode it publishes only "
-            "kernel blocks K(A_ij, B_j') under one pinned view of its secret random matrix B_j, record ids, labels, "
-            "per-feature min/max and shapes; in the DP mode ([privacy] mode = \"dp\") only DP-noised weights and error "
-            "counts, charged to its budget. It refuses mbar >= n_j unless its config sets "
+            "'ppsvm entity --config E.toml' serves one cell A_ij over gRPC. In the random-kernel mode it publishes "
+            "only kernel blocks K(A_ij, B_j') under one pinned view of its secret random matrix B_j, record ids, "
+            'labels, per-feature min/max and shapes; in the DP mode ([privacy] mode = "dp") only DP-noised weights '
+            "and error counts, charged to its budget. It refuses mbar >= n_j unless its config sets "
             "[privacy] non_private_allow_mbar_at_least_features = true. Every release is recorded first in its "
             "append-only release log, which must exist: an entity that has never served starts it with "
             "--new-release-log ('ppsvm split' creates it). Mutual TLS is on by default: only the coordinator identity "
@@ -31,15 +31,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "data-protection officer: time, peer, RPC, records, shapes, basis view and epsilon of every release."
         ),
     )
-    parser.add_argument("action", nargs="?", choices=ACTIONS, default="serve",
-                        help="serve (the default) or releases (print the release log and the budget, then exit)")
+    parser.add_argument(
+        "action",
+        nargs="?",
+        choices=ACTIONS,
+        default="serve",
+        help="serve (the default) or releases (print the release log and the budget, then exit)",
+    )
     parser.add_argument("--config", required=True, help="the entity's TOML config (private to it)")
     parser.add_argument("--listen", help="HOST:PORT to serve on, overriding the config (port 0 picks a free port)")
-    parser.add_argument("--insecure", action="store_true",
-                        help="serve plaintext without TLS and accept any caller (trusted networks only; logged as a warning)")
-    parser.add_argument("--new-release-log", action="store_true",
-                        help="if the release log is missing, start a new one: for an entity that has never served "
-                             "(an existing log is always kept)")
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="serve plaintext without TLS and accept any caller (trusted networks only; logged as a warning)",
+    )
+    parser.add_argument(
+        "--new-release-log",
+        action="store_true",
+        help="if the release log is missing, start a new one: for an entity that has never served "
+        "(an existing log is always kept)",
+    )
     parser.add_argument("--json", action="store_true", help="with releases: print the log and totals as JSON")
     parser.set_defaults(run=run)
 
@@ -64,29 +75,56 @@ def release_summary(config: EntityConfig) -> dict[str, Any]:
     """
     assert config.release_log is not None
     log = ReleaseLog(config.release_log, config.id)
-    guard = ReleaseGuard(log, mode=config.mode, epsilon_total=config.epsilon_total,
-                         max_baseline_releases=config.max_baseline_releases, who=config.id)
+    guard = ReleaseGuard(
+        log,
+        mode=config.mode,
+        epsilon_total=config.epsilon_total,
+        max_baseline_releases=config.max_baseline_releases,
+        who=config.id,
+    )
     remaining = guard.remaining_micro
-    return {"entity_id": config.id, "release_log": str(config.release_log), **guard.state(),
-            "epsilon_remaining": None if remaining is None else epsilon_of(remaining), "releases": list(log.records)}
+    return {
+        "entity_id": config.id,
+        "release_log": str(config.release_log),
+        **guard.state(),
+        "epsilon_remaining": None if remaining is None else epsilon_of(remaining),
+        "releases": list(log.records),
+    }
 
 
 def release_report(summary: dict[str, Any]) -> str:
     """A table of :func:`release_summary` for a person."""
     pinned = summary["pinned_basis"] or "none yet"
-    lines = [f"release log of entity {summary['entity_id']} ({summary['release_log']}), started {summary['log_created']}; "
-             f"mode {summary['mode']}; pinned basis view: {pinned}"]
+    lines = [
+        f"release log of entity {summary['entity_id']} ({summary['release_log']}), started {summary['log_created']}; "
+        f"mode {summary['mode']}; pinned basis view: {pinned}"
+    ]
     header = ("time (UTC)", "peer", "rpc", "records", "rows", "basis", "epsilon")
-    rows = [(r["time"], r.get("peer", ""), r["rpc"], str(r.get("records", r.get("mechanism", ""))), str(r.get("rows", "")),
-             r.get("basis_fingerprint", ""), f"{epsilon_of(int(r['epsilon_micro'])):g}" if r.get("epsilon_micro") else "")
-            for r in summary["releases"]]
+    rows = [
+        (
+            r["time"],
+            r.get("peer", ""),
+            r["rpc"],
+            str(r.get("records", r.get("mechanism", ""))),
+            str(r.get("rows", "")),
+            r.get("basis_fingerprint", ""),
+            f"{epsilon_of(int(r['epsilon_micro'])):g}" if r.get("epsilon_micro") else "",
+        )
+        for r in summary["releases"]
+    ]
     if rows:
         widths = [max(len(row[k]) for row in [header, *rows]) for k in range(len(header))]
-        lines += ["  ".join(cell.ljust(width) for cell, width in zip(row, widths)).rstrip() for row in [header, *rows]]
+        lines += [
+            "  ".join(cell.ljust(width) for cell, width in zip(row, widths, strict=True)).rstrip()
+            for row in [header, *rows]
+        ]
     else:
         lines.append("no releases recorded")
     total = summary["epsilon_total"]
-    budget = "no DP budget (DP releases refused)" if total is None else (
-        f"epsilon spent {summary['epsilon_spent']:g}, remaining {summary['epsilon_remaining']:g} of {total:g}")
+    budget = (
+        "no DP budget (DP releases refused)"
+        if total is None
+        else (f"epsilon spent {summary['epsilon_spent']:g}, remaining {summary['epsilon_remaining']:g} of {total:g}")
+    )
     lines.append(f"{len(rows)} release{'s' if len(rows) != 1 else ''}; {budget}")
     return "\n".join(lines)

@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass
 from typing import Any
 
 from ppsvm.config import ENTITY_MODES
-from ppsvm.errors import PrivacyError, ReleaseFailed
 from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog
+from ppsvm.errors import PrivacyError, ReleaseFailed
 
 logger = logging.getLogger(__name__)
 
@@ -104,8 +104,9 @@ class ReleaseGuard:
         The entity id, for messages.
     """
 
-    def __init__(self, log: ReleaseLog, *, mode: str, epsilon_total: float | None, max_baseline_releases: int,
-                 who: str) -> None:
+    def __init__(
+        self, log: ReleaseLog, *, mode: str, epsilon_total: float | None, max_baseline_releases: int, who: str
+    ) -> None:
         if mode not in ENTITY_MODES:
             raise ValueError(f"mode must be one of {', '.join(ENTITY_MODES)}, got {mode!r}")
         self.log = log
@@ -145,8 +146,9 @@ class ReleaseGuard:
                 f'allow it ([privacy] mode = "{MIXED}")'
             )
 
-    def charge(self, rpc: str, peer: str, *, basis: Basis | None = None, epsilon: float | None = None,
-               **fields: Any) -> dict[str, Any]:
+    def charge(
+        self, rpc: str, peer: str, *, basis: Basis | None = None, epsilon: float | None = None, **fields: Any
+    ) -> dict[str, Any]:
         """Check the pin and the budgets, then record the release durably; returns the log record.
 
         Raises
@@ -185,8 +187,10 @@ class ReleaseGuard:
 
     def _check_budget(self, epsilon: float) -> int:
         if self.total_micro is None:
-            raise PrivacyError(f"entity {self.who} has no privacy budget: set [privacy] epsilon_total in its config "
-                               "to allow DP releases")
+            raise PrivacyError(
+                f"entity {self.who} has no privacy budget: set [privacy] epsilon_total in its config "
+                "to allow DP releases"
+            )
         need = epsilon_micro(epsilon)
         remaining = self.total_micro - self.spent_micro
         if need > remaining:
@@ -216,9 +220,12 @@ class ReleaseGuard:
     def state(self) -> dict[str, Any]:
         """The guard's state for audits (nothing in it depends on the records' values)."""
         return {
-            "mode": self.mode, "releases": len(self.log.records), "log_created": self.log.created,
+            "mode": self.mode,
+            "releases": len(self.log.records),
+            "log_created": self.log.created,
             "pinned_basis": None if self.pinned is None else self.pinned.describe(),
             "epsilon_total": None if self.total_micro is None else epsilon_of(self.total_micro),
             "epsilon_spent": epsilon_of(self.spent_micro),
-            "baseline_releases": self.baselines, "max_baseline_releases": self.max_baseline_releases,
+            "baseline_releases": self.baselines,
+            "max_baseline_releases": self.max_baseline_releases,
         }

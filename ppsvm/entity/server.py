@@ -9,19 +9,21 @@ import sys
 import grpc
 
 from ppsvm.config import EntityConfig
-from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
-from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.tls import choose_tls
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
+from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import choose_tls
 
 logger = logging.getLogger(__name__)
 
 SHUTDOWN_GRACE_S = 2.0
 
 
-def start_entity(config: EntityConfig, *, insecure: bool = False, new_release_log: bool = False) -> tuple[grpc.Server, int]:
+def start_entity(
+    config: EntityConfig, *, insecure: bool = False, new_release_log: bool = False
+) -> tuple[grpc.Server, int]:
     """Load the cell and its release log, derive nothing yet (B_j is derived per request), start serving.
 
     With TLS (the default) only the coordinator identity named in the config may call;
@@ -36,19 +38,29 @@ def start_entity(config: EntityConfig, *, insecure: bool = False, new_release_lo
     core = EntityCore(config, new_release_log=new_release_log)
     servicer = EntityServicer(core, model_dir=config.source.parent)
     tls = choose_tls(config.tls, insecure=insecure, source=config.source)
-    server, port = create_server(config.listen, lambda s: pb_grpc.add_EntityServicer_to_server(servicer, s),
-                                 tls=tls, allowed_peers={config.coordinator_identity})
+    server, port = create_server(
+        config.listen,
+        lambda s: pb_grpc.add_EntityServicer_to_server(servicer, s),
+        tls=tls,
+        allowed_peers={config.coordinator_identity},
+    )
     cell = core.cell
     logger.info(
         "entity %s: column block %d, %d features, %d training and %d held-out records%s; serves the %s protocol",
-        config.id, config.column_block, cell.n_features, len(cell.train_ids), len(cell.test_ids),
-        ", labels held" if cell.y_train is not None else "", config.mode,
+        config.id,
+        config.column_block,
+        cell.n_features,
+        len(cell.train_ids),
+        len(cell.test_ids),
+        ", labels held" if cell.y_train is not None else "",
+        config.mode,
     )
     return server, port
 
 
-def serve_entity(config: EntityConfig, listen: str | None = None, *, insecure: bool = False,
-                 new_release_log: bool = False) -> int:
+def serve_entity(
+    config: EntityConfig, listen: str | None = None, *, insecure: bool = False, new_release_log: bool = False
+) -> int:
     """Serve until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` once calls are accepted."""
     if listen is not None:
         config = dataclasses.replace(config, listen=listen)

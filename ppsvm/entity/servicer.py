@@ -10,19 +10,20 @@ import grpc
 import numpy as np
 
 from ppsvm import __version__
-from ppsvm.constants import TASKS
 from ppsvm.core.dp import DEFAULT_HUBER_H, NON_PRIVATE
+from ppsvm.core.kernels import KernelName
+from ppsvm.core.lp import is_task
+from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import DataError
+from ppsvm.wire.chunks import encode_arrays
 from ppsvm.wire.grpc_util import stream_handler, unary_handler
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import peer_names
-from ppsvm.wire.chunks import encode_arrays
-from ppsvm.entity.cell import EntityCore, SignedRange
 
 logger = logging.getLogger(__name__)
 
-KERNEL_NAMES = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
+KERNEL_NAMES: dict[int, KernelName] = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
 RECORD_SETS = {pb.TRAIN: "train", pb.TEST: "test"}
 # How the coordinator made rho; recorded in the ledger entry (public-only needs no entity).
 DP_RHO_METHODS = ("dp-hybrid", "private-svm")
@@ -45,12 +46,21 @@ class EntityServicer(pb_grpc.EntityServicer):
         cell = self.core.cell
         guard = self.core.guard.state()
         return pb.BlockMetadata(
-            entity_id=self.core.id, column_block=self.core.config.column_block, n_features=cell.n_features,
-            n_train=len(cell.train_ids), n_test=len(cell.test_ids), has_labels=cell.y_train is not None,
-            non_private_override=self.core.config.non_private_override, ppsvm_version=__version__,
-            secret_check=self.core.secret_check, features_check=self.core.features_check,
-            mode=guard["mode"], pinned_basis=guard["pinned_basis"] or "", releases=guard["releases"],
-            epsilon_total=guard["epsilon_total"] or 0.0, epsilon_spent=guard["epsilon_spent"],
+            entity_id=self.core.id,
+            column_block=self.core.config.column_block,
+            n_features=cell.n_features,
+            n_train=len(cell.train_ids),
+            n_test=len(cell.test_ids),
+            has_labels=cell.y_train is not None,
+            non_private_override=self.core.config.non_private_override,
+            ppsvm_version=__version__,
+            secret_check=self.core.secret_check,
+            features_check=self.core.features_check,
+            mode=guard["mode"],
+            pinned_basis=guard["pinned_basis"] or "",
+            releases=guard["releases"],
+            epsilon_total=guard["epsilon_total"] or 0.0,
+            epsilon_spent=guard["epsilon_spent"],
         )
 
     @stream_handler
@@ -73,9 +83,18 @@ class EntityServicer(pb_grpc.EntityServicer):
         if which is None:
             raise DataError("name a record set or record ids")
         ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
-        block = self.core.kernel_block(KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=record_set,
-                                       ids=ids, peer=_peer(context))
-        logger.info("entity %s: kernel block %s for %s", self.core.id, block.shape, record_set or f"{len(ids or [])} ids")
+        block = self.core.kernel_block(
+            KERNEL_NAMES[request.kernel],
+            request.mbar,
+            request.mu,
+            ranges,
+            record_set=record_set,
+            ids=ids,
+            peer=_peer(context),
+        )
+        logger.info(
+            "entity %s: kernel block %s for %s", self.core.id, block.shape, record_set or f"{len(ids or [])} ids"
+        )
         yield from encode_arrays({"kernel": block})
 
     @unary_handler
@@ -86,12 +105,27 @@ class EntityServicer(pb_grpc.EntityServicer):
 
     @unary_handler
     def LocalBaseline(self, request: pb.BaselineRequest, context: grpc.ServicerContext) -> pb.BaselineReply:
-        if request.kernel not in KERNEL_NAMES or request.task not in TASKS:
+        task = request.task
+        if request.kernel not in KERNEL_NAMES or not is_task(task):
             raise DataError("task must be classify or regress and kernel LINEAR or GAUSSIAN")
         figures = self.core.local_baseline(
-            request.task, KERNEL_NAMES[request.kernel], request.nu or None, request.mu or None, request.seed, _peer(context),
+            task,
+            KERNEL_NAMES[request.kernel],
+            request.nu or None,
+            request.mu or None,
+            request.seed,
+            _peer(context),
         )
-        return pb.BaselineReply(entity_id=self.core.id, **figures)
+        # Field by field: the classify figures or the regress ones are set, the others stay 0 (unset in proto3).
+        return pb.BaselineReply(
+            entity_id=self.core.id,
+            n_train=int(figures["n_train"]),
+            n_test=int(figures["n_test"]),
+            error_rate=figures.get("error_rate", 0.0),
+            auc=figures.get("auc", 0.0),
+            relative_error=figures.get("relative_error", 0.0),
+            rmse=figures.get("rmse", 0.0),
+        )
 
     @unary_handler
     def DpWeights(self, request: pb.DpRequest, context: grpc.ServicerContext) -> pb.DpReply:
@@ -102,15 +136,29 @@ class EntityServicer(pb_grpc.EntityServicer):
             raise DataError(f"rho has {len(request.rho)} numbers; expected n_frequencies x features = {D} x {d}")
         mechanism = request.mechanism
         release, remaining = self.core.dp_weights(
-            method=request.method, mechanism=mechanism, epsilon=request.epsilon if mechanism != NON_PRIVATE else None,
-            C=request.c, rho=np.asarray(request.rho).reshape(D, d), low=np.asarray(request.low), high=np.asarray(request.high),
-            huber_h=request.huber_h or DEFAULT_HUBER_H, peer=_peer(context),
+            method=request.method,
+            mechanism=mechanism,
+            epsilon=request.epsilon if mechanism != NON_PRIVATE else None,
+            C=request.c,
+            rho=np.asarray(request.rho).reshape(D, d),
+            low=np.asarray(request.low),
+            high=np.asarray(request.high),
+            huber_h=request.huber_h or DEFAULT_HUBER_H,
+            peer=_peer(context),
         )
-        return pb.DpReply(entity_id=self.core.id, n_train=release.n, weights=release.weights.tolist(), mechanism=release.mechanism,
-                          epsilon=release.epsilon or 0.0, noise=release.noise, budget_remaining=remaining if remaining is not None else 0.0)
+        return pb.DpReply(
+            entity_id=self.core.id,
+            n_train=release.n,
+            weights=release.weights.tolist(),
+            mechanism=release.mechanism,
+            epsilon=release.epsilon or 0.0,
+            noise=release.noise,
+            budget_remaining=remaining if remaining is not None else 0.0,
+        )
 
     @unary_handler
     def DpEvaluate(self, request: pb.DpEvaluateRequest, context: grpc.ServicerContext) -> pb.DpEvaluateReply:
         figures = self.core.dp_evaluate(request.model_json, request.epsilon, peer=_peer(context))
-        return pb.DpEvaluateReply(entity_id=self.core.id, budget_remaining=self.core.remaining_budget() or 0.0, **figures)
-
+        return pb.DpEvaluateReply(
+            entity_id=self.core.id, budget_remaining=self.core.remaining_budget() or 0.0, **figures
+        )

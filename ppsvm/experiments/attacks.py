@@ -75,7 +75,12 @@ class Reconstruction:
 
 
 def reconstruct_gaussian(
-    K: np.ndarray, B: np.ndarray, mu: float, *, starts: int = 8, rng: np.random.Generator,
+    K: np.ndarray,
+    B: np.ndarray,
+    mu: float,
+    *,
+    starts: int = 8,
+    rng: np.random.Generator,
     tolerance: float = FIT_TOLERANCE,
 ) -> Reconstruction:
     """Recover records from Gaussian kernel rows against known points, by multi-start least squares.
@@ -114,6 +119,7 @@ def reconstruct_gaussian(
     squared = -np.log(np.clip(K, np.finfo(np.float64).tiny, None)) / mu
     X, residual, pair = np.empty((m, n)), np.empty(m), np.empty((m, 2, n))
     for k in range(m):
+
         def residuals(a: np.ndarray, d2: np.ndarray = squared[k]) -> np.ndarray:
             return ((a - B) ** 2).sum(axis=1) - d2
 
@@ -122,13 +128,23 @@ def reconstruct_gaussian(
 
         solutions, errors = [], []
         for _ in range(starts):
-            fit = least_squares(residuals, rng.random(n), jac=jacobian, bounds=(0.0, 1.0), method="dogbox",
-                                x_scale=1.0, xtol=1e-15, ftol=1e-15, gtol=1e-15, max_nfev=100)
+            fit = least_squares(
+                residuals,
+                rng.random(n),
+                jac=jacobian,
+                bounds=(0.0, 1.0),
+                method="dogbox",
+                x_scale=1.0,
+                xtol=1e-15,
+                ftol=1e-15,
+                gtol=1e-15,
+                max_nfev=100,
+            )
             solutions.append(fit.x)
             errors.append(np.abs(fit.fun).max())
         best = int(np.argmin(errors))
         X[k], residual[k] = solutions[best], errors[best]
-        fitting = [s for s, e in zip(solutions, errors) if e <= tolerance] or [solutions[best]]
+        fitting = [s for s, e in zip(solutions, errors, strict=True) if e <= tolerance] or [solutions[best]]
         pair[k] = farthest_pair(np.asarray(fitting))
     return _result(X, residual, pair, max(n - mbar, 0))
 
@@ -173,8 +189,11 @@ def reconstruct_linear(K: np.ndarray, B: np.ndarray, *, rcond: float = 1e-10) ->
 
 
 def reconstruct_by_rescaling(
-    query: Callable[[np.ndarray, np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray,
-    kernel: KernelName, mu: float = 1.0,
+    query: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    low: np.ndarray,
+    high: np.ndarray,
+    kernel: KernelName,
+    mu: float = 1.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """A coordinator's attack through a kernel request's per-feature scaling, were the coordinator free to choose it.
 
@@ -223,14 +242,14 @@ def reconstruct_by_rescaling(
     m, n = base.shape[0], low.size
     X, B = np.empty((m, n)), np.empty((base.shape[1], n))
     for f in range(n):
-        halved = ask(f, 0.0, 2.0) - base                  # linear: -x b'/2;     Gaussian: -3x^2/4 + x b
-        moved = ask(f, 0.5, 2.0) - base                   # linear: (1 - x) b'/2; Gaussian: that + 1/4 + x/2 - b
+        halved = ask(f, 0.0, 2.0) - base  # linear: -x b'/2;     Gaussian: -3x^2/4 + x b
+        moved = ask(f, 0.5, 2.0) - base  # linear: (1 - x) b'/2; Gaussian: that + 1/4 + x/2 - b
         if kernel == "linear":
             B[:, f] = 2.0 * (moved - halved).mean(axis=0)
             X[:, f] = -2.0 * halved @ B[:, f] / (B[:, f] @ B[:, f])
         else:
-            half_minus_b = moved - halved - 0.25          # x/2 - b
-            quarter = ask(f, 0.0, 4.0) - base             # -15x^2/16 + 3x b/2
+            half_minus_b = moved - halved - 0.25  # x/2 - b
+            quarter = ask(f, 0.0, 4.0) - base  # -15x^2/16 + 3x b/2
             square = (16.0 / 3.0) * (quarter - 1.5 * halved).mean(axis=1, keepdims=True)  # x^2
             # halved = -x^2/4 - x (x/2 - b): linear in x once x^2 is known; least squares over the points.
             X[:, f] = -((halved + square / 4.0) * half_minus_b).sum(axis=1) / (half_minus_b**2).sum(axis=1)
@@ -285,8 +304,12 @@ def _result(X: np.ndarray, residual: np.ndarray, pair: np.ndarray, solution_dim:
 
 
 def reconstruct_by_peer_scalings(
-    query: Callable[[np.ndarray, np.ndarray], np.ndarray], low: np.ndarray, high: np.ndarray, B: np.ndarray,
-    kernel: KernelName, mu: float = 1.0,
+    query: Callable[[np.ndarray, np.ndarray], np.ndarray],
+    low: np.ndarray,
+    high: np.ndarray,
+    B: np.ndarray,
+    kernel: KernelName,
+    mu: float = 1.0,
 ) -> np.ndarray:
     """A column-block peer's attack through forged (validly tagged) scalings of the same basis B_j.
 
@@ -406,7 +429,8 @@ _UNIT_STEPS = 2**53  # numpy's uniform doubles are k / 2^53
 
 
 def _numpy_laplace_noise(k: int, scale: float) -> float:
-    """The noise numpy's Generator.laplace(0.0, scale) returns for the uniform draw U = k / 2^53, operation by operation."""
+    """The noise numpy's Generator.laplace(0.0, scale) returns for the uniform draw U = k / 2^53, operation by
+    operation."""
     U = k / _UNIT_STEPS
     if U >= 0.5:
         return 0.0 - scale * math.log((2.0 - U) - U)
@@ -422,6 +446,7 @@ def float_laplace_reachable(output: float, loc: float, scale: float) -> bool:
     noise is monotone in the draw k on each of numpy's two branches (U < 1/2 and U >= 1/2), so a
     binary search per branch finds whether some k gives ``output`` exactly.
     """
+
     def value(k: int) -> float:
         return loc + _numpy_laplace_noise(k, scale)
 

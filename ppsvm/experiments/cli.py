@@ -30,4 +30,3 @@ def register(subparsers: argparse._SubParsersAction, *, with_targets: bool = Tru
 
         for module in (table1, sinc, dp):
             module.add_parser(targets)
-

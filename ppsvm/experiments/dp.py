@@ -120,10 +120,10 @@ from ppsvm.core.dp import (
     train_kernel_svm,
     train_linear_svm,
 )
-from ppsvm.errors import ConfigError, DataError
 from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.core.metrics import evaluate
 from ppsvm.data.shipped import SHIPPED_DATA
+from ppsvm.errors import ConfigError, DataError
 from ppsvm.experiments import report
 
 NAME = "dp"
@@ -135,8 +135,15 @@ FIGURE_RHO_TIME = "dp-figure4.png"
 AGE, EDUCATION_NUM, MARITAL, GAIN, LOSS, HOURS, LABEL = 0, 4, 5, 10, 11, 12, 14
 N_COLUMNS = 15
 POSITIVE = ">50K"
-MARITAL_VALUES = ("Divorced", "Married-AF-spouse", "Married-civ-spouse", "Married-spouse-absent",
-                  "Never-married", "Separated", "Widowed")
+MARITAL_VALUES = (
+    "Divorced",
+    "Married-AF-spouse",
+    "Married-civ-spouse",
+    "Married-spouse-absent",
+    "Never-married",
+    "Separated",
+    "Widowed",
+)
 
 # The issue's split.
 N_PRIVATE = 27_000
@@ -192,11 +199,26 @@ class Preset:
     other_C: tuple[float, ...]
 
 
-FULL = Preset(repetitions=10, epsilons=(0.5, 1.0, 2.0, 4.0), public_sizes=(20, 50, 100, 200),
-              timing_public=(20, 50, 100, 200), timing_frequencies=(25, 50, 100, 200), timing_repeats=3,
-              exact_rows=1000, other_C=(10.0, 100.0))
-QUICK = Preset(repetitions=2, epsilons=(1.0, 4.0), public_sizes=(20, 200), timing_public=(20, 50),
-               timing_frequencies=(25, 50), timing_repeats=1, exact_rows=500, other_C=(100.0,))
+FULL = Preset(
+    repetitions=10,
+    epsilons=(0.5, 1.0, 2.0, 4.0),
+    public_sizes=(20, 50, 100, 200),
+    timing_public=(20, 50, 100, 200),
+    timing_frequencies=(25, 50, 100, 200),
+    timing_repeats=3,
+    exact_rows=1000,
+    other_C=(10.0, 100.0),
+)
+QUICK = Preset(
+    repetitions=2,
+    epsilons=(1.0, 4.0),
+    public_sizes=(20, 200),
+    timing_public=(20, 50),
+    timing_frequencies=(25, 50),
+    timing_repeats=1,
+    exact_rows=500,
+    other_C=(100.0,),
+)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -237,8 +259,9 @@ class DpReproduceOptions:
             if not all(math.isfinite(c) and c > 0 for c in self.other_C):
                 raise ConfigError(f"--other-C values must be finite numbers > 0, got {list(self.other_C)}")
             if len(set(self.other_C)) != len(self.other_C) or self.C in self.other_C:
-                raise ConfigError(f"--other-C values must be distinct and differ from --C {self.C:g}, "
-                                  f"got {list(self.other_C)}")
+                raise ConfigError(
+                    f"--other-C values must be distinct and differ from --C {self.C:g}, got {list(self.other_C)}"
+                )
         if self.exact_rows is not None and not 0 <= self.exact_rows <= N_PRIVATE:
             raise ConfigError(f"--exact-rows must be between 0 (skip) and {N_PRIVATE:,}, got {self.exact_rows}")
 
@@ -347,13 +370,22 @@ def load_adult(path: Path, log_capital: bool) -> tuple[np.ndarray, np.ndarray, l
     X = np.hstack([numeric, one_hot])
     y = np.where(np.array([r[LABEL] for r in rows]) == POSITIVE, 1.0, -1.0)
     capital = "log1p({})" if log_capital else "{}"
-    names = ["age", "education-num", capital.format("capital-gain"), capital.format("capital-loss"),
-             "hours-per-week", *(f"marital={v}" for v in MARITAL_VALUES)]
+    names = [
+        "age",
+        "education-num",
+        capital.format("capital-gain"),
+        capital.format("capital-loss"),
+        "hours-per-week",
+        *(f"marital={v}" for v in MARITAL_VALUES),
+    ]
     checks = {
-        "records": len(rows), "positives": int((y > 0).sum()), "negatives": int((y < 0).sum()),
+        "records": len(rows),
+        "positives": int((y > 0).sum()),
+        "negatives": int((y < 0).sum()),
         "question_marks_in_used_columns": {str(c): n for c, n in missing_used.items()},
-        "question_marks_by_column_all": {str(c): sum(r[c] == "?" for r in rows) for c in range(N_COLUMNS)
-                                         if any(r[c] == "?" for r in rows)},
+        "question_marks_by_column_all": {
+            str(c): sum(r[c] == "?" for r in rows) for c in range(N_COLUMNS) if any(r[c] == "?" for r in rows)
+        },
         "rows_with_any_question_mark": sum(any(f == "?" for f in r) for r in rows),
     }
     return X, y, names, checks
@@ -419,7 +451,7 @@ def split_indices(m: int, seed: int) -> tuple[list[np.ndarray], np.ndarray, np.n
         Public sets are its prefixes.
     """
     perm = rng(seed, TAG_SPLIT).permutation(m)
-    private, test, pool = perm[:N_PRIVATE], perm[N_PRIVATE:N_PRIVATE + N_TEST], perm[N_PRIVATE + N_TEST:]
+    private, test, pool = perm[:N_PRIVATE], perm[N_PRIVATE : N_PRIVATE + N_TEST], perm[N_PRIVATE + N_TEST :]
     return np.array_split(private, N_ENTITIES), test, pool
 
 
@@ -447,8 +479,13 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
     private = np.concatenate(entities)
     counts = np.array([len(e) for e in entities], dtype=float)
     public = pool[:HYBRID_PUBLIC]
-    out: dict[str, Any] = {"seed": seed, "epsilon": {}, "plain": {}, "public_only": {},
-                           "other_C": {key(c): {} for c in settings.other_C}}
+    out: dict[str, Any] = {
+        "seed": seed,
+        "epsilon": {},
+        "plain": {},
+        "public_only": {},
+        "other_C": {key(c): {} for c in settings.other_C},
+    }
 
     # Preprocessing shared by dp-hybrid and private-svm, from the 20 public records only.
     low, high = public_scaling(X[public])
@@ -457,18 +494,25 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
     fit = learn_frequencies(scaled_public, width, D, rng(seed, TAG_LEARN))
     rho = {"dp-hybrid": fit.rho, "private-svm": random_frequencies(X.shape[1], D, width, rng(seed, TAG_RANDOM))}
     test_scaled = apply_scaling(X[test], low, high)
-    diag_rows = pool[max(settings.public_sizes):][:DIAGNOSTIC_POOL_ROWS]
+    diag_rows = pool[max(settings.public_sizes) :][:DIAGNOSTIC_POOL_ROWS]
     P = apply_scaling(X[diag_rows], low, high)
     pairs = rng(seed, TAG_DIAG).choice(len(P) * (len(P) - 1) // 2, size=DIAGNOSTIC_PAIRS, replace=False)
     iu, ju = np.triu_indices(len(P), k=1)
     i, j = iu[pairs], ju[pairs]
     out["preprocessing"] = {
-        "kernel_width": width, "public_positives": int((y[public] > 0).sum()),
+        "kernel_width": width,
+        "public_positives": int((y[public] > 0).sum()),
         "features_constant_on_public": [int(k) for k in np.flatnonzero(high <= low)],
         "test_rows_outside_unit_box": float(np.mean(((test_scaled < 0) | (test_scaled > 1)).any(axis=1))),
         "test_max_abs_scaled": float(np.abs(test_scaled).max()),
-        "rho_fit": {"seconds": fit.seconds, "iterations": fit.iterations, "n_pairs": fit.n_pairs,
-                    "objective_start": fit.objective_start, "objective_end": fit.objective_end, "message": fit.message},
+        "rho_fit": {
+            "seconds": fit.seconds,
+            "iterations": fit.iterations,
+            "n_pairs": fit.n_pairs,
+            "objective_start": fit.objective_start,
+            "objective_end": fit.objective_end,
+            "message": fit.message,
+        },
         "heldout_kernel_mse": {name: kernel_mse(r, P, i, j, width) for name, r in rho.items()},
     }
 
@@ -478,13 +522,14 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
         Zs = [fourier_features(apply_scaling(X[e], low, high), frequencies) for e in entities]
         for c_index, c_value in enumerate((C, *settings.other_C)):
             headline = c_index == 0
-            fits = [train_linear_svm(Z, y[e], c_value) for Z, e in zip(Zs, entities)]
+            fits = [train_linear_svm(Z, y[e], c_value) for Z, e in zip(Zs, entities, strict=True)]
             exact = [f.w for f in fits]
             if map_name == "dp-hybrid":
                 # Entity 0's dual variables at the bound C/n; all of them (C <= 1) means w = (C/n) sum y z exactly.
                 alpha = fits[0].alpha
                 diagnostics["alpha_at_bound"][key(c_value)] = float(
-                    np.mean(np.isclose(alpha, c_value / len(alpha), rtol=1e-9, atol=0.0)))
+                    np.mean(np.isclose(alpha, c_value / len(alpha), rtol=1e-9, atol=0.0))
+                )
             mean_exact = np.average(exact, axis=0, weights=counts)
             bucket = out["plain"] if headline else out["other_C"][key(c_value)]
             exact_name = NON_PRIVATE if map_name == "dp-hybrid" else "non-private/random-rho"
@@ -499,17 +544,30 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
             for e_index, eps in enumerate(epsilons):
                 for mechanism in mechanisms:
                     releases = []
-                    for k, (Z, e, w) in enumerate(zip(Zs, entities, exact)):
+                    for k, (Z, e, w) in enumerate(zip(Zs, entities, exact, strict=True)):
                         gen = rng(seed, TAG_NOISE, MAP_TAG[map_name], MECHANISM_TAG[mechanism], e_index, k, c_index)
                         if mechanism == "laplace":
-                            releases.append(laplace_output_perturbation(w, n=len(e), C=c_value, D=D, epsilon=eps, rng=gen))
+                            releases.append(
+                                laplace_output_perturbation(w, n=len(e), C=c_value, D=D, epsilon=eps, rng=gen)
+                            )
                         elif mechanism == "output-gamma":
                             releases.append(output_perturbation(w, n=len(e), C=c_value, epsilon=eps, rng=gen))
                         else:
-                            releases.append(private_weights(Z, y[e], C=c_value, epsilon=eps, mechanism="objective",
-                                                            rng=gen, huber_h=DEFAULT_HUBER_H).weights)
+                            releases.append(
+                                private_weights(
+                                    Z,
+                                    y[e],
+                                    C=c_value,
+                                    epsilon=eps,
+                                    mechanism="objective",
+                                    rng=gen,
+                                    huber_h=DEFAULT_HUBER_H,
+                                ).weights
+                            )
                     model = np.average(releases, axis=0, weights=counts)
-                    bucket.setdefault(f"{map_name}/{mechanism}", {})[key(eps)] = evaluate("classify", y[test], Zt @ model)
+                    bucket.setdefault(f"{map_name}/{mechanism}", {})[key(eps)] = evaluate(
+                        "classify", y[test], Zt @ model
+                    )
                     if map_name == "dp-hybrid" and mechanism != "objective":
                         noise = diagnostics["noise_to_signal"].setdefault(key(c_value), {}).setdefault(mechanism, {})
                         noise[key(eps)] = {
@@ -517,7 +575,9 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
                             "mean": float(np.linalg.norm(model - mean_exact) / np.linalg.norm(mean_exact)),
                         }
             if map_name == "dp-hybrid" and headline and check:
-                out["decomposition_check"] = decomposition_check(Zs[0], y[entities[0]], exact[0], C, D, epsilons[0], seed)
+                out["decomposition_check"] = decomposition_check(
+                    Zs[0], y[entities[0]], exact[0], C, D, epsilons[0], seed
+                )
         if map_name == "dp-hybrid":
             pooled = train_linear_svm(np.vstack(Zs), y[private], C)
             out["plain"]["non-private/pooled-learned-rho"] = evaluate("classify", y[test], Zt @ pooled.w)
@@ -526,8 +586,8 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
     if settings.exact_rows > 0:
         subsample = rng(seed, TAG_EXACT).choice(private, size=settings.exact_rows, replace=False)
         A = apply_scaling(X[subsample], low, high)
-        model = train_kernel_svm(gaussian_kernel(A, A, width), y[subsample], C)
-        out["plain"][EXACT_RBF] = evaluate("classify", y[test], decision(gaussian_kernel(test_scaled, A, width), model))
+        rbf = train_kernel_svm(gaussian_kernel(A, A, width), y[subsample], C)
+        out["plain"][EXACT_RBF] = evaluate("classify", y[test], decision(gaussian_kernel(test_scaled, A, width), rbf))
     for size in settings.public_sizes:
         out["public_only"][str(size)] = public_only(X, y, pool[:size], test, C)
         for c_value in settings.other_C:
@@ -537,8 +597,9 @@ def run_repetition(X: np.ndarray, y: np.ndarray, seed: int, settings: Settings, 
     return out
 
 
-def decomposition_check(Z: np.ndarray, y: np.ndarray, exact: np.ndarray, C: float, D: int, eps: float,
-                        seed: int) -> dict[str, bool]:
+def decomposition_check(
+    Z: np.ndarray, y: np.ndarray, exact: np.ndarray, C: float, D: int, eps: float, seed: int
+) -> dict[str, bool]:
     """Whether ``private_weights`` with a seeded generator equals exact weights + the mechanism's noise, bit for bit.
 
     Parameters
@@ -602,10 +663,20 @@ def rho_timing(X: np.ndarray, settings: Settings, done: Callable[[dict[str, Any]
                 wall.append(time.perf_counter() - wall_start)
                 if wall[-1] > SINGLE_ABOVE_S:
                     break
-            row = {"n_public": n_public, "D": D, "iterations": fit.iterations, "n_pairs": fit.n_pairs,
-                   "objective_end": fit.objective_end, "message": fit.message,
-                   "seconds": {"wall": wall, "cpu": cpu, "median_wall": statistics.median(wall),
-                               "median_cpu": statistics.median(cpu)}}
+            row = {
+                "n_public": n_public,
+                "D": D,
+                "iterations": fit.iterations,
+                "n_pairs": fit.n_pairs,
+                "objective_end": fit.objective_end,
+                "message": fit.message,
+                "seconds": {
+                    "wall": wall,
+                    "cpu": cpu,
+                    "median_wall": statistics.median(wall),
+                    "median_cpu": statistics.median(cpu),
+                },
+            }
             rows.append(row)
             done(row)
     return rows
@@ -620,30 +691,45 @@ def mean_std(values: Sequence[float]) -> dict[str, float]:
     return {"mean": float(a.mean()), "std": float(a.std(ddof=1)) if a.size > 1 else 0.0, "n": int(a.size)}
 
 
+def at(rep: dict[str, Any], path: Sequence[str]) -> Any:
+    """The entry of one repetition's results at ``path``, one key per level."""
+    node: Any = rep
+    for name in path:
+        node = node[name]
+    return node
+
+
+def auc_at(*path: str) -> Callable[[dict[str, Any]], float]:
+    """A getter of the AUC at ``path`` in a repetition's results (the path is bound now, safe inside loops)."""
+
+    def get(rep: dict[str, Any]) -> float:
+        return at(rep, path)["auc"]
+
+    return get
+
+
 def summarise(reps: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     """Mean and standard deviation over repetitions of every AUC and error rate."""
 
-    def stats(get: Callable[[dict[str, Any]], dict[str, float]]) -> dict[str, dict[str, float]]:
-        return {m: mean_std([get(r)[m] for r in reps]) for m in FIGURES}
+    def stats(*path: str) -> dict[str, dict[str, float]]:
+        return {m: mean_std([at(r, path)[m] for r in reps]) for m in FIGURES}
 
     summary: dict[str, Any] = {"epsilon": {}, "plain": {}, "public_only": {}, "other_C": {}}
     for method in EPSILON_METHODS:
-        summary["epsilon"][method] = {key(e): stats(lambda r, m=method, k=key(e): r["epsilon"][m][k])
-                                      for e in settings.epsilons}
+        summary["epsilon"][method] = {key(e): stats("epsilon", method, key(e)) for e in settings.epsilons}
     for method in PLAIN_METHODS:
         if method in reps[0]["plain"]:
-            summary["plain"][method] = stats(lambda r, m=method: r["plain"][m])
+            summary["plain"][method] = stats("plain", method)
     for size in settings.public_sizes:
-        summary["public_only"][str(size)] = stats(lambda r, s=str(size): r["public_only"][s])
+        summary["public_only"][str(size)] = stats("public_only", str(size))
     for c_value in settings.other_C:
         c = key(c_value)
         entry: dict[str, Any] = {}
         for method, value in reps[0]["other_C"][c].items():
             if "auc" in value:
-                entry[method] = stats(lambda r, m=method: r["other_C"][c][m])
+                entry[method] = stats("other_C", c, method)
             else:
-                entry[method] = {key(e): stats(lambda r, m=method, k=key(e): r["other_C"][c][m][k])
-                                 for e in settings.epsilons}
+                entry[method] = {key(e): stats("other_C", c, method, key(e)) for e in settings.epsilons}
         summary["other_C"][c] = entry
     return summary
 
@@ -668,12 +754,18 @@ def paired(differences: Sequence[float]) -> dict[str, Any]:
     se = float(d.std(ddof=1) / math.sqrt(d.size)) if d.size > 1 else None
     bound = 0.0 if se is None else 2 * se
     verdict = "beats" if mean > bound else ("loses" if mean < -bound else "tie")
-    return {"mean_difference": mean, "standard_error": se, "wins": int((d > 0).sum()), "n": int(d.size),
-            "verdict": verdict}
+    return {
+        "mean_difference": mean,
+        "standard_error": se,
+        "wins": int((d > 0).sum()),
+        "n": int(d.size),
+        "verdict": verdict,
+    }
 
 
-def versus(reps: list[dict[str, Any]], a: Callable[[dict[str, Any]], float],
-           b: Callable[[dict[str, Any]], float]) -> dict[str, Any]:
+def versus(
+    reps: list[dict[str, Any]], a: Callable[[dict[str, Any]], float], b: Callable[[dict[str, Any]], float]
+) -> dict[str, Any]:
     """:func:`paired` on the AUCs ``a(rep) - b(rep)`` over repetitions."""
     return paired([a(r) - b(r) for r in reps])
 
@@ -689,15 +781,12 @@ def verdicts(reps: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
     smallest, largest = str(min(settings.public_sizes)), str(max(settings.public_sizes))
     for e in settings.epsilons:
         k = key(e)
-
-        def hybrid(r: dict[str, Any], k: str = k) -> float:
-            return r["epsilon"][HYBRID_LAPLACE][k]["auc"]
-
+        hybrid = auc_at("epsilon", HYBRID_LAPLACE, k)
         out[k] = {
-            "hybrid_vs_private_svm": versus(reps, hybrid, lambda r, k=k: r["epsilon"][PRIVATE_LAPLACE][k]["auc"]),
-            "hybrid_minus_non_private": close_to(versus(reps, hybrid, lambda r: r["plain"][NON_PRIVATE]["auc"])),
-            "hybrid_vs_public_only_smallest": versus(reps, hybrid, lambda r: r["public_only"][smallest]["auc"]),
-            "hybrid_vs_public_only_largest": versus(reps, hybrid, lambda r: r["public_only"][largest]["auc"]),
+            "hybrid_vs_private_svm": versus(reps, hybrid, auc_at("epsilon", PRIVATE_LAPLACE, k)),
+            "hybrid_minus_non_private": close_to(versus(reps, hybrid, auc_at("plain", NON_PRIVATE))),
+            "hybrid_vs_public_only_smallest": versus(reps, hybrid, auc_at("public_only", smallest)),
+            "hybrid_vs_public_only_largest": versus(reps, hybrid, auc_at("public_only", largest)),
         }
     for c_value in settings.other_C:
         c = key(c_value)
@@ -705,15 +794,12 @@ def verdicts(reps: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
         for mechanism in ("laplace", "output-gamma"):
             for e in settings.epsilons:
                 k = key(e)
-
-                def hybrid_c(r: dict[str, Any], k: str = k, m: str = mechanism) -> float:
-                    return r["other_C"][c][f"dp-hybrid/{m}"][k]["auc"]
-
+                hybrid_c = auc_at("other_C", c, f"dp-hybrid/{mechanism}", k)
                 entry.setdefault(mechanism, {})[k] = {
                     "hybrid_vs_private_svm": versus(
-                        reps, hybrid_c, lambda r, k=k, m=mechanism: r["other_C"][c][f"private-svm/{m}"][k]["auc"]),
-                    "hybrid_minus_non_private": close_to(
-                        versus(reps, hybrid_c, lambda r: r["other_C"][c][NON_PRIVATE]["auc"])),
+                        reps, hybrid_c, auc_at("other_C", c, f"private-svm/{mechanism}", k)
+                    ),
+                    "hybrid_minus_non_private": close_to(versus(reps, hybrid_c, auc_at("other_C", c, NON_PRIVATE))),
                 }
         out[f"C={c}"] = entry
     return out
@@ -733,8 +819,7 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     for row in rows:
         if len(row) != len(headers):
             raise ValueError(f"a row has {len(row)} cells, the header {len(headers)}: {list(row)}")
-    lines = ["| " + " | ".join(headers) + " |",
-             "|" + "|".join([":---", *(["---:"] * (len(headers) - 1))]) + "|"]
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join([":---", *(["---:"] * (len(headers) - 1))]) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -757,70 +842,89 @@ def with_error(p: dict[str, Any]) -> str:
 def setting_markdown(settings: Settings, names: list[str], checks: dict[str, Any], pool: int) -> str:
     """The setting and every open decision, with the values this run used."""
     s = settings
-    capital = ("Capital-gain and capital-loss go through log1p, a fixed data-independent transform chosen here "
-               "(`--raw-capital` turns it off): the scaling comes from 20 public records, among which capital gain "
-               "is often all 0 or small, and raw dollar values up to 99,999 would land hundreds of units outside "
-               "[0, 1]" if s.log_capital else "Capital-gain and capital-loss are used raw (`--raw-capital`)")
-    return "\n".join([
-        "## Setting",
-        "",
-        f"- **Data**: the shipped `{DATA_FILE}` (UCI Adult, {checks['records']:,} records, "
-        f"{checks['positives']:,} with label `>50K` = +1). Features (d = {len(names)}): {', '.join(names)}. "
-        "fnlwgt is NOT used: it is the census sampling weight (how many people a record stands for), not an "
-        "attribute of the person, and the feature list the issue attributes to the paper does not contain it. "
-        "No '?' in the columns used (checked at load; '?' occurs in "
-        f"{checks['rows_with_any_question_mark']:,} records, only in workclass, occupation and native-country), "
-        f"so no record is dropped. {capital}.",
-        f"- **Split**, per repetition r (seed = {s.seed} + r, {s.repetitions} repetitions, seeds {s.seeds}; every "
-        "generator is `np.random.default_rng([seed, purpose tag, ...])`): shuffle; the first "
-        f"{N_PRIVATE:,} records are private, split evenly over {N_ENTITIES} entities "
-        f"({N_PRIVATE // N_ENTITIES:,} each); the next {N_TEST:,} are the test set; the remaining {pool:,} are "
-        f"the public pool. Public sets are nested prefixes of the pool: "
-        + " within ".join(str(n) for n in s.public_sizes) + ".",
-        "- **Public preprocessing**: dp-hybrid and private-svm both take the feature scaling (per-feature min and "
-        "max) and the kernel width (median heuristic) from the same "
-        f"{HYBRID_PUBLIC} public records; neither touches private data for them. dp-hybrid learns rho on those "
-        f"records (L-BFGS-B, at most {MAX_FREQUENCY_ITERATIONS} iterations, at most {MAX_FREQUENCY_PAIRS:,} "
-        "pairs); private-svm draws rho from the kernel's Fourier transform (Rubinstein et al.). "
-        f"D = {s.frequencies} frequencies.",
-        f"- **C = {s.C:g}** in the (C/n) * sum hinge convention (the product default; the paper's C was not "
-        "available to check). C is not tuned: tuning it on 20 public records would say nothing about a "
-        f"{N_PRIVATE // N_ENTITIES:,}-record SVM, and tuning on the test set is not allowed. With ||zhat|| = 1, "
-        "C <= 1 makes every record a margin violator (margins <= ||w|| <= C), so the SVM is exactly "
-        "w = (C/n) sum_i y_i zhat(x_i) (see the dual variables at the bound below). "
-        + (f"The \"other C\" tables (C = {', '.join(key(c) for c in s.other_C)}) are a sensitivity on the test "
-           "set, not used to choose anything." if s.other_C else ""),
-        "- **Training and release**: each entity maps its rows with zhat(scaled rows) and trains the exact "
-        "hinge-loss SVM without intercept; the model is the record-count-weighted mean of the "
-        f"{N_ENTITIES} entities' releases, as `ppsvm coordinator train` combines them (each release is "
-        "epsilon-DP for its own entity's records; the mean costs nothing more). The Laplace and output-gamma "
-        "releases add their mechanism's noise to the exact weights, which is what `ppsvm.core.dp.private_weights` "
-        "does internally (checked bit for bit in repetition 0, the decomposition check below), so each SVM is "
-        "trained once and not once per (epsilon, mechanism); objective perturbation calls `private_weights`.",
-        "- **Mechanisms**: the paper's Laplace mechanism (Delta = 2^2.5 C sqrt(D) / n per coordinate) is the "
-        "headline for dp-hybrid and private-svm; output-gamma and objective perturbation (Chaudhuri, Monteleoni "
-        f"& Sarwate 2011; Huber h = {DEFAULT_HUBER_H:g}) for dp-hybrid are **our additions**. Every (method, "
-        "mechanism, epsilon) is a separate experiment on the same records: budgets are not composed across them.",
-        "- **Noise is seeded for reproducibility** (the generators above); the product's training "
-        "(`ppsvm coordinator train`) draws noise from a cryptographically seeded generator instead.",
-        "- **Non-private** (the solid line of Figure 3): the same pipeline with no noise (learned rho). Extra "
-        "rows: the same with private-svm's random rho; one linear SVM on the pooled "
-        f"{N_PRIVATE:,} mapped rows (learned rho)"
-        + (f"; an exact RBF SVM (intercept as a constant feature) on a random subsample of {s.exact_rows:,} "
-           "private records with the same public scaling and width" if s.exact_rows else "") + ".",
-        "- **public-only**: an RBF SVM on " + " / ".join(str(n) for n in s.public_sizes)
-        + " public records, each set with its own public scaling and width; no epsilon.",
-        f"- **Figures**: AUC on the {N_TEST:,} test records, mean and standard deviation over repetitions; error "
-        "rates (sign of the decision, no intercept for the Fourier models) are in the JSON.",
-        "- **Verdicts** per epsilon: *beats* when the mean paired AUC difference (same repetition) is more than 2 "
-        "standard errors above 0, *loses* when more than 2 below, else *tie* (one repetition: the sign decides); "
-        f"*close* to non-private when dp-hybrid's mean AUC is at most {CLOSE_AUC} below it.",
-        "- **Time to learn rho** (Figure 4): rho learned on repetition 0's public pool prefixes of "
-        + ", ".join(str(n) for n in s.timing_public) + " records (each scaled by its own range, width by the "
-        "median heuristic) for D in {" + ", ".join(str(d) for d in s.timing_frequencies) + "}; wall-clock "
-        f"median of {s.timing_repeats} run(s) (1 run when a run exceeds {SINGLE_ABOVE_S:g} s)."
-        if s.timing_public else "- **Time to learn rho**: skipped (`--no-timing`).",
-    ])
+    capital = (
+        "Capital-gain and capital-loss go through log1p, a fixed data-independent transform chosen here "
+        "(`--raw-capital` turns it off): the scaling comes from 20 public records, among which capital gain "
+        "is often all 0 or small, and raw dollar values up to 99,999 would land hundreds of units outside "
+        "[0, 1]"
+        if s.log_capital
+        else "Capital-gain and capital-loss are used raw (`--raw-capital`)"
+    )
+    return "\n".join(
+        [
+            "## Setting",
+            "",
+            f"- **Data**: the shipped `{DATA_FILE}` (UCI Adult, {checks['records']:,} records, "
+            f"{checks['positives']:,} with label `>50K` = +1). Features (d = {len(names)}): {', '.join(names)}. "
+            "fnlwgt is NOT used: it is the census sampling weight (how many people a record stands for), not an "
+            "attribute of the person, and the feature list the issue attributes to the paper does not contain it. "
+            "No '?' in the columns used (checked at load; '?' occurs in "
+            f"{checks['rows_with_any_question_mark']:,} records, only in workclass, occupation and native-country), "
+            f"so no record is dropped. {capital}.",
+            f"- **Split**, per repetition r (seed = {s.seed} + r, {s.repetitions} repetitions, seeds {s.seeds}; every "
+            "generator is `np.random.default_rng([seed, purpose tag, ...])`): shuffle; the first "
+            f"{N_PRIVATE:,} records are private, split evenly over {N_ENTITIES} entities "
+            f"({N_PRIVATE // N_ENTITIES:,} each); the next {N_TEST:,} are the test set; the remaining {pool:,} are "
+            f"the public pool. Public sets are nested prefixes of the pool: "
+            + " within ".join(str(n) for n in s.public_sizes)
+            + ".",
+            "- **Public preprocessing**: dp-hybrid and private-svm both take the feature scaling (per-feature min and "
+            "max) and the kernel width (median heuristic) from the same "
+            f"{HYBRID_PUBLIC} public records; neither touches private data for them. dp-hybrid learns rho on those "
+            f"records (L-BFGS-B, at most {MAX_FREQUENCY_ITERATIONS} iterations, at most {MAX_FREQUENCY_PAIRS:,} "
+            "pairs); private-svm draws rho from the kernel's Fourier transform (Rubinstein et al.). "
+            f"D = {s.frequencies} frequencies.",
+            f"- **C = {s.C:g}** in the (C/n) * sum hinge convention (the product default; the paper's C was not "
+            "available to check). C is not tuned: tuning it on 20 public records would say nothing about a "
+            f"{N_PRIVATE // N_ENTITIES:,}-record SVM, and tuning on the test set is not allowed. With ||zhat|| = 1, "
+            "C <= 1 makes every record a margin violator (margins <= ||w|| <= C), so the SVM is exactly "
+            "w = (C/n) sum_i y_i zhat(x_i) (see the dual variables at the bound below). "
+            + (
+                f'The "other C" tables (C = {", ".join(key(c) for c in s.other_C)}) are a sensitivity on the test '
+                "set, not used to choose anything."
+                if s.other_C
+                else ""
+            ),
+            "- **Training and release**: each entity maps its rows with zhat(scaled rows) and trains the exact "
+            "hinge-loss SVM without intercept; the model is the record-count-weighted mean of the "
+            f"{N_ENTITIES} entities' releases, as `ppsvm coordinator train` combines them (each release is "
+            "epsilon-DP for its own entity's records; the mean costs nothing more). The Laplace and output-gamma "
+            "releases add their mechanism's noise to the exact weights, which is what `ppsvm.core.dp.private_weights` "
+            "does internally (checked bit for bit in repetition 0, the decomposition check below), so each SVM is "
+            "trained once and not once per (epsilon, mechanism); objective perturbation calls `private_weights`.",
+            "- **Mechanisms**: the paper's Laplace mechanism (Delta = 2^2.5 C sqrt(D) / n per coordinate) is the "
+            "headline for dp-hybrid and private-svm; output-gamma and objective perturbation (Chaudhuri, Monteleoni "
+            f"& Sarwate 2011; Huber h = {DEFAULT_HUBER_H:g}) for dp-hybrid are **our additions**. Every (method, "
+            "mechanism, epsilon) is a separate experiment on the same records: budgets are not composed across them.",
+            "- **Noise is seeded for reproducibility** (the generators above); the product's training "
+            "(`ppsvm coordinator train`) draws noise from a cryptographically seeded generator instead.",
+            "- **Non-private** (the solid line of Figure 3): the same pipeline with no noise (learned rho). Extra "
+            "rows: the same with private-svm's random rho; one linear SVM on the pooled "
+            f"{N_PRIVATE:,} mapped rows (learned rho)"
+            + (
+                f"; an exact RBF SVM (intercept as a constant feature) on a random subsample of {s.exact_rows:,} "
+                "private records with the same public scaling and width"
+                if s.exact_rows
+                else ""
+            )
+            + ".",
+            "- **public-only**: an RBF SVM on "
+            + " / ".join(str(n) for n in s.public_sizes)
+            + " public records, each set with its own public scaling and width; no epsilon.",
+            f"- **Figures**: AUC on the {N_TEST:,} test records, mean and standard deviation over repetitions; error "
+            "rates (sign of the decision, no intercept for the Fourier models) are in the JSON.",
+            "- **Verdicts** per epsilon: *beats* when the mean paired AUC difference (same repetition) is more than 2 "
+            "standard errors above 0, *loses* when more than 2 below, else *tie* (one repetition: the sign decides); "
+            f"*close* to non-private when dp-hybrid's mean AUC is at most {CLOSE_AUC} below it.",
+            "- **Time to learn rho** (Figure 4): rho learned on repetition 0's public pool prefixes of "
+            + ", ".join(str(n) for n in s.timing_public)
+            + " records (each scaled by its own range, width by the "
+            "median heuristic) for D in {" + ", ".join(str(d) for d in s.timing_frequencies) + "}; wall-clock "
+            f"median of {s.timing_repeats} run(s) (1 run when a run exceeds {SINGLE_ABOVE_S:g} s)."
+            if s.timing_public
+            else "- **Time to learn rho**: skipped (`--no-timing`).",
+        ]
+    )
 
 
 def claims_markdown(verdict: dict[str, Any], settings: Settings) -> str:
@@ -832,37 +936,53 @@ def claims_markdown(verdict: dict[str, Any], settings: Settings) -> str:
     small = sum(v["hybrid_vs_public_only_smallest"]["verdict"] == "beats" for v in per)
     large = sum(v["hybrid_vs_public_only_largest"]["verdict"] == "beats" for v in per)
     smallest, largest = min(settings.public_sizes), max(settings.public_sizes)
-    return "\n".join([
-        "## The paper's claims (Laplace, C = " + key(settings.C) + ")",
-        "",
-        f"- dp-hybrid beats private-svm: at {beats} of {n} epsilons.",
-        f"- dp-hybrid is close to the non-private SVM (within {CLOSE_AUC} AUC): at {close} of {n} epsilons.",
-        f"- dp-hybrid beats public-only with {smallest} public records: at {small} of {n} epsilons.",
-        f"- dp-hybrid beats public-only with {largest} public records: at {large} of {n} epsilons.",
-    ])
+    return "\n".join(
+        [
+            "## The paper's claims (Laplace, C = " + key(settings.C) + ")",
+            "",
+            f"- dp-hybrid beats private-svm: at {beats} of {n} epsilons.",
+            f"- dp-hybrid is close to the non-private SVM (within {CLOSE_AUC} AUC): at {close} of {n} epsilons.",
+            f"- dp-hybrid beats public-only with {smallest} public records: at {small} of {n} epsilons.",
+            f"- dp-hybrid beats public-only with {largest} public records: at {large} of {n} epsilons.",
+        ]
+    )
 
 
-def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict[str, Any]],
-             reps: list[dict[str, Any]], settings: Settings, setting_text: str, seconds: dict[str, Any],
-             rerun: str) -> str:
+def markdown(
+    summary: dict[str, Any],
+    verdict: dict[str, Any],
+    timing: list[dict[str, Any]],
+    reps: list[dict[str, Any]],
+    settings: Settings,
+    setting_text: str,
+    seconds: dict[str, Any],
+    rerun: str,
+) -> str:
     """dp.md: what is reproduced, the setting, the tables, the diagnostics, how to rerun."""
     s = settings
     epsilons = s.epsilons
     n_entity = N_PRIVATE // N_ENTITIES
     headers = ["method", *(f"eps={key(e)}" for e in epsilons)]
-    rows = [[label, *(cell(summary["epsilon"][method][key(e)]["auc"]) for e in epsilons)]
-            for method, label in EPSILON_METHODS.items()]
+    rows = [
+        [label, *(cell(summary["epsilon"][method][key(e)]["auc"]) for e in epsilons)]
+        for method, label in EPSILON_METHODS.items()
+    ]
     for method, label in PLAIN_METHODS.items():
         if method in summary["plain"]:
             if method == EXACT_RBF:
                 label = f"{label} ({s.exact_rows:,} rows)"
             rows.append([f"{label} [no eps]", *([cell(summary["plain"][method]["auc"])] * len(epsilons))])
     for size in s.public_sizes:
-        rows.append([f"public-only, {size} public [no eps]",
-                     *([cell(summary["public_only"][str(size)]["auc"])] * len(epsilons))])
+        rows.append(
+            [
+                f"public-only, {size} public [no eps]",
+                *([cell(summary["public_only"][str(size)]["auc"])] * len(epsilons)),
+            ]
+        )
     mode = "quick run (`--quick`): fewer repetitions and epsilons, a smaller timing grid" if s.quick else "full run"
     lines = [
-        "# UCI Adult: the hybrid differentially private RBF SVM (Li, Xiong, Ohno-Machado & Jiang 2014, Figures 3 and 4)",
+        "# UCI Adult: the hybrid differentially private RBF SVM "
+        "(Li, Xiong, Ohno-Machado & Jiang 2014, Figures 3 and 4)",
         "",
         "The paper's claims: the hybrid model (rho learned on a few public records) beats PrivateSVM (rho drawn at "
         "random) at every epsilon, stays close to the non-private SVM, and beats SVMs trained on the public records "
@@ -871,7 +991,9 @@ def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict
         f"- `{FIGURE_AUC}`: test AUC against epsilon for dp-hybrid, private-svm, public-only and the non-private "
         "SVM; our reading of the paper's Figure 3 (the paper's PDF is not available here).",
         f"- `{FIGURE_RHO_TIME}`: the time to learn rho against the number of public records and D; our reading of "
-        "the paper's Figure 4." if timing else f"- `{FIGURE_RHO_TIME}`: not drawn (`--no-timing`).",
+        "the paper's Figure 4."
+        if timing
+        else f"- `{FIGURE_RHO_TIME}`: not drawn (`--no-timing`).",
         "",
         setting_text,
         "",
@@ -890,12 +1012,29 @@ def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict
     for e in epsilons:
         v = verdict[key(e)]
         nonp = v["hybrid_minus_non_private"]
-        vrows.append([f"eps={key(e)}", with_error(v["hybrid_vs_private_svm"]),
-                      f"{'close' if nonp['close'] else 'NOT close'} ({signed(nonp['mean_difference'])})",
-                      with_error(v["hybrid_vs_public_only_smallest"]), with_error(v["hybrid_vs_public_only_largest"])])
+        vrows.append(
+            [
+                f"eps={key(e)}",
+                with_error(v["hybrid_vs_private_svm"]),
+                f"{'close' if nonp['close'] else 'NOT close'} ({signed(nonp['mean_difference'])})",
+                with_error(v["hybrid_vs_public_only_smallest"]),
+                with_error(v["hybrid_vs_public_only_largest"]),
+            ]
+        )
     smallest, largest = min(s.public_sizes), max(s.public_sizes)
-    lines += [markdown_table(["epsilon", "hybrid vs private-svm", "hybrid - non-private",
-                              f"hybrid vs public-only {smallest}", f"hybrid vs public-only {largest}"], vrows), ""]
+    lines += [
+        markdown_table(
+            [
+                "epsilon",
+                "hybrid vs private-svm",
+                "hybrid - non-private",
+                f"hybrid vs public-only {smallest}",
+                f"hybrid vs public-only {largest}",
+            ],
+            vrows,
+        ),
+        "",
+    ]
 
     if s.other_C:
         crows = []
@@ -903,27 +1042,49 @@ def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict
         for c_value in s.other_C:
             c = key(c_value)
             block = summary["other_C"][c]
-            for method, label in ((HYBRID_LAPLACE, "dp-hybrid, Laplace"),
-                                  ("dp-hybrid/output-gamma", "dp-hybrid, output-gamma"),
-                                  (PRIVATE_LAPLACE, "private-svm, Laplace"),
-                                  ("private-svm/output-gamma", "private-svm, output-gamma")):
+            for method, label in (
+                (HYBRID_LAPLACE, "dp-hybrid, Laplace"),
+                ("dp-hybrid/output-gamma", "dp-hybrid, output-gamma"),
+                (PRIVATE_LAPLACE, "private-svm, Laplace"),
+                ("private-svm/output-gamma", "private-svm, output-gamma"),
+            ):
                 crows.append([f"C={c} {label}", *(cell(block[method][key(e)]["auc"]) for e in epsilons)])
-            for method, label in ((NON_PRIVATE, "non-private (learned rho)"),
-                                  ("non-private/random-rho", "non-private (random rho)"),
-                                  *((f"public-only/{n}", f"public-only, {n} public") for n in s.public_sizes)):
+            for method, label in (
+                (NON_PRIVATE, "non-private (learned rho)"),
+                ("non-private/random-rho", "non-private (random rho)"),
+                *((f"public-only/{n}", f"public-only, {n} public") for n in s.public_sizes),
+            ):
                 crows.append([f"C={c} {label} [no eps]", *([cell(block[method]["auc"])] * len(epsilons))])
             for mechanism in ("laplace", "output-gamma"):
                 per = verdict[f"C={c}"][mechanism]
-                vrows.append([f"C={c} {mechanism}: hybrid vs private-svm",
-                              *(with_error(per[key(e)]["hybrid_vs_private_svm"]) for e in epsilons)])
-                vrows.append([f"C={c} {mechanism}: hybrid - non-private",
-                              *(f"{'close' if per[key(e)]['hybrid_minus_non_private']['close'] else 'NOT close'} "
-                                f"({signed(per[key(e)]['hybrid_minus_non_private']['mean_difference'])})"
-                                for e in epsilons)])
-        lines += [f"## Other C (a sensitivity on the test set, NOT used to choose C; the headline is C = {key(s.C)})",
-                  "", "Test AUC:", "", markdown_table(headers, crows), "",
-                  "The paper's claims at the other C (same rules; non-private = learned rho, 3-entity mean, same C):",
-                  "", markdown_table(["claim", *(f"eps={key(e)}" for e in epsilons)], vrows), ""]
+                vrows.append(
+                    [
+                        f"C={c} {mechanism}: hybrid vs private-svm",
+                        *(with_error(per[key(e)]["hybrid_vs_private_svm"]) for e in epsilons),
+                    ]
+                )
+                vrows.append(
+                    [
+                        f"C={c} {mechanism}: hybrid - non-private",
+                        *(
+                            f"{'close' if per[key(e)]['hybrid_minus_non_private']['close'] else 'NOT close'} "
+                            f"({signed(per[key(e)]['hybrid_minus_non_private']['mean_difference'])})"
+                            for e in epsilons
+                        ),
+                    ]
+                )
+        lines += [
+            f"## Other C (a sensitivity on the test set, NOT used to choose C; the headline is C = {key(s.C)})",
+            "",
+            "Test AUC:",
+            "",
+            markdown_table(headers, crows),
+            "",
+            "The paper's claims at the other C (same rules; non-private = learned rho, 3-entity mean, same C):",
+            "",
+            markdown_table(["claim", *(f"eps={key(e)}" for e in epsilons)], vrows),
+            "",
+        ]
 
     if timing:
         trows = []
@@ -933,23 +1094,34 @@ def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict
                 t = next(x for x in timing if x["n_public"] == n_public and x["D"] == D)
                 runs = len(t["seconds"]["wall"])
                 mark = "" if runs >= 3 else f", {runs} run"
-                cells.append(f"{t['seconds']['median_wall']:.2f} s ({t['seconds']['median_cpu']:.2f} cpu, "
-                             f"{t['iterations']} it{mark})")
+                cells.append(
+                    f"{t['seconds']['median_wall']:.2f} s ({t['seconds']['median_cpu']:.2f} cpu, "
+                    f"{t['iterations']} it{mark})"
+                )
             n_pairs = next(x for x in timing if x["n_public"] == n_public)["n_pairs"]
             trows.append([f"{n_public} public ({n_pairs} pairs)", *cells])
-        lines += ["## Time to learn rho (Figure 4)", "",
-                  f"L-BFGS-B to tolerance 1e-12, at most {MAX_FREQUENCY_ITERATIONS} iterations, at most "
-                  f"{MAX_FREQUENCY_PAIRS:,} pairs: wall-clock median of {s.timing_repeats} run(s), CPU seconds and "
-                  "iterations. Timings depend on the machine and its load (below).", "",
-                  markdown_table(["n_public", *(f"D={D}" for D in s.timing_frequencies)], trows), ""]
+        lines += [
+            "## Time to learn rho (Figure 4)",
+            "",
+            f"L-BFGS-B to tolerance 1e-12, at most {MAX_FREQUENCY_ITERATIONS} iterations, at most "
+            f"{MAX_FREQUENCY_PAIRS:,} pairs: wall-clock median of {s.timing_repeats} run(s), CPU seconds and "
+            "iterations. Timings depend on the machine and its load (below).",
+            "",
+            markdown_table(["n_public", *(f"D={D}" for D in s.timing_frequencies)], trows),
+            "",
+        ]
 
     pre = [r["preprocessing"] for r in reps]
     fits = [p["rho_fit"] for p in pre]
-    at_bound = {c: [r["diagnostics"]["alpha_at_bound"][c] for r in reps] for c in reps[0]["diagnostics"]["alpha_at_bound"]}
+    at_bound = {
+        c: [r["diagnostics"]["alpha_at_bound"][c] for r in reps] for c in reps[0]["diagnostics"]["alpha_at_bound"]
+    }
     noise = reps[0]["diagnostics"]["noise_to_signal"][key(s.C)]
     first = key(epsilons[0])
-    errors = ", ".join(f"{label.split(' (')[0].split(',')[0]} {summary['epsilon'][method][first]['error_rate']['mean']:.3f}"
-                       for method, label in list(EPSILON_METHODS.items())[:2])
+    errors = ", ".join(
+        f"{label.split(' (')[0].split(',')[0]} {summary['epsilon'][method][first]['error_rate']['mean']:.3f}"
+        for method, label in list(EPSILON_METHODS.items())[:2]
+    )
     lines += [
         "## Diagnostics",
         "",
@@ -965,10 +1137,14 @@ def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict
         f"public scaling: {np.mean([p['test_rows_outside_unit_box'] for p in pre]):.1%} (max |scaled value| "
         f"{max(p['test_max_abs_scaled'] for p in pre):.1f}).",
         "- Dual variables at the bound C/n (entity 0, learned rho), mean over repetitions: "
-        + ", ".join(f"C={c}: {np.mean(v):.1%}" for c, v in at_bound.items()) + ".",
+        + ", ".join(f"C={c}: {np.mean(v):.1%}" for c, v in at_bound.items())
+        + ".",
         f"- ||release - exact|| / ||exact|| in repetition 0 (entity 0 / {N_ENTITIES}-entity mean), C = {key(s.C)}: "
-        + "; ".join(f"{m} " + ", ".join(f"eps={e}: {v['entity0']:.2f}/{v['mean']:.2f}" for e, v in per.items())
-                    for m, per in noise.items()) + ".",
+        + "; ".join(
+            f"{m} " + ", ".join(f"eps={e}: {v['entity0']:.2f}/{v['mean']:.2f}" for e, v in per.items())
+            for m, per in noise.items()
+        )
+        + ".",
         f"- Laplace scale per coordinate at n = {n_entity:,}, C = {key(s.C)}, D = {s.frequencies}: "
         + ", ".join(f"eps={key(e)}: {laplace_scale(s.C, s.frequencies, n_entity, e):.2e}" for e in epsilons)
         + f"; output-gamma L2 sensitivity 2C/n + solver term = {l2_sensitivity(s.C, n_entity):.2e}.",
@@ -976,10 +1152,14 @@ def markdown(summary: dict[str, Any], verdict: dict[str, Any], timing: list[dict
         f"(eps={first}), non-private {summary['plain'][NON_PRIVATE]['error_rate']['mean']:.3f}, public-only "
         + ", ".join(f"{n}: {summary['public_only'][str(n)]['error_rate']['mean']:.3f}" for n in s.public_sizes)
         + f"; share of >50K in the test sets {np.mean([r['test_positive_rate'] for r in reps]):.3f}"
-        + "".join(f"; C={c}: non-private {summary['other_C'][c][NON_PRIVATE]['error_rate']['mean']:.3f}"
-                  for c in summary["other_C"]) + ".",
+        + "".join(
+            f"; C={c}: non-private {summary['other_C'][c][NON_PRIVATE]['error_rate']['mean']:.3f}"
+            for c in summary["other_C"]
+        )
+        + ".",
         "- Decomposition check (repetition 0): private_weights == exact weights + mechanism noise: "
-        + ", ".join(f"{m} {'yes' if ok else 'NO'}" for m, ok in reps[0]["decomposition_check"].items()) + ".",
+        + ", ".join(f"{m} {'yes' if ok else 'NO'}" for m, ok in reps[0]["decomposition_check"].items())
+        + ".",
         "",
         "## Run",
         "",
@@ -1008,32 +1188,61 @@ def figure_auc(summary: dict[str, Any], settings: Settings) -> Any:
     epsilons = np.array(settings.epsilons)
     fig = Figure(figsize=(8.5, 5.5))
     ax = fig.subplots()
-    styles = {HYBRID_LAPLACE: ("tab:red", "o"), PRIVATE_LAPLACE: ("tab:blue", "s"),
-              "dp-hybrid/output-gamma": ("tab:orange", "^"), "dp-hybrid/objective": ("tab:purple", "v")}
+    styles = {
+        HYBRID_LAPLACE: ("tab:red", "o"),
+        PRIVATE_LAPLACE: ("tab:blue", "s"),
+        "dp-hybrid/output-gamma": ("tab:orange", "^"),
+        "dp-hybrid/objective": ("tab:purple", "v"),
+    }
     for k, (method, label) in enumerate(EPSILON_METHODS.items()):
         stats = [summary["epsilon"][method][key(e)]["auc"] for e in epsilons]
         offset = 2.0 ** (0.03 * (k - 1.5))  # small horizontal shifts so the error bars do not overlap
         color, marker = styles[method]
-        ax.errorbar(epsilons * offset, [s["mean"] for s in stats], yerr=[s["std"] for s in stats], color=color,
-                    marker=marker, capsize=3, label=label)
-    ax.axhline(summary["plain"][NON_PRIVATE]["auc"]["mean"], color="black", linestyle="-", linewidth=1.5,
-               label=PLAIN_METHODS[NON_PRIVATE])
+        ax.errorbar(
+            epsilons * offset,
+            [s["mean"] for s in stats],
+            yerr=[s["std"] for s in stats],
+            color=color,
+            marker=marker,
+            capsize=3,
+            label=label,
+        )
+    ax.axhline(
+        summary["plain"][NON_PRIVATE]["auc"]["mean"],
+        color="black",
+        linestyle="-",
+        linewidth=1.5,
+        label=PLAIN_METHODS[NON_PRIVATE],
+    )
     if EXACT_RBF in summary["plain"]:
-        ax.axhline(summary["plain"][EXACT_RBF]["auc"]["mean"], color="gray", linestyle=":", linewidth=1.5,
-                   label=f"exact RBF SVM, {settings.exact_rows:,} private rows")
+        ax.axhline(
+            summary["plain"][EXACT_RBF]["auc"]["mean"],
+            color="gray",
+            linestyle=":",
+            linewidth=1.5,
+            label=f"exact RBF SVM, {settings.exact_rows:,} private rows",
+        )
     greens = matplotlib.colormaps["Greens"]
     sizes = settings.public_sizes
     for k, size in enumerate(sizes):
-        ax.axhline(summary["public_only"][str(size)]["auc"]["mean"], color=greens(0.4 + 0.6 * k / max(len(sizes) - 1, 1)),
-                   linestyle="--", linewidth=1.3, label=f"public-only, {size} public")
+        ax.axhline(
+            summary["public_only"][str(size)]["auc"]["mean"],
+            color=greens(0.4 + 0.6 * k / max(len(sizes) - 1, 1)),
+            linestyle="--",
+            linewidth=1.3,
+            label=f"public-only, {size} public",
+        )
     ax.set_xscale("log", base=2)
     ax.set_xticks(epsilons)
     ax.set_xticklabels([key(e) for e in epsilons])
     ax.set_xlabel("epsilon (per entity release)")
     ax.set_ylabel(f"test AUC ({N_TEST:,} records)")
-    ax.set_title(f"UCI Adult: DP RBF SVMs, {N_PRIVATE:,} private records over {N_ENTITIES} entities, "
-                 f"C = {key(settings.C)}, D = {settings.frequencies}\nmean ± s.d. over {settings.repetitions} "
-                 "repetitions (Li et al. 2014, Figure 3, our reading)", fontsize=10)
+    ax.set_title(
+        f"UCI Adult: DP RBF SVMs, {N_PRIVATE:,} private records over {N_ENTITIES} entities, "
+        f"C = {key(settings.C)}, D = {settings.frequencies}\nmean ± s.d. over {settings.repetitions} "
+        "repetitions (Li et al. 2014, Figure 3, our reading)",
+        fontsize=10,
+    )
     ax.grid(True, alpha=0.3)
     ax.legend(fontsize=7.5, loc="lower right")
     fig.tight_layout()
@@ -1048,12 +1257,19 @@ def figure_rho_time(timing: list[dict[str, Any]], settings: Settings) -> Any:
     fig = Figure(figsize=(6.5, 4.5))
     ax = fig.subplots()
     for k, D in enumerate(settings.timing_frequencies):
-        points = sorted((t["n_public"], t["seconds"]["median_wall"], t["seconds"]["median_cpu"])
-                        for t in timing if t["D"] == D)
+        points = sorted(
+            (t["n_public"], t["seconds"]["median_wall"], t["seconds"]["median_cpu"]) for t in timing if t["D"] == D
+        )
         color = f"C{k}"
         ax.plot([p[0] for p in points], [p[1] for p in points], marker="o", color=color, label=f"D = {D}, wall-clock")
-        ax.plot([p[0] for p in points], [p[2] for p in points], marker=".", linestyle=":", color=color,
-                label=f"D = {D}, CPU")
+        ax.plot(
+            [p[0] for p in points],
+            [p[2] for p in points],
+            marker=".",
+            linestyle=":",
+            color=color,
+            label=f"D = {D}, CPU",
+        )
     ax.set_xscale("log")
     ax.set_yscale("log")
     ax.set_xticks(settings.timing_public)
@@ -1139,8 +1355,10 @@ def run(options: DpReproduceOptions) -> list[Path]:
     data = SHIPPED_DATA / DATA_FILE
     X, y, names, checks = load_adult(data, log_capital=settings.log_capital)
     if len(y) <= N_PRIVATE + N_TEST + max(settings.public_sizes):
-        raise DataError(f"{data}: {len(y):,} records, fewer than the {N_PRIVATE + N_TEST + max(settings.public_sizes):,} "
-                        "the split needs")
+        raise DataError(
+            f"{data}: {len(y):,} records, fewer than the {N_PRIVATE + N_TEST + max(settings.public_sizes):,} "
+            "the split needs"
+        )
     pool = len(y) - N_PRIVATE - N_TEST
     timing_points = len(settings.timing_public) * len(settings.timing_frequencies)
     progress = report.Progress(settings.repetitions + timing_points, NAME, enabled=not options.no_progress)
@@ -1153,21 +1371,32 @@ def run(options: DpReproduceOptions) -> list[Path]:
             rep = run_repetition(X, y, seed, settings, check=r == 0)
             reps.append(rep)
             hybrid = rep["epsilon"][HYBRID_LAPLACE][key(settings.epsilons[0])]["auc"]
-            progress.advance(f"rep {r + 1}/{settings.repetitions} hybrid AUC {hybrid:.3f} "
-                             f"(eps={key(settings.epsilons[0])})")
+            progress.advance(
+                f"rep {r + 1}/{settings.repetitions} hybrid AUC {hybrid:.3f} (eps={key(settings.epsilons[0])})"
+            )
         reps_seconds = time.perf_counter() - started
         timing_started = time.perf_counter()
-        timing = rho_timing(X, settings, lambda t: progress.advance(
-            f"rho timing {t['n_public']} public, D={t['D']}: {t['seconds']['median_wall']:.1f} s"))
+        timing = rho_timing(
+            X,
+            settings,
+            lambda t: progress.advance(
+                f"rho timing {t['n_public']} public, D={t['D']}: {t['seconds']['median_wall']:.1f} s"
+            ),
+        )
         timing_seconds = time.perf_counter() - timing_started
-    seconds = {"repetitions": reps_seconds, "rho_timing": timing_seconds, "total": time.perf_counter() - started,
-               "load_average": {"start": load_start, "end": load_average()}}
+    seconds = {
+        "repetitions": reps_seconds,
+        "rho_timing": timing_seconds,
+        "total": time.perf_counter() - started,
+        "load_average": {"start": load_start, "end": load_average()},
+    }
 
     summary = summarise(reps, settings)
     verdict = verdicts(reps, settings)
     rerun = rerun_command(options)
-    text = markdown(summary, verdict, timing, reps, settings, setting_markdown(settings, names, checks, pool),
-                    seconds, rerun)
+    text = markdown(
+        summary, verdict, timing, reps, settings, setting_markdown(settings, names, checks, pool), seconds, rerun
+    )
     pictures = {FIGURE_AUC: report.png(figure_auc(summary, settings))}
     if timing:
         pictures[FIGURE_RHO_TIME] = report.png(figure_rho_time(timing, settings))
@@ -1175,30 +1404,46 @@ def run(options: DpReproduceOptions) -> list[Path]:
         "target": NAME,
         "reproduces": "Li, Xiong, Ohno-Machado & Jiang 2014, Figures 3 and 4 (our reading) on UCI Adult",
         "settings": {
-            **dataclasses.asdict(settings), "seeds": settings.seeds,
+            **dataclasses.asdict(settings),
+            "seeds": settings.seeds,
             "data": {"file": DATA_FILE, "sha256": hashlib.sha256(data.read_bytes()).hexdigest(), "checks": checks},
-            "features": names, "fnlwgt": "excluded (census sampling weight)",
-            "split": {"private": N_PRIVATE, "entities": N_ENTITIES, "per_entity": N_PRIVATE // N_ENTITIES,
-                      "test": N_TEST, "public_pool": pool, "public_sets": "nested prefixes of the shuffled pool",
-                      "hybrid_public": HYBRID_PUBLIC},
+            "features": names,
+            "fnlwgt": "excluded (census sampling weight)",
+            "split": {
+                "private": N_PRIVATE,
+                "entities": N_ENTITIES,
+                "per_entity": N_PRIVATE // N_ENTITIES,
+                "test": N_TEST,
+                "public_pool": pool,
+                "public_sets": "nested prefixes of the shuffled pool",
+                "hybrid_public": HYBRID_PUBLIC,
+            },
             "scaling_and_width": f"public_scaling / public_kernel_width of the {HYBRID_PUBLIC} public records, for "
-                                 "dp-hybrid and private-svm alike; public-only: of its own public set",
+            "dp-hybrid and private-svm alike; public-only: of its own public set",
             "combine": "n_i-weighted mean of the entities' released weights (as ppsvm coordinator train)",
             "noise": "seeded numpy generators np.random.default_rng([seed, tag, ...]) for reproducibility; the "
-                     "product's training uses a cryptographically seeded generator",
-            "huber_h": DEFAULT_HUBER_H, "close_auc": CLOSE_AUC,
+            "product's training uses a cryptographically seeded generator",
+            "huber_h": DEFAULT_HUBER_H,
+            "close_auc": CLOSE_AUC,
             "verdict_rule": "mean paired difference beyond 2 standard errors",
-            "single_above_s": SINGLE_ABOVE_S, "max_frequency_pairs": MAX_FREQUENCY_PAIRS,
+            "single_above_s": SINGLE_ABOVE_S,
+            "max_frequency_pairs": MAX_FREQUENCY_PAIRS,
             "max_frequency_iterations": MAX_FREQUENCY_ITERATIONS,
-            "diagnostic_pool_rows": DIAGNOSTIC_POOL_ROWS, "diagnostic_pairs": DIAGNOSTIC_PAIRS,
+            "diagnostic_pool_rows": DIAGNOSTIC_POOL_ROWS,
+            "diagnostic_pairs": DIAGNOSTIC_PAIRS,
         },
         "summary": summary,
         "verdicts": verdict,
         "rho_timing": timing,
         "repetitions": reps,
-        "figures": {FIGURE_AUC: "test AUC vs epsilon (paper Figure 3, our reading)",
-                    **({FIGURE_RHO_TIME: "time to learn rho vs public records and D (paper Figure 4, our reading)"}
-                       if timing else {})},
+        "figures": {
+            FIGURE_AUC: "test AUC vs epsilon (paper Figure 3, our reading)",
+            **(
+                {FIGURE_RHO_TIME: "time to learn rho vs public records and D (paper Figure 4, our reading)"}
+                if timing
+                else {}
+            ),
+        },
         "seconds": seconds,
         "rerun": rerun,
     }
@@ -1208,10 +1453,18 @@ def run(options: DpReproduceOptions) -> list[Path]:
 def cmd(args: argparse.Namespace) -> int:
     """``ppsvm reproduce dp``: parse, run, print the Markdown and the files written."""
     options = DpReproduceOptions(
-        out=args.out, quick=args.quick, no_progress=args.no_progress, repetitions=args.repetitions,
-        epsilons=None if args.epsilon is None else tuple(args.epsilon), seed=args.seed, C=args.C,
-        frequencies=args.frequencies, other_C=None if args.other_C is None else tuple(args.other_C),
-        exact_rows=args.exact_rows, raw_capital=args.raw_capital, no_timing=args.no_timing,
+        out=args.out,
+        quick=args.quick,
+        no_progress=args.no_progress,
+        repetitions=args.repetitions,
+        epsilons=None if args.epsilon is None else tuple(args.epsilon),
+        seed=args.seed,
+        C=args.C,
+        frequencies=args.frequencies,
+        other_C=None if args.other_C is None else tuple(args.other_C),
+        exact_rows=args.exact_rows,
+        raw_capital=args.raw_capital,
+        no_timing=args.no_timing,
     )
     paths = run(options)
     print(paths[0].read_text(encoding="utf-8"))
@@ -1221,12 +1474,14 @@ def cmd(args: argparse.Namespace) -> int:
 
 def add_parser(targets: argparse._SubParsersAction) -> None:
     """Add the ``dp`` target to ``ppsvm reproduce``."""
-    summary = ("Li, Xiong, Ohno-Machado & Jiang 2014, Figures 3 and 4 on UCI Adult: AUC vs epsilon of the hybrid "
-               "DP RBF SVM, private-svm, public-only and non-private SVMs; time to learn rho")
+    summary = (
+        "Li, Xiong, Ohno-Machado & Jiang 2014, Figures 3 and 4 on UCI Adult: AUC vs epsilon of the hybrid "
+        "DP RBF SVM, private-svm, public-only and non-private SVMs; time to learn rho"
+    )
     parser = targets.add_parser(
         NAME,
         help="Li, Xiong, Ohno-Machado & Jiang 2014 Figures 3-4: differentially private RBF SVMs on UCI Adult, "
-             "AUC vs epsilon and the time to learn rho",
+        "AUC vs epsilon and the time to learn rho",
         description=(
             f"{summary}. Runs on the shipped UCI Adult file ({DATA_FILE}): {N_PRIVATE:,} private records over "
             f"{N_ENTITIES} entities, {N_TEST:,} test records, public sets from the rest; repeated over seeded "
@@ -1240,23 +1495,41 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
         ),
     )
     report.add_common_arguments(
-        parser, quick_help=(f"{QUICK.repetitions} repetitions, epsilon {' and '.join(key(e) for e in QUICK.epsilons)}, "
-                            "public-only 20 and 200, a 2 x 2 single-run rho timing grid (well under a minute)"))
-    parser.add_argument("--repetitions", type=int,
-                        help=f"seeded repetitions (default {FULL.repetitions}; --quick {QUICK.repetitions})")
-    parser.add_argument("--epsilon", type=float, nargs="+", metavar="EPS",
-                        help="epsilon of each entity's release, one or more (default "
-                             f"{' '.join(key(e) for e in FULL.epsilons)}; --quick {' '.join(key(e) for e in QUICK.epsilons)})")
+        parser,
+        quick_help=(
+            f"{QUICK.repetitions} repetitions, epsilon {' and '.join(key(e) for e in QUICK.epsilons)}, "
+            "public-only 20 and 200, a 2 x 2 single-run rho timing grid (well under a minute)"
+        ),
+    )
+    parser.add_argument(
+        "--repetitions", type=int, help=f"seeded repetitions (default {FULL.repetitions}; --quick {QUICK.repetitions})"
+    )
+    parser.add_argument(
+        "--epsilon",
+        type=float,
+        nargs="+",
+        metavar="EPS",
+        help="epsilon of each entity's release, one or more (default "
+        f"{' '.join(key(e) for e in FULL.epsilons)}; --quick {' '.join(key(e) for e in QUICK.epsilons)})",
+    )
     parser.add_argument("--seed", type=int, default=0, help="repetition r uses seed + r (default %(default)s)")
     parser.add_argument("--C", type=float, default=DEFAULT_C, help="SVM cost in (C/n) sum hinge (default %(default)s)")
-    parser.add_argument("--frequencies", type=int, default=DEFAULT_N_FREQUENCIES,
-                        help="D, Fourier frequencies (default %(default)s)")
-    parser.add_argument("--other-C", type=float, nargs="*", metavar="C",
-                        help="C values of the sensitivity table, none to skip it (default "
-                             f"{' '.join(key(c) for c in FULL.other_C)}; --quick {' '.join(key(c) for c in QUICK.other_C)})")
-    parser.add_argument("--exact-rows", type=int,
-                        help=f"private rows of the exact RBF SVM, 0 to skip it (default {FULL.exact_rows}; "
-                             f"--quick {QUICK.exact_rows})")
+    parser.add_argument(
+        "--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)"
+    )
+    parser.add_argument(
+        "--other-C",
+        type=float,
+        nargs="*",
+        metavar="C",
+        help="C values of the sensitivity table, none to skip it (default "
+        f"{' '.join(key(c) for c in FULL.other_C)}; --quick {' '.join(key(c) for c in QUICK.other_C)})",
+    )
+    parser.add_argument(
+        "--exact-rows",
+        type=int,
+        help=f"private rows of the exact RBF SVM, 0 to skip it (default {FULL.exact_rows}; --quick {QUICK.exact_rows})",
+    )
     parser.add_argument("--raw-capital", action="store_true", help="do not log1p capital-gain and capital-loss")
     parser.add_argument("--no-timing", action="store_true", help="skip the time to learn rho (and its figure)")
     parser.set_defaults(run=cmd)

@@ -51,8 +51,9 @@ def serve_split(split: SplitResult, work: Path) -> Iterator[Federation]:
             servers.append(server)
             ports[config.id] = port
         live_path = work / "federation.live.toml"
-        live_path.write_text(federation_at_addresses(planned, [f"127.0.0.1:{ports[e.id]}" for e in planned.entities]),
-                             encoding="utf-8")
+        live_path.write_text(
+            federation_at_addresses(planned, [f"127.0.0.1:{ports[e.id]}" for e in planned.entities]), encoding="utf-8"
+        )
         yield load_federation(live_path)
     finally:
         for server in servers:

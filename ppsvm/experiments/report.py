@@ -11,15 +11,26 @@ import os
 import platform
 import sys
 import time
+from collections.abc import Callable
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from collections.abc import Callable
 from typing import IO, Any, TypeVar
 
 from ppsvm.errors import ConfigError
 from ppsvm.files import PUBLIC_MODE, write_all
 
-PACKAGES = ("ppsvm", "numpy", "scipy", "highspy", "cvxpy", "clarabel", "grpcio", "protobuf", "cryptography", "matplotlib")
+PACKAGES = (
+    "ppsvm",
+    "numpy",
+    "scipy",
+    "highspy",
+    "cvxpy",
+    "clarabel",
+    "grpcio",
+    "protobuf",
+    "cryptography",
+    "matplotlib",
+)
 DEFAULT_OUT = Path("ppsvm-results")
 T = TypeVar("T")
 INSTALL_HINT = "pip install 'ppsvm[reproduce]' (or -e '.[reproduce]' in a clone)"
@@ -28,8 +39,12 @@ INSTALL_HINT = "pip install 'ppsvm[reproduce]' (or -e '.[reproduce]' in a clone)
 def add_common_arguments(parser: argparse.ArgumentParser, quick_help: str) -> None:
     """--quick, --out and --no-progress, the same for every target."""
     parser.add_argument("--quick", action="store_true", help=quick_help)
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT,
-                        help=f"directory for the results (default ./{DEFAULT_OUT}; created if missing)")
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=DEFAULT_OUT,
+        help=f"directory for the results (default ./{DEFAULT_OUT}; created if missing)",
+    )
     parser.add_argument("--no-progress", action="store_true", help="no progress bar on stderr")
 
 
@@ -71,8 +86,12 @@ def cpu_model() -> str:
 
 def machine() -> dict[str, Any]:
     """Where the figures were measured (timings depend on it, errors do not)."""
-    return {"cpu": cpu_model(), "cpus": os.cpu_count(), "platform": platform.platform(),
-            "date": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")}
+    return {
+        "cpu": cpu_model(),
+        "cpus": os.cpu_count(),
+        "platform": platform.platform(),
+        "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
+    }
 
 
 class Progress:
@@ -106,8 +125,10 @@ class Progress:
         left = elapsed / self.done * (self.total - self.done)
         filled = round(self.WIDTH * self.done / self.total)
         bar = "#" * filled + "." * (self.WIDTH - filled)
-        line = (f"{self.label} [{bar}] {self.done}/{self.total} {100 * self.done / self.total:3.0f}% "
-                f"{_clock(elapsed)} elapsed, {_clock(left)} left  {note}")
+        line = (
+            f"{self.label} [{bar}] {self.done}/{self.total} {100 * self.done / self.total:3.0f}% "
+            f"{_clock(elapsed)} elapsed, {_clock(left)} left  {note}"
+        )
         if self.interactive:
             end = "\n" if self.done == self.total else ""
             self.stream.write("\r\033[K" + line + end)
@@ -131,7 +152,9 @@ def png(figure: Any) -> bytes:
     return buffer.getvalue()
 
 
-def write_results(out_dir: Path, name: str, markdown: str, payload: dict[str, Any], figures: dict[str, bytes]) -> list[Path]:
+def write_results(
+    out_dir: Path, name: str, markdown: str, payload: dict[str, Any], figures: dict[str, bytes]
+) -> list[Path]:
     """Write ``name``.md, ``name``.json and the PNG figures into ``out_dir``: all of them or none.
 
     The JSON gets the software versions and the machine added under "versions" and "machine".

@@ -34,21 +34,28 @@ import numpy as np
 
 from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
 from ppsvm.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, REFERENCE_ROW_FRACTION
-from ppsvm.data.dataset import Dataset
-from ppsvm.errors import ConfigError
+from ppsvm.coordinator.evaluate import assembled_decisions
+from ppsvm.coordinator.reference import pool_cells
+from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.local_svm import LocalModel, fit_local
 from ppsvm.core.metrics import relative_error
 from ppsvm.core.model import Model
-from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import search_grid
-from ppsvm.coordinator.evaluate import assembled_decisions
-from ppsvm.coordinator.reference import pool_cells
+from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.errors import ConfigError
 from ppsvm.experiments.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.experiments.report import (
-    DEFAULT_OUT, Progress, add_common_arguments, parse_list, png, require_matplotlib, versions_markdown, write_results,
+    DEFAULT_OUT,
+    Progress,
+    add_common_arguments,
+    parse_list,
+    png,
+    require_matplotlib,
+    versions_markdown,
+    write_results,
 )
-from ppsvm.coordinator.train import TrainOptions, train
 
 NAME = "sinc"
 # Fung & Mangasarian, section 4: relative error of the joint model and of each entity alone.
@@ -69,16 +76,18 @@ QUICK_PLOT_STEPS = 31
 # An entity alone uses 10% of its own rows as kernel basis: 100 rows at 1000 points, the size of the
 # joint model's mbar = 100 (the full 1000-row kernel costs about 17 s per LP here, hours with tuning).
 ALONE_BASIS_FRACTION = 0.1
-TRAIN_SEED = 0       # training points
-TEST_SEED = 1        # fresh held-out points
+TRAIN_SEED = 0  # training points
+TEST_SEED = 1  # fresh held-out points
 SPLIT_SEED = 0
 TUNE_SEED = 0
 ENTITIES = ("r0c0", "r1c0")
 REGIONS = ("inner square [-1.5,1.5]^2", "outer frame [-3,3]^2 minus inner square")
 # Record ids are "<kind>-<index>"; grid indices are row-major positions on the plotting grid.
 TRAIN, TEST, GRID = "train", "test", "grid"
-FUNCTION = ("f(x1,x2) = sinc(x1) sinc(x2), sinc(t) = sin(pi t)/(pi t) (product form; the paper's exact "
-            "definition was not available to check)")
+FUNCTION = (
+    "f(x1,x2) = sinc(x1) sinc(x2), sinc(t) = sin(pi t)/(pi t) (product form; the paper's exact "
+    "definition was not available to check)"
+)
 # Our reading of the paper's Figures 3-6 (the paper is not in this repository).
 FIGURES = {
     3: "the true function f on [-3,3]^2",
@@ -234,7 +243,7 @@ def build_data(count: int, steps: int) -> SincData:
 
 
 def grid_edge(value: float, grid: Iterable[float]) -> str | None:
-    """"low" or "high" when ``value`` is (to rounding) the smallest or largest of ``grid``, else None.
+    """ "low" or "high" when ``value`` is (to rounding) the smallest or largest of ``grid``, else None.
 
     A tuned value on the edge of the grid searched suggests the grid should extend further that way;
     a single value was not searched, so it has no edge.
@@ -312,7 +321,8 @@ def joint_run(data: SincData, mbar: int, mus: Sequence[float | None], work: Path
         data.dataset,
         SplitOptions(rows=2, cols=1, out_dir=work, seed=SPLIT_SEED, task="regress", kernel="gaussian", overwrite=True),
         provenance={"synthetic": "2-D sinc", "points_per_entity": int(data.mask(TRAIN).sum() // 2)},
-        held_out=held_out, row_blocks=data.region,
+        held_out=held_out,
+        row_blocks=data.region,
     )
     set_secrets(split, [fixed_secret(NAME, 0)])
     if not private:
@@ -322,8 +332,12 @@ def joint_run(data: SincData, mbar: int, mus: Sequence[float | None], work: Path
         started = time.perf_counter()
         candidates: list[tuple[float, Model]] = []
         for mu in mus:
-            candidate = train(federation, TrainOptions(task="regress", kernel="gaussian", mbar=mbar, nu=None, mu=mu,
-                                                       seed=TUNE_SEED, distribute=False))
+            candidate = train(
+                federation,
+                TrainOptions(
+                    task="regress", kernel="gaussian", mbar=mbar, nu=None, mu=mu, seed=TUNE_SEED, distribute=False
+                ),
+            )
             candidates.append((candidate.training["tuning"]["score"], candidate))
         chosen = best([score for score, _ in candidates])
         model = candidates[chosen][1]
@@ -337,11 +351,15 @@ def joint_run(data: SincData, mbar: int, mus: Sequence[float | None], work: Path
     surface = np.empty(int(on_grid.sum()))
     surface[_indices(held_ids[on_grid])] = held_fitted[on_grid]
     train_region = data.region[data.mask(TRAIN)][_indices(train_ids)]
-    by_region = {REGIONS[k]: relative_error(train_targets[train_region == k], train_fitted[train_region == k])
-                 for k in (0, 1)}
+    by_region = {
+        REGIONS[k]: relative_error(train_targets[train_region == k], train_fitted[train_region == k]) for k in (0, 1)
+    }
     tuning = model.training["tuning"]
     result = {
-        "mbar": mbar, "private": model.private, "nu": model.nu, "mu": model.mu,
+        "mbar": mbar,
+        "private": model.private,
+        "nu": model.nu,
+        "mu": model.mu,
         "mu_candidates": ["coordinator grid" if m is None else m for m in mus],
         "candidate_scores": [{"mu": c.mu, "nu": c.nu, "inner_cv": score} for score, c in candidates],
         "mu_fixed": mus[chosen] is not None,
@@ -367,21 +385,36 @@ def reference_run(data: SincData, split_dir: Path, mus: Sequence[float | None]) 
     X_train, y_train, _, _ = pool_cells(split_dir)
     candidates: list[tuple[float, LocalModel]] = []
     for mu in mus:
-        candidate = fit_local("regress", "gaussian", X_train, y_train, basis_fraction=REFERENCE_ROW_FRACTION, nu=None,
-                              mu=mu, seed=TUNE_SEED)
+        candidate = fit_local(
+            "regress",
+            "gaussian",
+            X_train,
+            y_train,
+            basis_fraction=REFERENCE_ROW_FRACTION,
+            nu=None,
+            mu=mu,
+            seed=TUNE_SEED,
+        )
         assert candidate.tuning is not None
         candidates.append((candidate.tuning.score, candidate))
     model = candidates[best([score for score, _ in candidates])][1]
     fresh = data.mask(TEST)
     X, y = data.dataset.X, data.dataset.y
-    return {"relative_error_training": relative_error(y_train, model.decision(X_train)),
-            "relative_error_test": relative_error(y[fresh], model.decision(X[fresh])),
-            "basis_rows": len(model.basis), "nu": model.nu, "mu": model.mu, "grid_edge": edges(model.nu, model.mu, mus),
-            "candidate_scores": [{"mu": c.mu, "nu": c.nu, "cv": score} for score, c in candidates],
-            "seconds": time.perf_counter() - started}
+    return {
+        "relative_error_training": relative_error(y_train, model.decision(X_train)),
+        "relative_error_test": relative_error(y[fresh], model.decision(X[fresh])),
+        "basis_rows": len(model.basis),
+        "nu": model.nu,
+        "mu": model.mu,
+        "grid_edge": edges(model.nu, model.mu, mus),
+        "candidate_scores": [{"mu": c.mu, "nu": c.nu, "cv": score} for score, c in candidates],
+        "seconds": time.perf_counter() - started,
+    }
 
 
-def alone_run(data: SincData, k: int, basis_fraction: float, mus: Sequence[float | None]) -> tuple[dict[str, Any], np.ndarray]:
+def alone_run(
+    data: SincData, k: int, basis_fraction: float, mus: Sequence[float | None]
+) -> tuple[dict[str, Any], np.ndarray]:
     """Entity ``k``'s model of its own training points, evaluated on all points (computed here, not by the entity).
 
     Widths are tried as for the joint model (None: fit_local's own grid), relative to 1/n in the
@@ -399,8 +432,9 @@ def alone_run(data: SincData, k: int, basis_fraction: float, mus: Sequence[float
     mine = data.mask(TRAIN, k)
     candidates: list[tuple[float, LocalModel]] = []
     for mu in mus:
-        candidate = fit_local("regress", "gaussian", X[mine], y[mine], basis_fraction=basis_fraction, nu=None, mu=mu,
-                              seed=TUNE_SEED)
+        candidate = fit_local(
+            "regress", "gaussian", X[mine], y[mine], basis_fraction=basis_fraction, nu=None, mu=mu, seed=TUNE_SEED
+        )
         assert candidate.tuning is not None
         candidates.append((candidate.tuning.score, candidate))
     model = candidates[best([score for score, _ in candidates])][1]
@@ -411,11 +445,18 @@ def alone_run(data: SincData, k: int, basis_fraction: float, mus: Sequence[float
         return relative_error(y[mask], model.decision(X[mask]))
 
     result = {
-        "entity": ENTITIES[k], "region": REGIONS[k], "n_train": int(mine.sum()), "basis_rows": len(model.basis),
-        "nu": model.nu, "mu": model.mu,
-        "relative_error": {"all_training_points": error(data.mask(TRAIN)), "all_test_points": error(data.mask(TEST)),
-                           "own_test_points": error(data.mask(TEST, k)),
-                           "plot_grid": relative_error(y[grid], surface)},
+        "entity": ENTITIES[k],
+        "region": REGIONS[k],
+        "n_train": int(mine.sum()),
+        "basis_rows": len(model.basis),
+        "nu": model.nu,
+        "mu": model.mu,
+        "relative_error": {
+            "all_training_points": error(data.mask(TRAIN)),
+            "all_test_points": error(data.mask(TEST)),
+            "own_test_points": error(data.mask(TEST, k)),
+            "plot_grid": relative_error(y[grid], surface),
+        },
         "grid_edge": edges(model.nu, model.mu, mus),
         "candidate_scores": [{"mu": c.mu, "nu": c.nu, "cv": score} for score, c in candidates],
         "seconds": time.perf_counter() - started,
@@ -454,8 +495,9 @@ def surface_figure(axis: np.ndarray, values: np.ndarray, truth: np.ndarray, titl
     low, high = low - margin, high + margin
     figure = plt.figure(figsize=(11.0, 4.8))
     surface = figure.add_subplot(1, 2, 1, projection="3d")
-    surface.plot_surface(x1, x2, z, cmap="viridis", vmin=low, vmax=high, rstride=1, cstride=1, linewidth=0,
-                         antialiased=True)
+    surface.plot_surface(
+        x1, x2, z, cmap="viridis", vmin=low, vmax=high, rstride=1, cstride=1, linewidth=0, antialiased=True
+    )
     surface.set_xlim(-HALF_WIDTH, HALF_WIDTH)
     surface.set_ylim(-HALF_WIDTH, HALF_WIDTH)
     surface.set_zlim(low, high)
@@ -465,8 +507,14 @@ def surface_figure(axis: np.ndarray, values: np.ndarray, truth: np.ndarray, titl
     above = figure.add_subplot(1, 2, 2)
     filled = above.contourf(x1, x2, z, levels=np.linspace(low, high, 25), cmap="viridis")
     a = INNER_HALF_WIDTH
-    above.plot([-a, a, a, -a, -a], [-a, -a, a, a, -a], color="crimson", linestyle="--", linewidth=1.2,
-               label="entity 1's region (inner square)")
+    above.plot(
+        [-a, a, a, -a, -a],
+        [-a, -a, a, a, -a],
+        color="crimson",
+        linestyle="--",
+        linewidth=1.2,
+        label="entity 1's region (inner square)",
+    )
     above.set_aspect("equal")
     above.set_xlabel("x1")
     above.set_ylabel("x2")
@@ -481,8 +529,14 @@ def figure_name(number: int) -> str:
     return f"{NAME}-figure{number}.png"
 
 
-def markdown(joint: list[dict[str, Any]], alone: list[dict[str, Any]], reference: dict[str, Any],
-             figures: dict[str, dict[str, Any]], settings: dict[str, Any], options: SincOptions) -> str:
+def markdown(
+    joint: list[dict[str, Any]],
+    alone: list[dict[str, Any]],
+    reference: dict[str, Any],
+    figures: dict[str, dict[str, Any]],
+    settings: dict[str, Any],
+    options: SincOptions,
+) -> str:
     """The results table with the paper's relative errors beside ours, the figures, then the settings.
 
     Parameters
@@ -498,8 +552,11 @@ def markdown(joint: list[dict[str, Any]], alone: list[dict[str, Any]], reference
     count = settings["points_per_entity"]
     lines = ["# Fung & Mangasarian, section 4: privacy-preserving approximation of the 2-D sinc function", ""]
     if any(not run["private"] for run in joint):
-        lines += [f"**{NOT_PRIVATE_BANNER}** — rows marked NOT PRIVATE below ran with the entity-side override "
-                  f"`{NON_PRIVATE_OVERRIDE_KEY} = true` (mbar >= n_j = 2); only mbar = 1 is private.", ""]
+        lines += [
+            f"**{NOT_PRIVATE_BANNER}** — rows marked NOT PRIVATE below ran with the entity-side override "
+            f"`{NON_PRIVATE_OVERRIDE_KEY} = true` (mbar >= n_j = 2); only mbar = 1 is private.",
+            "",
+        ]
     if options.quick:
         lines += ["**Quick run** (reduced for CI): not the paper's setting; rerun without --quick.", ""]
     lines += [
@@ -516,35 +573,47 @@ def markdown(joint: list[dict[str, Any]], alone: list[dict[str, Any]], reference
             f"| {run['nu']:g} | {run['mu']:.4g} | {run['joint_train_relative_error']:.3f} "
             f"| {run['joint_test_relative_error']:.3f} | {PAPER['joint']} | {edge_text(run['grid_edge'])} |"
         )
-    for entry, paper in zip(alone, (PAPER["alone_inner"], PAPER["alone_outer"])):
+    for entry, paper in zip(alone, (PAPER["alone_inner"], PAPER["alone_outer"]), strict=True):
         lines.append(
             f"| entity {entry['entity']} alone: {entry['region']} | n/a | {entry['basis_rows']} own rows "
             f"| {entry['nu']:g} | {entry['mu']:.4g} | {entry['relative_error']['all_training_points']:.3f} "
             f"| {entry['relative_error']['all_test_points']:.3f} | {paper} | {edge_text(entry['grid_edge'])} |"
         )
     lines += [
-        f"| pooled reference (**NOT PRIVATE**: all points in one place, {reference['basis_rows']} random rows as basis) "
-        f"| no | — | {reference['nu']:g} | {reference['mu']:.4g} | {reference['relative_error_training']:.3f} "
-        f"| {reference['relative_error_test']:.3f} | — | {edge_text(reference['grid_edge'])} |",
+        f"| pooled reference (**NOT PRIVATE**: all points in one place, {reference['basis_rows']} random rows as "
+        f"basis) | no | — | {reference['nu']:g} | {reference['mu']:.4g} | {reference['relative_error_training']:.3f} | "
+        f"{reference['relative_error_test']:.3f} | — | {edge_text(reference['grid_edge'])} |",
         "",
     ]
     for run in joint:
         regions = "; ".join(f"{k}: {v:.3f}" for k, v in run["joint_train_relative_error_by_region"].items())
-        tuned = "nu tuned by the coordinator at a fixed extra width mu" if run["mu_fixed"] else "nu and mu tuned by the coordinator"
+        tuned = (
+            "nu tuned by the coordinator at a fixed extra width mu"
+            if run["mu_fixed"]
+            else "nu and mu tuned by the coordinator"
+        )
         lines.append(
             f"- mbar = {run['mbar']}{'' if run['private'] else ' (NOT PRIVATE)'}: coordinator inner-CV relative error "
             f"{run['inner_cv_relative_error']:.4f}; {tuned}; training-point error by region: {regions}; "
             f"train {run['seconds']['train']:.0f} s"
         )
-    lines += ["", "## Figures", "",
-              "Our reading of the paper's Figures 3-6 (the paper is not in this repository): "
-              + "; ".join(f"Figure {number}, {text}" for number, text in FIGURES.items())
-              + f". Each surface is drawn on a {settings['plot_grid']['steps']} x {settings['plot_grid']['steps']} "
-              "grid over [-3,3]^2 from the very models in the table, beside its map seen from above (dashed: entity 1's "
-              "region, the inner square).", ""]
+    lines += [
+        "",
+        "## Figures",
+        "",
+        "Our reading of the paper's Figures 3-6 (the paper is not in this repository): "
+        + "; ".join(f"Figure {number}, {text}" for number, text in FIGURES.items())
+        + f". Each surface is drawn on a {settings['plot_grid']['steps']} x {settings['plot_grid']['steps']} "
+        "grid over [-3,3]^2 from the very models in the table, beside its map seen from above (dashed: entity 1's "
+        "region, the inner square).",
+        "",
+    ]
     for name, figure in figures.items():
-        error = "" if figure["relative_error_on_plot_grid"] is None else (
-            f" (relative error on the plotting grid {figure['relative_error_on_plot_grid']:.3f})")
+        error = (
+            ""
+            if figure["relative_error_on_plot_grid"] is None
+            else (f" (relative error on the plotting grid {figure['relative_error_on_plot_grid']:.3f})")
+        )
         lines.append(f"- `{name}`: Figure {figure['paper_figure']}, {figure['shows']}{error}.")
     lines += [""] + [f"![Figure {figure['paper_figure']}]({name})" for name, figure in figures.items()]
     lines += [
@@ -564,8 +633,12 @@ def markdown(joint: list[dict[str, Any]], alone: list[dict[str, Any]], reference
         "- Grid (ppsvm.core.tuning.search_grid, the same for every model): nu in "
         f"{{{', '.join(f'{v:g}' for v in settings['nu_grid'])}}} x mu in "
         f"{{{', '.join(f'{v:g}' for v in settings['mu_grid_times_n'])}}}/n (n = 2, features scaled to [0, 1])"
-        + (f", plus the extra widths {settings['mu_candidates_times_n'][1:]}/n each with nu tuned, keeping the lowest "
-           "cross-validated score on the model's own training data" if len(settings["mu_candidates_times_n"]) > 1 else "")
+        + (
+            f", plus the extra widths {settings['mu_candidates_times_n'][1:]}/n each with nu tuned, keeping the lowest "
+            "cross-validated score on the model's own training data"
+            if len(settings["mu_candidates_times_n"]) > 1
+            else ""
+        )
         + ". 'Grid edge': the tuned nu or mu is the lowest or highest value searched (including any extra widths).",
         "- Privacy: with n_j = 2 features, privacy rule 3 (mbar < n_j) allows only mbar = 1, a single Gaussian bump, "
         "which cannot follow the sinc surface. Runs with mbar >= 2 (the paper's setting) set "
@@ -606,8 +679,10 @@ def run(options: SincOptions) -> list[Path]:
             result, surface = joint_run(data, mbar, mus, work)
             joint.append(result)
             joint_surfaces.append(surface)
-            progress.advance(f"mbar = {mbar}{'' if result['private'] else ' (NOT PRIVATE)'}: joint relative error "
-                             f"{result['joint_test_relative_error']:.3f}")
+            progress.advance(
+                f"mbar = {mbar}{'' if result['private'] else ' (NOT PRIVATE)'}: joint relative error "
+                f"{result['joint_test_relative_error']:.3f}"
+            )
             if not reference:
                 reference = reference_run(data, work, mus)
                 progress.advance(f"pooled reference: {reference['relative_error_test']:.3f}")
@@ -626,8 +701,9 @@ def run(options: SincOptions) -> list[Path]:
     shown = int(np.argmax(mbars))
     truth = data.dataset.y[data.mask(GRID)]
     joint_shown = joint[shown]
-    joint_label = (f"joint random-kernel model, mbar = {joint_shown['mbar']}"
-                   + ("" if joint_shown["private"] else ", NOT PRIVATE"))
+    joint_label = f"joint random-kernel model, mbar = {joint_shown['mbar']}" + (
+        "" if joint_shown["private"] else ", NOT PRIVATE"
+    )
     drawn = [
         (3, truth, None, "Figure 3: f(x1,x2) = sinc(x1) sinc(x2)"),
         (4, alone_surfaces[0], alone[0]["relative_error"]["plot_grid"], f"Figure 4: entity 1 ({REGIONS[0]}) alone"),
@@ -641,8 +717,12 @@ def run(options: SincOptions) -> list[Path]:
         pictures[figure_name(number)] = png(surface_figure(data.axis, values, truth, title + subtitle))
         figures[figure_name(number)] = {
             "paper_figure": number,
-            "shows": FIGURES[number] + (f"; here mbar = {joint_shown['mbar']}, "
-                                        f"{'private' if joint_shown['private'] else 'NOT PRIVATE'}" if number == 6 else ""),
+            "shows": FIGURES[number]
+            + (
+                f"; here mbar = {joint_shown['mbar']}, {'private' if joint_shown['private'] else 'NOT PRIVATE'}"
+                if number == 6
+                else ""
+            ),
             "relative_error_on_plot_grid": error,
         }
     progress.advance("figures")
@@ -650,33 +730,42 @@ def run(options: SincOptions) -> list[Path]:
     settings = {
         "function": FUNCTION,
         "points": f"{data.mask(TRAIN, 0).sum()} uniform random points per entity (seed {TRAIN_SEED}) for training, "
-                  f"{data.mask(TEST, 0).sum()} + {data.mask(TEST, 1).sum()} fresh ones (seed {TEST_SEED}) held out; "
-                  "outer-frame points by rejection sampling",
+        f"{data.mask(TEST, 0).sum()} + {data.mask(TEST, 1).sum()} fresh ones (seed {TEST_SEED}) held out; "
+        "outer-frame points by rejection sampling",
         "points_per_entity": options.points_per_entity,
-        "regions": dict(zip(ENTITIES, REGIONS)),
+        "regions": dict(zip(ENTITIES, REGIONS, strict=True)),
         "mbar": list(mbars),
         "mu_candidates_times_n": ["coordinator grid", *options.extra_mu_times_n],
         "alone_basis_fraction": options.alone_basis_fraction,
         "train_options": "TrainOptions(task='regress', kernel='gaussian', mbar=<each>, nu=None, "
-                         f"mu=None{' and then each extra width' if options.extra_mu_times_n else ''}, "
-                         f"folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation='highs-dual', distribute=False)",
+        f"mu=None{' and then each extra width' if options.extra_mu_times_n else ''}, "
+        f"folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation='highs-dual', distribute=False)",
         "grid_source": "ppsvm.core.tuning.search_grid('regress', 'gaussian', n, None, None)",
         "nu_grid": list(search_grid("regress", "gaussian", N_FEATURES, None, None)[0]),
         "mu_grid_times_n": list(MU_GRID_TIMES_N),
-        "plot_grid": {"steps": options.plot_steps, "range": [-HALF_WIDTH, HALF_WIDTH],
-                      "held_by": "each grid point is a held-out record of the entity owning its region; the joint "
-                                 "model's surface is assembled from their kernel rows"},
+        "plot_grid": {
+            "steps": options.plot_steps,
+            "range": [-HALF_WIDTH, HALF_WIDTH],
+            "held_by": "each grid point is a held-out record of the entity owning its region; the joint "
+            "model's surface is assembled from their kernel rows",
+        },
         "override": f"[privacy] {NON_PRIVATE_OVERRIDE_KEY} = true appended to both entity configs when mbar >= 2",
         "secrets": f"column-block secret sha256('ppsvm-benchmark/{NAME}/0'), the same B for every run "
-                   "(reproducible; real deployments use random secrets)",
+        "(reproducible; real deployments use random secrets)",
         "seeds": {"train_points": TRAIN_SEED, "test_points": TEST_SEED, "split": SPLIT_SEED, "tuning": TUNE_SEED},
         "transport": "ppsvm.entity.server.start_entity in this process, gRPC with mutual TLS over 127.0.0.1",
         "paper": PAPER,
         "quick": options.quick,
     }
     text = markdown(joint, alone, reference, figures, settings, options)
-    payload = {"settings": settings, "joint": joint, "alone": alone, "reference": reference, "figures": figures,
-               "seconds": {"figures": time.perf_counter() - figures_started, "total": time.perf_counter() - started}}
+    payload = {
+        "settings": settings,
+        "joint": joint,
+        "alone": alone,
+        "reference": reference,
+        "figures": figures,
+        "seconds": {"figures": time.perf_counter() - figures_started, "total": time.perf_counter() - started},
+    }
     return write_results(options.out, NAME, text, payload, pictures)
 
 
@@ -697,26 +786,42 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
             "6 minutes on 2 cores (the pooled reference's tuning is half of it)."
         ),
     )
-    add_common_arguments(parser, quick_help=(
-        f"CI-sized run: {QUICK_POINTS_PER_ENTITY} points per entity, mbar {','.join(map(str, QUICK_MBARS))} "
-        f"(NOT PRIVATE), a {QUICK_PLOT_STEPS} x {QUICK_PLOT_STEPS} plotting grid (well under a minute)"))
-    parser.add_argument("--mbar", help=f"comma-separated mbar values, one joint model each (default "
-                                       f"{','.join(map(str, MBARS))}; with --quick {','.join(map(str, QUICK_MBARS))}); "
-                                       "values >= 2 are NOT PRIVATE")
-    parser.add_argument("--extra-mu-times-n", default="",
-                        help="comma-separated Gaussian widths (times 1/n, features scaled to [0, 1]) tried besides "
-                             f"the default grid (which ends at {max(MU_GRID_TIMES_N):g}/n), e.g. 1024,4096; the "
-                             "lowest cross-validated score on training data wins (default: the grid only)")
-    parser.add_argument("--alone-basis-fraction", type=float, default=ALONE_BASIS_FRACTION,
-                        help="fraction of its own rows an entity-alone model uses as kernel basis (default "
-                             f"{ALONE_BASIS_FRACTION:g}: 100 rows, the size of the joint model's mbar = 100)")
+    add_common_arguments(
+        parser,
+        quick_help=(
+            f"CI-sized run: {QUICK_POINTS_PER_ENTITY} points per entity, mbar {','.join(map(str, QUICK_MBARS))} "
+            f"(NOT PRIVATE), a {QUICK_PLOT_STEPS} x {QUICK_PLOT_STEPS} plotting grid (well under a minute)"
+        ),
+    )
+    parser.add_argument(
+        "--mbar",
+        help=f"comma-separated mbar values, one joint model each (default "
+        f"{','.join(map(str, MBARS))}; with --quick {','.join(map(str, QUICK_MBARS))}); "
+        "values >= 2 are NOT PRIVATE",
+    )
+    parser.add_argument(
+        "--extra-mu-times-n",
+        default="",
+        help="comma-separated Gaussian widths (times 1/n, features scaled to [0, 1]) tried besides "
+        f"the default grid (which ends at {max(MU_GRID_TIMES_N):g}/n), e.g. 1024,4096; the "
+        "lowest cross-validated score on training data wins (default: the grid only)",
+    )
+    parser.add_argument(
+        "--alone-basis-fraction",
+        type=float,
+        default=ALONE_BASIS_FRACTION,
+        help="fraction of its own rows an entity-alone model uses as kernel basis (default "
+        f"{ALONE_BASIS_FRACTION:g}: 100 rows, the size of the joint model's mbar = 100)",
+    )
     parser.set_defaults(run=cmd)
 
 
 def cmd(args: argparse.Namespace) -> int:
     """Build :class:`SincOptions` from the command line, run, print the Markdown and the files written."""
     options = SincOptions(
-        out=args.out, quick=args.quick, no_progress=args.no_progress,
+        out=args.out,
+        quick=args.quick,
+        no_progress=args.no_progress,
         mbar=parse_list(int, args.mbar, "--mbar") if args.mbar is not None else None,
         extra_mu_times_n=parse_list(float, args.extra_mu_times_n, "--extra-mu-times-n"),
         alone_basis_fraction=args.alone_basis_fraction,

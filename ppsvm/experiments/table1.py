@@ -27,25 +27,31 @@ import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
 from ppsvm.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID_CLASSIFY, REFERENCE_ROW_FRACTION
-from ppsvm.data.dataset import Dataset, load_dataset
-from ppsvm.errors import ConfigError
-from ppsvm.core.kernels import KERNELS, KernelName
-from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.data.shipped import TABLE1_DATASETS, ShippedDataset
-from ppsvm.core.tuning import fold_indices
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_model, mean_figures
 from ppsvm.coordinator.reference import pooled_reference
+from ppsvm.coordinator.train import BASES, TrainOptions, train
+from ppsvm.core.kernels import KERNELS, KernelName
+from ppsvm.core.tuning import fold_indices
+from ppsvm.data.dataset import Dataset, load_dataset
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.shipped import TABLE1_DATASETS, ShippedDataset
+from ppsvm.errors import ConfigError
 from ppsvm.experiments.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.experiments.report import (
-    DEFAULT_OUT, Progress, add_common_arguments, parse_list, png, require_matplotlib, versions_markdown,
+    DEFAULT_OUT,
+    Progress,
+    add_common_arguments,
+    parse_list,
+    png,
+    require_matplotlib,
+    versions_markdown,
     write_results,
 )
-from ppsvm.coordinator.train import BASES, TrainOptions, train
 
 logger = logging.getLogger(__name__)
 
@@ -106,7 +112,9 @@ class Table1Options:
     def __post_init__(self) -> None:
         unknown = [key for key in self.datasets if key not in TABLE1_DATASETS]
         if unknown or not self.datasets:
-            raise ConfigError(f"datasets must be among {', '.join(TABLE1_DATASETS)}; got {', '.join(unknown) or 'none'}")
+            raise ConfigError(
+                f"datasets must be among {', '.join(TABLE1_DATASETS)}; got {', '.join(unknown) or 'none'}"
+            )
         if not self.partitions or any(s < 1 for s in self.partitions):
             raise ConfigError(f"partitions must be whole numbers >= 1, got {list(self.partitions)}")
         if not self.kernels or any(k not in KERNELS for k in self.kernels):
@@ -135,8 +143,16 @@ def skip_reason(n_features: int, s: int) -> str | None:
     return None
 
 
-def run_fold(dataset: Dataset, shipped: ShippedDataset, s: int, fold: int, held_out: np.ndarray, work: Path,
-             options: Table1Options, progress: Progress) -> list[dict[str, Any]]:
+def run_fold(
+    dataset: Dataset,
+    shipped: ShippedDataset,
+    s: int,
+    fold: int,
+    held_out: np.ndarray,
+    work: Path,
+    options: Table1Options,
+    progress: Progress,
+) -> list[dict[str, Any]]:
     """Split one outer fold into cells, serve them, and score every kernel and basis; one record per kernel."""
     n_train = int((~held_out).sum())
     rows = max(1, round(n_train / options.records_per_entity))
@@ -147,37 +163,63 @@ def run_fold(dataset: Dataset, shipped: ShippedDataset, s: int, fold: int, held_
         kernel_work = work / kernel
         split = split_dataset(
             dataset,
-            SplitOptions(rows=rows, cols=s, out_dir=kernel_work, seed=options.seed + fold, task="classify",
-                         overwrite=True),
+            SplitOptions(
+                rows=rows, cols=s, out_dir=kernel_work, seed=options.seed + fold, task="classify", overwrite=True
+            ),
             provenance={"dataset": shipped.key, **dataclasses.asdict(shipped.options)},
             held_out=held_out,
         )
         set_secrets(split, [fixed_secret(NAME, shipped.key, s, fold, j, kernel) for j in range(s)])
         with serve_split(split, kernel_work) as federation:
             seconds: dict[str, float] = {}
-            record: dict[str, Any] = {"dataset": shipped.key, "s": s, "fold": fold, "kernel": kernel, "rows": rows,
-                                      "cells": rows * s, "n_train": n_train, "n_test": int(held_out.sum())}
+            record: dict[str, Any] = {
+                "dataset": shipped.key,
+                "s": s,
+                "fold": fold,
+                "kernel": kernel,
+                "rows": rows,
+                "cells": rows * s,
+                "n_train": n_train,
+                "n_test": int(held_out.sum()),
+            }
             for basis in options.bases:
                 started = time.perf_counter()
-                model = train(federation, TrainOptions(task="classify", kernel=kernel, seed=options.seed,
-                                                       distribute=False, basis=basis))
+                model = train(
+                    federation,
+                    TrainOptions(task="classify", kernel=kernel, seed=options.seed, distribute=False, basis=basis),
+                )
                 figures = evaluate_model(federation, model)
                 seconds[f"ppsvm_{basis}"] = time.perf_counter() - started
-                record[f"ppsvm_{basis}"] = {"error_rate": figures["error_rate"], "auc": figures["auc"],
-                                            "mbar": model.mbar, "columns": len(model.u), "nu": model.nu,
-                                            "mu": model.mu, "private": model.private,
-                                            "inner_cv_error": model.training["tuning"]["score"]}
+                record[f"ppsvm_{basis}"] = {
+                    "error_rate": figures["error_rate"],
+                    "auc": figures["auc"],
+                    "mbar": model.mbar,
+                    "columns": len(model.u),
+                    "nu": model.nu,
+                    "mu": model.mu,
+                    "private": model.private,
+                    "inner_cv_error": model.training["tuning"]["score"],
+                }
             started = time.perf_counter()
             alone = entity_alone(federation, "classify", kernel, nu=None, mu=None, seed=options.seed)
             seconds["entity_alone"] = time.perf_counter() - started
             # An entity's few held-out records are often of one class, where its AUC is undefined (NaN): null.
-            record["alone"] = {"error_rate": mean_figures(alone)["error_rate"],
-                               "per_entity": [{"id": a.entity_id, "n_train": a.n_train, "n_test": a.n_test,
-                                               **{k: v if math.isfinite(v) else None for k, v in a.figures.items()}}
-                                              for a in alone]}
+            record["alone"] = {
+                "error_rate": mean_figures(alone)["error_rate"],
+                "per_entity": [
+                    {
+                        "id": a.entity_id,
+                        "n_train": a.n_train,
+                        "n_test": a.n_test,
+                        **{k: v if math.isfinite(v) else None for k, v in a.figures.items()},
+                    }
+                    for a in alone
+                ],
+            }
             started = time.perf_counter()
-            reference = pooled_reference(split.federation_path.parent, "classify", kernel, nu=None, mu=None,
-                                         seed=options.seed)
+            reference = pooled_reference(
+                split.federation_path.parent, "classify", kernel, nu=None, mu=None, seed=options.seed
+            )
             seconds["reference"] = time.perf_counter() - started
             record["reference"] = {key: reference[key] for key in ("error_rate", "auc", "basis_rows", "nu", "mu")}
             record["seconds"] = seconds
@@ -204,7 +246,10 @@ def summarise(runs: list[dict[str, Any]], options: Table1Options) -> list[dict[s
                     return {"mean": float(array.mean()), "std": float(array.std(ddof=1)) if len(array) > 1 else 0.0}
 
                 row: dict[str, Any] = {
-                    "dataset": key, "kernel": kernel, "s": s, "folds": len(mine),
+                    "dataset": key,
+                    "kernel": kernel,
+                    "s": s,
+                    "folds": len(mine),
                     "cells": sorted({run["cells"] for run in mine}),
                     "mbar": sorted({run["ppsvm_paper"]["mbar"] for run in mine}),
                     "reference": stat([run["reference"]["error_rate"] for run in mine]),
@@ -222,8 +267,9 @@ def _cell(stat: dict[str, float]) -> str:
     return f"{stat['mean']:.3f} ± {stat['std']:.3f}"
 
 
-def markdown(summary: list[dict[str, Any]], skipped: list[dict[str, Any]], settings: dict[str, Any],
-             options: Table1Options) -> str:
+def markdown(
+    summary: list[dict[str, Any]], skipped: list[dict[str, Any]], settings: dict[str, Any], options: Table1Options
+) -> str:
     """The table in the paper's layout with the paper's figures beside ours, then the settings."""
     datasets = {key: TABLE1_DATASETS[key] for key in options.datasets}
     product = "product" in options.bases
@@ -238,10 +284,17 @@ def markdown(summary: list[dict[str, Any]], skipped: list[dict[str, Any]], setti
     if options.quick:
         lines += ["**Quick run** (a reduced grid for CI): not the paper's setting; rerun without --quick.", ""]
     for kernel in options.kernels:
-        header = ("| dataset (m x n) | s | cells/fold | mbar | pooled K(A, Abar') (not private) | PPSVM K(A, B') "
-                  + ("| PPSVM, product basis (ours) " if product else "") + "| paper PPSVM | each entity alone |")
-        lines += [f"## {kernel.capitalize()} kernel", "", header,
-                  "|:--|--:|--:|--:|--:|--:|" + ("--:|" if product else "") + "--:|--:|"]
+        header = (
+            "| dataset (m x n) | s | cells/fold | mbar | pooled K(A, Abar') (not private) | PPSVM K(A, B') "
+            + ("| PPSVM, product basis (ours) " if product else "")
+            + "| paper PPSVM | each entity alone |"
+        )
+        lines += [
+            f"## {kernel.capitalize()} kernel",
+            "",
+            header,
+            "|:--|--:|--:|--:|--:|--:|" + ("--:|" if product else "") + "--:|--:|",
+        ]
         for row in (r for r in summary if r["kernel"] == kernel):
             dataset = datasets[row["dataset"]]
             shape = settings["shapes"][row["dataset"]]
@@ -249,14 +302,21 @@ def markdown(summary: list[dict[str, Any]], skipped: list[dict[str, Any]], setti
             lines.append(
                 f"| {dataset.title} ({shape[0]} x {shape[1]}) | {row['s']} | {'/'.join(map(str, row['cells']))} "
                 f"| {'/'.join(map(str, row['mbar']))} | {_cell(row['reference'])} | {_cell(row['ppsvm_paper'])} "
-                + (f"| {_cell(row['ppsvm_product'])} ({'/'.join(map(str, row['columns_product']))} points) "
-                   if product else "")
+                + (
+                    f"| {_cell(row['ppsvm_product'])} ({'/'.join(map(str, row['columns_product']))} points) "
+                    if product
+                    else ""
+                )
                 + f"| {paper} | {_cell(row['alone'])} |"
             )
         lines.append("")
     if skipped:
-        lines += ["Not run: " + "; ".join(f"{TABLE1_DATASETS[s['dataset']].title} s = {s['s']} ({s['reason']})"
-                                          for s in skipped) + ".", ""]
+        lines += [
+            "Not run: "
+            + "; ".join(f"{TABLE1_DATASETS[s['dataset']].title} s = {s['s']} ({s['reason']})" for s in skipped)
+            + ".",
+            "",
+        ]
     lines += [
         f"Figures: `{NAME}-figure3.png` (linear kernel) and `{NAME}-figure4.png` (Gaussian kernel) plot PPSVM "
         "error against each-entity-alone error, one point per dataset and partition count; points below the "
@@ -278,12 +338,12 @@ def markdown(summary: list[dict[str, Any]], skipped: list[dict[str, Any]], setti
     ]
     if product:
         lines.append(
-            "- Product basis (our addition; `reproduce table1 --basis both`, `coordinator train --basis product`): the coordinator forms extra kernel columns by "
-            "combining column k_j of each block K(A_ij, B_j') across the s blocks, i.e. random points drawn from "
-            "the Cartesian product of the B_j's rows: up to mbar^s points from the very blocks the paper's method "
-            "already publishes (nothing new leaves an entity; each block still has mbar < n_j). The number of "
-            f"points is capped at {REFERENCE_ROW_FRACTION:.0%} of the training rows, as many as the pooled "
-            "reference uses, and always includes the paper's mbar points."
+            "- Product basis (our addition; `reproduce table1 --basis both`, `coordinator train --basis product`): "
+            "the coordinator forms extra kernel columns by combining column k_j of each block K(A_ij, B_j') across "
+            "the s blocks, i.e. random points drawn from the Cartesian product of the B_j's rows: up to mbar^s points "
+            "from the very blocks the paper's method already publishes (nothing new leaves an entity; each block "
+            f"still has mbar < n_j). The number of points is capped at {REFERENCE_ROW_FRACTION:.0%} of the training "
+            "rows, as many as the pooled reference uses, and always includes the paper's mbar points."
         )
     lines += ["", versions_markdown(), ""]
     return "\n".join(lines)
@@ -298,13 +358,13 @@ def scatter(summary: list[dict[str, Any]], kernel: KernelName, basis: str = "pap
 
     figure, axes = plt.subplots(figsize=(5.5, 5.0))
     rows = [row for row in summary if row["kernel"] == kernel]
-    markers = dict(zip(TABLE1_DATASETS, "osD^v"))
+    markers = dict(zip(TABLE1_DATASETS, "osD^v", strict=True))
     for key in dict.fromkeys(row["dataset"] for row in rows):
         mine = [row for row in rows if row["dataset"] == key]
         x = [row["alone"]["mean"] for row in mine]
         y = [row[f"ppsvm_{basis}"]["mean"] for row in mine]
         axes.scatter(x, y, marker=markers[key], s=45, label=TABLE1_DATASETS[key].title)
-        for row, xi, yi in zip(mine, x, y):
+        for row, xi, yi in zip(mine, x, y, strict=True):
             axes.annotate(f"s={row['s']}", (xi, yi), textcoords="offset points", xytext=(4, 3), fontsize=7)
     top = max([0.05, *(row["alone"]["mean"] for row in rows), *(row[f"ppsvm_{basis}"]["mean"] for row in rows)]) * 1.1
     axes.plot([0, top], [0, top], color="grey", linewidth=0.8, linestyle="--")
@@ -321,8 +381,10 @@ def scatter(summary: list[dict[str, Any]], kernel: KernelName, basis: str = "pap
 def run(options: Table1Options) -> list[Path]:
     """Run the reproduction; write table1.md, table1.json and the figures into ``options.out``."""
     require_matplotlib()
-    datasets = {key: (TABLE1_DATASETS[key], load_dataset(TABLE1_DATASETS[key].path, TABLE1_DATASETS[key].options))
-                for key in options.datasets}
+    datasets = {
+        key: (TABLE1_DATASETS[key], load_dataset(TABLE1_DATASETS[key].path, TABLE1_DATASETS[key].options))
+        for key in options.datasets
+    }
     folds_run = options.folds_run if options.folds_run is not None else options.folds
     plan: list[tuple[str, int]] = []
     skipped: list[dict[str, Any]] = []
@@ -350,13 +412,19 @@ def run(options: Table1Options) -> list[Path]:
     finally:
         shutil.rmtree(work_root, ignore_errors=True)
     settings = {
-        "options": {**dataclasses.asdict(options), "out": None}, "folds_run": folds_run,
+        "options": {**dataclasses.asdict(options), "out": None},
+        "folds_run": folds_run,
         "shapes": {key: list(dataset.X.shape) for key, (_, dataset) in datasets.items()},
-        "datasets": {key: {"file": shipped.file, **dataclasses.asdict(shipped.options)}
-                     for key, (shipped, _) in datasets.items()},
-        "widths": {key: {str(s): block_widths(dataset.X.shape[1], s) for s in options.partitions}
-                   for key, (_, dataset) in datasets.items()},
-        "tuning": TUNING, "nu_grid": list(NU_GRID_CLASSIFY), "mu_grid_times_n": list(MU_GRID_TIMES_N),
+        "datasets": {
+            key: {"file": shipped.file, **dataclasses.asdict(shipped.options)} for key, (shipped, _) in datasets.items()
+        },
+        "widths": {
+            key: {str(s): block_widths(dataset.X.shape[1], s) for s in options.partitions}
+            for key, (_, dataset) in datasets.items()
+        },
+        "tuning": TUNING,
+        "nu_grid": list(NU_GRID_CLASSIFY),
+        "mu_grid_times_n": list(MU_GRID_TIMES_N),
         "mbar_rule": "min(min_j n_j - 1, ceil(0.1 * training rows))",
         "secrets": f"sha256('ppsvm-benchmark/{NAME}/<dataset>/<s>/<fold>/<j>')",
         "transport": "ppsvm.entity.server.start_entity in this process, gRPC with mutual TLS over 127.0.0.1",
@@ -364,10 +432,16 @@ def run(options: Table1Options) -> list[Path]:
     }
     summary = summarise(runs, options)
     text = markdown(summary, skipped, settings, options)
-    figures = {f"{NAME}-figure{FIGURE_OF_KERNEL[kernel]}.png": png(scatter(summary, kernel))
-               for kernel in options.kernels}
-    payload = {"settings": settings, "summary": summary, "skipped": skipped, "runs": runs,
-               "seconds": {"total": time.perf_counter() - started}}
+    figures = {
+        f"{NAME}-figure{FIGURE_OF_KERNEL[kernel]}.png": png(scatter(summary, kernel)) for kernel in options.kernels
+    }
+    payload = {
+        "settings": settings,
+        "summary": summary,
+        "skipped": skipped,
+        "runs": runs,
+        "seconds": {"total": time.perf_counter() - started},
+    }
     return write_results(options.out, NAME, text, payload, figures)
 
 
@@ -383,20 +457,35 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
             "entity-alone error. The full run takes about an hour on 2 cores."
         ),
     )
-    add_common_arguments(parser, quick_help=(
-        f"CI-sized run: every dataset, s in {{{', '.join(map(str, QUICK_PARTITIONS))}}}, "
-        f"{QUICK_FOLDS_RUN} of the {OUTER_FOLDS} folds (one to two minutes on 2 cores)"))
-    parser.add_argument("--datasets", default=",".join(TABLE1_DATASETS),
-                        help=f"comma-separated, from {', '.join(TABLE1_DATASETS)} (default all)")
+    add_common_arguments(
+        parser,
+        quick_help=(
+            f"CI-sized run: every dataset, s in {{{', '.join(map(str, QUICK_PARTITIONS))}}}, "
+            f"{QUICK_FOLDS_RUN} of the {OUTER_FOLDS} folds (one to two minutes on 2 cores)"
+        ),
+    )
+    parser.add_argument(
+        "--datasets",
+        default=",".join(TABLE1_DATASETS),
+        help=f"comma-separated, from {', '.join(TABLE1_DATASETS)} (default all)",
+    )
     parser.add_argument("--partitions", help="comma-separated numbers of vertical partitions (default 1,2,4,8)")
     parser.add_argument("--kernels", default="linear,gaussian", help="comma-separated (default linear,gaussian)")
     parser.add_argument("--folds", type=int, default=OUTER_FOLDS, help="cross-validation folds (default 10)")
     parser.add_argument("--folds-run", type=int, help="run only the first N folds (default all)")
-    parser.add_argument("--records-per-entity", type=int, default=RECORDS_PER_ENTITY,
-                        help="training records per entity, which sets the row blocks (default 25)")
-    parser.add_argument("--basis", choices=("paper", "both"), default="paper",
-                        help="paper: B = [B_1 ... B_s], the paper's mbar random points (default); both: also our "
-                             "product basis, points from the Cartesian product of the B_j's rows, side by side")
+    parser.add_argument(
+        "--records-per-entity",
+        type=int,
+        default=RECORDS_PER_ENTITY,
+        help="training records per entity, which sets the row blocks (default 25)",
+    )
+    parser.add_argument(
+        "--basis",
+        choices=("paper", "both"),
+        default="paper",
+        help="paper: B = [B_1 ... B_s], the paper's mbar random points (default); both: also our "
+        "product basis, points from the Cartesian product of the B_j's rows, side by side",
+    )
     parser.add_argument("--seed", type=int, default=0, help="seed of folds, splits and tuning (default 0)")
     parser.set_defaults(run=cmd)
 
@@ -404,12 +493,20 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
 def cmd(args: argparse.Namespace) -> int:
     quick = args.quick
     options = Table1Options(
-        out=args.out, datasets=parse_list(str, args.datasets, "--datasets"),
-        partitions=parse_list(int, args.partitions, "--partitions") if args.partitions else (QUICK_PARTITIONS if quick else PARTITIONS),
-        kernels=parse_list(str, args.kernels, "--kernels"), folds=args.folds,
+        out=args.out,
+        datasets=parse_list(str, args.datasets, "--datasets"),
+        partitions=parse_list(int, args.partitions, "--partitions")
+        if args.partitions
+        else (QUICK_PARTITIONS if quick else PARTITIONS),
+        # Any string list: Table1Options.__post_init__ refuses a name that is not a KernelName.
+        kernels=cast(tuple[KernelName, ...], parse_list(str, args.kernels, "--kernels")),
+        folds=args.folds,
         folds_run=args.folds_run if args.folds_run is not None else (QUICK_FOLDS_RUN if quick else None),
-        records_per_entity=args.records_per_entity, bases=("paper", "product") if args.basis == "both" else ("paper",),
-        seed=args.seed, quick=quick, progress=not args.no_progress,
+        records_per_entity=args.records_per_entity,
+        bases=("paper", "product") if args.basis == "both" else ("paper",),
+        seed=args.seed,
+        quick=quick,
+        progress=not args.no_progress,
     )
     paths = run(options)
     print(paths[0].read_text(encoding="utf-8"))

@@ -52,7 +52,11 @@ _NAME = re.compile(r"[a-z0-9]([a-z0-9.-]{0,62}[a-z0-9])?")
 def check_party_name(name: str) -> str:
     """``name`` if it can be a certificate identity (lowercase letters, digits, '.', '-'); ConfigError otherwise."""
     if not _NAME.fullmatch(name):
-        hint = f" (write it {name.lower()!r}: names are DNS names, which ignore case)" if _NAME.fullmatch(name.lower()) else ""
+        hint = (
+            f" (write it {name.lower()!r}: names are DNS names, which ignore case)"
+            if _NAME.fullmatch(name.lower())
+            else ""
+        )
         raise ConfigError(
             f"party name {name!r} cannot be a certificate identity: use lowercase letters, digits, '.' and '-' "
             f"(1 to 64 characters, starting and ending with a letter or digit){hint}"
@@ -65,7 +69,9 @@ def role_uri(role: Role) -> str:
     return ROLE_URI_PREFIX + role
 
 
-def federation_parties(coordinator: str, entities: Sequence[str], client: str = DEFAULT_CLIENT_NAME) -> dict[str, tuple[Role, ...]]:
+def federation_parties(
+    coordinator: str, entities: Sequence[str], client: str = DEFAULT_CLIENT_NAME
+) -> dict[str, tuple[Role, ...]]:
     """The certificates a federation needs, name -> roles (what ``ppsvm certs`` and ``ppsvm split`` make).
 
     The coordinator's certificate also carries the client role: it may ask its own prediction
@@ -81,8 +87,10 @@ def federation_parties(coordinator: str, entities: Sequence[str], client: str = 
     names = [coordinator, *entities, client]
     repeated = sorted({name for name in names if names.count(name) > 1})
     if repeated:
-        raise ConfigError(f"party names must be unique: {', '.join(map(repr, repeated))} named twice among the coordinator "
-                          f"{coordinator!r}, the entities and the prediction client {client!r}")
+        raise ConfigError(
+            f"party names must be unique: {', '.join(map(repr, repeated))} named twice among the coordinator "
+            f"{coordinator!r}, the entities and the prediction client {client!r}"
+        )
     return {coordinator: (COORDINATOR, CLIENT), **{name: (ENTITY,) for name in entities}, client: (CLIENT,)}
 
 
@@ -107,16 +115,25 @@ def _private_key() -> ec.EllipticCurvePrivateKey:
 
 
 def _key_pem(key: ec.EllipticCurvePrivateKey) -> bytes:
-    return key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    return key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
 
 
 def _name(common_name: str) -> x509.Name:
-    return x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, common_name),
-                      x509.NameAttribute(NameOID.ORGANIZATION_NAME, "ppsvm federation")])
+    return x509.Name(
+        [
+            x509.NameAttribute(NameOID.COMMON_NAME, common_name),
+            x509.NameAttribute(NameOID.ORGANIZATION_NAME, "ppsvm federation"),
+        ]
+    )
 
 
 def make_certificates(
-    parties: Mapping[str, Collection[Role]], *, valid_days: int = DEFAULT_VALID_DAYS, now: datetime.datetime | None = None,
+    parties: Mapping[str, Collection[Role]],
+    *,
+    valid_days: int = DEFAULT_VALID_DAYS,
+    now: datetime.datetime | None = None,
     ca_name: str = "ppsvm federation CA",
 ) -> dict[str, Pem]:
     """A fresh CA and a certificate and key for each party, as files by name.
@@ -143,31 +160,61 @@ def make_certificates(
             raise ConfigError(f"party {name!r}: roles must be one or more of {', '.join(ROLES)}, got {sorted(roles)}")
     if valid_days < 1:
         raise ConfigError(f"certificates must be valid for at least 1 day, got {valid_days}")
-    start = (now or datetime.datetime.now(datetime.timezone.utc)) - datetime.timedelta(minutes=5)
+    start = (now or datetime.datetime.now(datetime.UTC)) - datetime.timedelta(minutes=5)
     end = start + datetime.timedelta(days=valid_days)
     ca_key = _private_key()
     ca_subject = _name(ca_name)
     ca_cert = (
-        x509.CertificateBuilder().subject_name(ca_subject).issuer_name(ca_subject).public_key(ca_key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+        x509.CertificateBuilder()
+        .subject_name(ca_subject)
+        .issuer_name(ca_subject)
+        .public_key(ca_key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
         .add_extension(x509.BasicConstraints(ca=True, path_length=0), critical=True)
-        .add_extension(x509.KeyUsage(digital_signature=False, content_commitment=False, key_encipherment=False,
-                                     data_encipherment=False, key_agreement=False, key_cert_sign=True, crl_sign=True,
-                                     encipher_only=False, decipher_only=False), critical=True)
+        .add_extension(
+            x509.KeyUsage(
+                digital_signature=False,
+                content_commitment=False,
+                key_encipherment=False,
+                data_encipherment=False,
+                key_agreement=False,
+                key_cert_sign=True,
+                crl_sign=True,
+                encipher_only=False,
+                decipher_only=False,
+            ),
+            critical=True,
+        )
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    files = {CA_FILE: Pem(ca_cert.public_bytes(serialization.Encoding.PEM), False), CA_KEY_FILE: Pem(_key_pem(ca_key), True)}
+    files = {
+        CA_FILE: Pem(ca_cert.public_bytes(serialization.Encoding.PEM), False),
+        CA_KEY_FILE: Pem(_key_pem(ca_key), True),
+    }
     for name, roles in parties.items():
         key = _private_key()
-        alternative_names = [x509.DNSName(name), *(x509.UniformResourceIdentifier(role_uri(role)) for role in sorted(set(roles)))]
+        alternative_names = [
+            x509.DNSName(name),
+            *(x509.UniformResourceIdentifier(role_uri(role)) for role in sorted(set(roles))),
+        ]
         cert = (
-            x509.CertificateBuilder().subject_name(_name(name)).issuer_name(ca_subject).public_key(key.public_key())
-            .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(end)
+            x509.CertificateBuilder()
+            .subject_name(_name(name))
+            .issuer_name(ca_subject)
+            .public_key(key.public_key())
+            .serial_number(x509.random_serial_number())
+            .not_valid_before(start)
+            .not_valid_after(end)
             .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
             .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
             # Every party is a server to some and a client to others (the coordinator also serves predictions).
-            .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+            .add_extension(
+                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+                critical=False,
+            )
             .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
             .sign(ca_key, hashes.SHA256())
         )
@@ -180,7 +227,9 @@ def certificate_identity(pem: bytes) -> tuple[str, datetime.datetime]:
     """The DNS name (or common name) a certificate asserts, and when it expires (UTC)."""
     cert = x509.load_pem_x509_certificate(pem)
     try:
-        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(x509.DNSName)
+        names = cert.extensions.get_extension_for_class(x509.SubjectAlternativeName).value.get_values_for_type(
+            x509.DNSName
+        )
     except x509.ExtensionNotFound:
         names = []
     if not names:
@@ -216,6 +265,9 @@ def certificate_party(pem: bytes) -> Party:
     names = alternative.get_values_for_type(x509.DNSName)
     if len(names) != 1:
         raise ValueError(f"the certificate names {len(names)} DNS identities; a ppsvm party has exactly one")
-    roles = frozenset(uri.removeprefix(ROLE_URI_PREFIX) for uri in alternative.get_values_for_type(x509.UniformResourceIdentifier)
-                      if uri.startswith(ROLE_URI_PREFIX))
+    roles = frozenset(
+        uri.removeprefix(ROLE_URI_PREFIX)
+        for uri in alternative.get_values_for_type(x509.UniformResourceIdentifier)
+        if uri.startswith(ROLE_URI_PREFIX)
+    )
     return Party(names[0], roles)

@@ -50,9 +50,7 @@ def encode_arrays(arrays: Mapping[str, np.ndarray], chunk_bytes: int = CHUNK_BYT
             yield pb.ArrayChunk(data=raw[start : start + chunk_bytes].tobytes())
 
 
-def decode_arrays(
-    chunks: Iterable[pb.ArrayChunk], max_bytes: int = MAX_ARRAY_BYTES
-) -> dict[str, np.ndarray]:
+def decode_arrays(chunks: Iterable[pb.ArrayChunk], max_bytes: int = MAX_ARRAY_BYTES) -> dict[str, np.ndarray]:
     """Reassemble the arrays of a stream, validating every header and byte count.
 
     Raises
@@ -134,5 +132,8 @@ class _Receiving:
             points = np.frombuffer(self.buffer, "<u4")
             # Beyond U+10FFFF or a lone surrogate: not text, and it could not be encoded again later.
             if points.max() > _MAX_UNICODE or ((points >= 0xD800) & (points <= 0xDFFF)).any():
-                raise WireError(f"array {self.name!r}: text holds code points that are not Unicode characters (surrogates or beyond U+10FFFF)")
+                raise WireError(
+                    f"array {self.name!r}: text holds code points that are "
+                    "not Unicode characters (surrogates or beyond U+10FFFF)"
+                )
         return np.frombuffer(self.buffer, dtype=self.dtype).reshape(self.shape)

@@ -16,13 +16,13 @@ from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent import futures
 from dataclasses import dataclass
 from types import FrameType
-from typing import Any, TypeVar
+from typing import Any, TypeVar, cast
 
 import grpc
 
-from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, STREAM_WRITE_TIMEOUT_S
 from ppsvm.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
+from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.wire.tls import Authorize, TlsFiles, channel_credentials, peer_party, rewrap_handler, server_credentials
 
 logger = logging.getLogger(__name__)
@@ -70,7 +70,7 @@ def unary_handler(method: F) -> F:
         except Exception as error:  # noqa: BLE001 - mapped to a status code, never swallowed
             _abort(context, method.__name__, error)
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps keeps the name; the signature is the method's
 
 
 def stream_handler(method: F) -> F:
@@ -83,7 +83,7 @@ def stream_handler(method: F) -> F:
         except Exception as error:  # noqa: BLE001
             _abort(context, method.__name__, error)
 
-    return wrapper  # type: ignore[return-value]
+    return cast(F, wrapper)  # functools.wraps keeps the name; the signature is the method's
 
 
 @dataclass(frozen=True)
@@ -125,17 +125,23 @@ class ServerLimits:
             if STREAM_WRITE_TIMEOUT_ENV in environ:
                 limits = dataclasses.replace(limits, stream_write_timeout_s=float(environ[STREAM_WRITE_TIMEOUT_ENV]))
         except ValueError as exc:
-            raise ConfigError(f"{MAX_CALLS_PER_PEER_ENV} must be a whole number and {STREAM_WRITE_TIMEOUT_ENV} a number "
-                              f"of seconds: {exc}") from None
+            raise ConfigError(
+                f"{MAX_CALLS_PER_PEER_ENV} must be a whole number and {STREAM_WRITE_TIMEOUT_ENV} a number "
+                f"of seconds: {exc}"
+            ) from None
         return limits
 
     def check(self, max_workers: int) -> None:
         """ConfigError unless one peer leaves workers for the others and streams have a finite, positive timeout."""
         if not 1 <= self.max_calls_per_peer < max_workers:
-            raise ConfigError(f"the calls one peer may run at once ({MAX_CALLS_PER_PEER_ENV}) must be at least 1 and below "
-                              f"the server's {max_workers} worker threads, got {self.max_calls_per_peer}")
+            raise ConfigError(
+                f"the calls one peer may run at once ({MAX_CALLS_PER_PEER_ENV}) must be at least 1 and below "
+                f"the server's {max_workers} worker threads, got {self.max_calls_per_peer}"
+            )
         if not (math.isfinite(self.stream_write_timeout_s) and self.stream_write_timeout_s > 0):
-            raise ConfigError(f"{STREAM_WRITE_TIMEOUT_ENV} must be a positive number of seconds, got {self.stream_write_timeout_s}")
+            raise ConfigError(
+                f"{STREAM_WRITE_TIMEOUT_ENV} must be a positive number of seconds, got {self.stream_write_timeout_s}"
+            )
 
 
 class _Watchdog:
@@ -200,9 +206,11 @@ class PeerLimits(grpc.ServerInterceptor):
             if admitted:
                 self._running[peer] += 1
         if not admitted:
-            message = (f"{peer} already has {limit} calls running on this server, the most one caller may have; retry when "
-                       f"one ends, or raise the limit on the server with {MAX_CALLS_PER_PEER_ENV} (below its {self.max_workers} "
-                       "worker threads)")
+            message = (
+                f"{peer} already has {limit} calls running on this server, the most one caller may have; retry when "
+                f"one ends, or raise the limit on the server with {MAX_CALLS_PER_PEER_ENV} (below its "
+                f"{self.max_workers} worker threads)"
+            )
             logger.warning("refused %s: %s", method, message)
             context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
         return peer
@@ -213,7 +221,9 @@ class PeerLimits(grpc.ServerInterceptor):
             if not self._running[peer]:
                 del self._running[peer]
 
-    def _unary(self, behaviour: Callable[[Any, grpc.ServicerContext], Any], method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
+    def _unary(
+        self, behaviour: Callable[[Any, grpc.ServicerContext], Any], method: str
+    ) -> Callable[[Any, grpc.ServicerContext], Any]:
         def limited(request: Any, context: grpc.ServicerContext) -> Any:
             peer = self._enter(context, method)
             try:
@@ -223,16 +233,23 @@ class PeerLimits(grpc.ServerInterceptor):
 
         return limited
 
-    def _stream(self, behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]],
-                method: str) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
+    def _stream(
+        self, behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]], method: str
+    ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
         timeout = self.limits.stream_write_timeout_s
 
         def limited(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
             peer = self._enter(context, method)
 
             def expire() -> None:
-                logger.warning("cancelled %s for %s (%s): the reader took no message for %g s (%s)",
-                               method, peer, context.peer(), timeout, STREAM_WRITE_TIMEOUT_ENV)
+                logger.warning(
+                    "cancelled %s for %s (%s): the reader took no message for %g s (%s)",
+                    method,
+                    peer,
+                    context.peer(),
+                    timeout,
+                    STREAM_WRITE_TIMEOUT_ENV,
+                )
                 context.cancel()
 
             try:
@@ -249,8 +266,11 @@ class PeerLimits(grpc.ServerInterceptor):
 
         return limited
 
-    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-                          handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
         if handler is None:
             return None
@@ -258,9 +278,14 @@ class PeerLimits(grpc.ServerInterceptor):
 
 
 def create_server(
-    address: str, register: Callable[[grpc.Server], None], *, tls: TlsFiles | None,
-    allowed_peers: Collection[str] | None = None, roles: Collection[Role] | Mapping[str, Collection[Role]] = (COORDINATOR,),
-    max_workers: int = SERVER_WORKERS, limits: ServerLimits | None = None,
+    address: str,
+    register: Callable[[grpc.Server], None],
+    *,
+    tls: TlsFiles | None,
+    allowed_peers: Collection[str] | None = None,
+    roles: Collection[Role] | Mapping[str, Collection[Role]] = (COORDINATOR,),
+    max_workers: int = SERVER_WORKERS,
+    limits: ServerLimits | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start a server on ``address`` (port 0 picks a free one); returns (server, bound port).
 
@@ -294,7 +319,11 @@ def create_server(
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
     register(server)
     try:
-        port = server.add_secure_port(address, server_credentials(tls)) if tls is not None else server.add_insecure_port(address)
+        port = (
+            server.add_secure_port(address, server_credentials(tls))
+            if tls is not None
+            else server.add_insecure_port(address)
+        )
     except RuntimeError as exc:
         raise ConfigError(f"cannot listen on {address}: {exc}") from exc
     if port == 0:

@@ -21,12 +21,14 @@ from typing import Any
 
 import grpc
 
-from ppsvm.wire.certs import Party, Role, certificate_identity, certificate_party
 from ppsvm.errors import ConfigError
+from ppsvm.wire.certs import Party, Role, certificate_identity, certificate_party
 
 logger = logging.getLogger(__name__)
 
-PLAINTEXT_WARNING = "TLS is OFF (--insecure): calls and kernel blocks travel in plaintext; use only on a trusted network"
+PLAINTEXT_WARNING = (
+    "TLS is OFF (--insecure): calls and kernel blocks travel in plaintext; use only on a trusted network"
+)
 
 
 @dataclass(frozen=True)
@@ -51,9 +53,11 @@ class TlsFiles:
                 _, expires = certificate_identity(pem)
             except ValueError as exc:
                 raise ConfigError(f"{self.source} [tls]: {label} file is not a PEM certificate: {exc}") from exc
-            if expires < datetime.datetime.now(datetime.timezone.utc):
-                raise ConfigError(f"{self.source} [tls]: the certificate in {label} file expired on {expires:%Y-%m-%d %H:%M} UTC; "
-                                  "make new ones with `ppsvm certs`")
+            if expires < datetime.datetime.now(datetime.UTC):
+                raise ConfigError(
+                    f"{self.source} [tls]: the certificate in {label} file expired on {expires:%Y-%m-%d %H:%M} UTC; "
+                    "make new ones with `ppsvm certs`"
+                )
         return contents[0], contents[1], contents[2]
 
     def identity(self) -> str:
@@ -100,7 +104,8 @@ def method_roles(service: str, roles: Mapping[str, Collection[Role]]) -> dict[st
 
 
 class Authorize(grpc.ServerInterceptor):
-    """Refuse, with PERMISSION_DENIED, every call whose certificate names another party or lacks a role the method allows.
+    """Refuse, with PERMISSION_DENIED, every call whose certificate names another party or lacks a role the method
+    allows.
 
     Checked per call from the peer's certificate: its one DNS name compared exactly (a name in
     another case is another name) and its role URIs.
@@ -114,7 +119,9 @@ class Authorize(grpc.ServerInterceptor):
         Names that may call at all (entities: the coordinator their config names); None: any name.
     """
 
-    def __init__(self, roles: Collection[Role] | Mapping[str, Collection[Role]], identities: Collection[str] | None = None) -> None:
+    def __init__(
+        self, roles: Collection[Role] | Mapping[str, Collection[Role]], identities: Collection[str] | None = None
+    ) -> None:
         self.roles = roles
         self.identities = frozenset(identities) if identities is not None else None
 
@@ -137,13 +144,20 @@ class Authorize(grpc.ServerInterceptor):
         if not allowed:
             return f"{method} is not open to any caller on this server"
         if not party.roles & allowed:
-            held = f"grants {', '.join(sorted(party.roles))}" if party.roles else \
-                "grants no ppsvm role (made before roles existed: make new ones with `ppsvm certs`)"
-            return (f"{party.name} may not call {method}: that needs a certificate with the role {' or '.join(sorted(allowed))}, "
-                    f"and {party.name}'s certificate {held}")
+            held = (
+                f"grants {', '.join(sorted(party.roles))}"
+                if party.roles
+                else "grants no ppsvm role (made before roles existed: make new ones with `ppsvm certs`)"
+            )
+            return (
+                f"{party.name} may not call {method}: that needs a certificate with the role "
+                f"{' or '.join(sorted(allowed))}, and {party.name}'s certificate {held}"
+            )
         return None
 
-    def _guard(self, behaviour: Callable[[Any, grpc.ServicerContext], Any], method: str) -> Callable[[Any, grpc.ServicerContext], Any]:
+    def _guard(
+        self, behaviour: Callable[[Any, grpc.ServicerContext], Any], method: str
+    ) -> Callable[[Any, grpc.ServicerContext], Any]:
         def checked(request: Any, context: grpc.ServicerContext) -> Any:
             refusal = self._refusal(context, method)
             if refusal is not None:
@@ -153,8 +167,11 @@ class Authorize(grpc.ServerInterceptor):
 
         return checked
 
-    def intercept_service(self, continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-                          handler_call_details: grpc.HandlerCallDetails) -> grpc.RpcMethodHandler | None:
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
         handler = continuation(handler_call_details)
         if handler is None:
             return None
@@ -164,7 +181,9 @@ class Authorize(grpc.ServerInterceptor):
 Wrapper = Callable[[Callable[[Any, grpc.ServicerContext], Any], str], Callable[[Any, grpc.ServicerContext], Any]]
 
 
-def rewrap_handler(handler: grpc.RpcMethodHandler, method: str, unary: Wrapper, stream: Wrapper) -> grpc.RpcMethodHandler:
+def rewrap_handler(
+    handler: grpc.RpcMethodHandler, method: str, unary: Wrapper, stream: Wrapper
+) -> grpc.RpcMethodHandler:
     """``handler`` with its behaviour wrapped by ``unary`` or ``stream`` (for server interceptors).
 
     Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist.
@@ -189,6 +208,8 @@ def choose_tls(tls: TlsFiles | None, *, insecure: bool, source: Path) -> TlsFile
         logger.warning(PLAINTEXT_WARNING)
         return None
     if tls is None:
-        raise ConfigError(f"{source} has no [tls] table: make certificates with `ppsvm certs` (or `ppsvm split`, which "
-                          "makes them) and name them there, or pass --insecure to run in plaintext on a trusted network")
+        raise ConfigError(
+            f"{source} has no [tls] table: make certificates with `ppsvm certs` (or `ppsvm split`, which "
+            "makes them) and name them there, or pass --insecure to run in plaintext on a trusted network"
+        )
     return tls

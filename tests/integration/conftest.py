@@ -13,10 +13,10 @@ from typing import Any
 import grpc
 import pytest
 
-from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
 from ppsvm.config import FederationEntity, federation_at_addresses, load_federation
-from ppsvm.wire.grpc_util import open_channel
 from ppsvm.processes import EntityProcesses
+from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
+from ppsvm.wire.grpc_util import open_channel
 
 REPO = Path(__file__).resolve().parents[2]
 WDBC = REPO / "ppsvm" / "data" / "bundled" / "wdbc.data"
@@ -25,8 +25,9 @@ WDBC_OPTIONS = ["--label", "1", "--positive", "M", "--drop", "0", "--id-column",
 
 def ppsvm(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:
     """Run the ppsvm CLI in a child process, as a user would."""
-    result = subprocess.run([sys.executable, "-m", "ppsvm", *args], capture_output=True, text=True,
-                            timeout=timeout, cwd=REPO)
+    result = subprocess.run(
+        [sys.executable, "-m", "ppsvm", *args], capture_output=True, text=True, timeout=timeout, cwd=REPO
+    )
     if check and result.returncode != 0:
         raise AssertionError(f"ppsvm {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     return result
@@ -39,17 +40,33 @@ class RunningFederation:
     processes: EntityProcesses
 
     def train(self, *args: str, check: bool = True) -> subprocess.CompletedProcess[str]:
-        return ppsvm("coordinator", "train", "--federation", str(self.federation_path),
-                     "--model-out", str(self.split_dir / "model.json"), *args, check=check)
+        return ppsvm(
+            "coordinator",
+            "train",
+            "--federation",
+            str(self.federation_path),
+            "--model-out",
+            str(self.split_dir / "model.json"),
+            *args,
+            check=check,
+        )
 
     def evaluate(self) -> dict:
-        out = ppsvm("coordinator", "evaluate", "--federation", str(self.federation_path),
-                    "--model", str(self.split_dir / "model.json"), "--json")
+        out = ppsvm(
+            "coordinator",
+            "evaluate",
+            "--federation",
+            str(self.federation_path),
+            "--model",
+            str(self.split_dir / "model.json"),
+            "--json",
+        )
         return json.loads(out.stdout.strip().splitlines()[-1])
 
 
 def coordinator_channel(federation_path: Path, entity: FederationEntity | str) -> grpc.Channel:
-    """A channel to an entity (or, by name, the coordinator's prediction service) with the coordinator's TLS identity."""
+    """A channel to an entity (or, by name, the coordinator's prediction service) with the coordinator's TLS
+    identity."""
     federation = load_federation(federation_path)
     if isinstance(entity, str):
         return open_channel(entity, tls=federation.tls, peer=DEFAULT_COORDINATOR_NAME)
@@ -73,8 +90,12 @@ def public_and_private(tmp: Path, n_public: int) -> tuple[Path, Path]:
     rows += [",".join([data.ids[k], "1" if data.y[k] > 0 else "-1", *map(repr, data.X[k].tolist())]) for k in public]
     public_csv.write_text("\n".join(rows) + "\n")
     private_csv = tmp / "private.csv"  # raw, like the UCI file: id, M/B label, features (split with DP_SPLIT_OPTIONS)
-    private_csv.write_text("\n".join(",".join([data.ids[k], "M" if data.y[k] > 0 else "B", *map(repr, data.X[k].tolist())])
-                                      for k in private) + "\n")
+    private_csv.write_text(
+        "\n".join(
+            ",".join([data.ids[k], "M" if data.y[k] > 0 else "B", *map(repr, data.X[k].tolist())]) for k in private
+        )
+        + "\n"
+    )
     return public_csv, private_csv
 
 
@@ -89,7 +110,11 @@ def federation(tmp_path: Path) -> Iterator[callable]:
     started: list[EntityProcesses] = []
 
     def start(
-        rows: int, cols: int, data: Path = WDBC, options: list[str] = WDBC_OPTIONS, extra_config: str = "",
+        rows: int,
+        cols: int,
+        data: Path = WDBC,
+        options: list[str] = WDBC_OPTIONS,
+        extra_config: str = "",
         prepared: Path | None = None,
     ) -> RunningFederation:
         """``prepared``: an existing split directory (e.g. with a deliberately broken cell) instead of a new split."""
@@ -114,8 +139,11 @@ def without_run_details(value: Any) -> Any:
     """A reproduce JSON document minus what two identical runs may differ in: timings (every
     "seconds" key) and the software and machine it ran on."""
     if isinstance(value, dict):
-        return {key: without_run_details(item) for key, item in value.items()
-                if key not in ("seconds", "versions", "machine")}
+        return {
+            key: without_run_details(item)
+            for key, item in value.items()
+            if key not in ("seconds", "versions", "machine")
+        }
     if isinstance(value, list):
         return [without_run_details(item) for item in value]
     return value

@@ -23,10 +23,10 @@ import numpy as np
 import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
-from ppsvm.experiments.attacks import reconstruct_by_rescaling
 from ppsvm.config import load_federation
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.experiments.attacks import reconstruct_by_rescaling
 from ppsvm.wire.chunks import decode_arrays
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 from .conftest import coordinator_channel
 
@@ -62,9 +62,17 @@ REVIEWED_FIELDS = {
     "ppsvm.v1.DpRequest.high",
 }
 NUMBERS = {
-    FieldDescriptor.TYPE_DOUBLE, FieldDescriptor.TYPE_FLOAT, FieldDescriptor.TYPE_INT32, FieldDescriptor.TYPE_INT64,
-    FieldDescriptor.TYPE_UINT32, FieldDescriptor.TYPE_UINT64, FieldDescriptor.TYPE_SINT32, FieldDescriptor.TYPE_SINT64,
-    FieldDescriptor.TYPE_FIXED32, FieldDescriptor.TYPE_FIXED64, FieldDescriptor.TYPE_SFIXED32,
+    FieldDescriptor.TYPE_DOUBLE,
+    FieldDescriptor.TYPE_FLOAT,
+    FieldDescriptor.TYPE_INT32,
+    FieldDescriptor.TYPE_INT64,
+    FieldDescriptor.TYPE_UINT32,
+    FieldDescriptor.TYPE_UINT64,
+    FieldDescriptor.TYPE_SINT32,
+    FieldDescriptor.TYPE_SINT64,
+    FieldDescriptor.TYPE_FIXED32,
+    FieldDescriptor.TYPE_FIXED64,
+    FieldDescriptor.TYPE_SFIXED32,
     FieldDescriptor.TYPE_SFIXED64,
 }
 
@@ -81,19 +89,25 @@ def entity(federation) -> Iterator[tuple[grpc.Channel, str, Path]]:
 
 def kernel_block(channel: grpc.Channel, request: bytes) -> np.ndarray:
     """Call KernelBlock with an already serialized request; the "kernel" array of the reply."""
-    call = channel.unary_stream(SERVICE + "KernelBlock", request_serializer=None,
-                                response_deserializer=pb.ArrayChunk.FromString)
+    call = channel.unary_stream(
+        SERVICE + "KernelBlock", request_serializer=None, response_deserializer=pb.ArrayChunk.FromString
+    )
     return decode_arrays(call(request, timeout=30))["kernel"]
 
 
 def honest_request(channel: grpc.Channel, entity_id: str, kernel: int = pb.GAUSSIAN) -> pb.KernelRequest:
-    """A request like the coordinator's: the entity's own signed range (it is alone in its column block), mbar = MBAR < n_j."""
-    call = channel.unary_stream(SERVICE + "FeatureRange", request_serializer=pb.Empty.SerializeToString,
-                                response_deserializer=pb.ArrayChunk.FromString)
+    """A request like the coordinator's: the entity's own signed range (it is alone in its column block),
+    mbar = MBAR < n_j."""
+    call = channel.unary_stream(
+        SERVICE + "FeatureRange",
+        request_serializer=pb.Empty.SerializeToString,
+        response_deserializer=pb.ArrayChunk.FromString,
+    )
     bounds = decode_arrays(call(pb.Empty(), timeout=30))
     signed = pb.SignedRange(entity_id=entity_id, low=bounds["low"], high=bounds["high"], tag=str(bounds["tag"][0]))
-    return pb.KernelRequest(kernel=kernel, mbar=MBAR, mu=1.0 / bounds["low"].size, record_set=pb.TRAIN,
-                            scaling=pb.Scaling(ranges=[signed]))
+    return pb.KernelRequest(
+        kernel=kernel, mbar=MBAR, mu=1.0 / bounds["low"].size, record_set=pb.TRAIN, scaling=pb.Scaling(ranges=[signed])
+    )
 
 
 def _varint(value: int) -> bytes:
@@ -116,7 +130,14 @@ def test_no_rpc_to_set_B_or_to_kernel_a_supplied_matrix(entity) -> None:
     channel, entity_id, _ = entity
     service = pb.DESCRIPTOR.services_by_name["Entity"]
     assert {m.name for m in service.methods} == {
-        "Metadata", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "LocalBaseline", "DpWeights", "DpEvaluate",
+        "Metadata",
+        "Records",
+        "FeatureRange",
+        "KernelBlock",
+        "AcceptModel",
+        "LocalBaseline",
+        "DpWeights",
+        "DpEvaluate",
     }, "the Entity service changed: review what each new method lets a coordinator do"
     rng = np.random.default_rng(0)
     matrix = rng.random((5, 15)).tobytes()
@@ -154,8 +175,9 @@ def _bulk_fields(message: Descriptor, seen: set[str]) -> set[str]:
         repeated = field.is_repeated
         if field.type == FieldDescriptor.TYPE_MESSAGE:
             found |= _bulk_fields(field.message_type, seen)
-        elif field.type == FieldDescriptor.TYPE_BYTES or (repeated and (
-                field.type in NUMBERS or field.type == FieldDescriptor.TYPE_STRING)):
+        elif field.type == FieldDescriptor.TYPE_BYTES or (
+            repeated and (field.type in NUMBERS or field.type == FieldDescriptor.TYPE_STRING)
+        ):
             found.add(field.full_name)
     return found
 

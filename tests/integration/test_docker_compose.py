@@ -62,7 +62,11 @@ def test_compose_demo_trains_and_evaluates_privately() -> None:
     try:
         result = subprocess.run(
             [*compose, "up", "--build", "--no-color", "--abort-on-container-exit", "--exit-code-from", "coordinator"],
-            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, timeout=COMPOSE_TIMEOUT_S,
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            timeout=COMPOSE_TIMEOUT_S,
         )
         output = result.stdout
         assert result.returncode == 0, f"docker-compose up exited {result.returncode}:\n{output[-5000:]}"
@@ -74,5 +78,6 @@ def test_compose_demo_trains_and_evaluates_privately() -> None:
         subprocess.run([*compose, "down", "-v"], cwd=REPO, capture_output=True, timeout=300)
         # Each build untags the previous ppsvm:local; with the vfs storage driver every such
         # dangling image keeps GBs of disk (CI filled the disk once). Only ppsvm's own are pruned.
-        subprocess.run(["docker", "image", "prune", "-f", "--filter", "label=org.ppsvm.image"],
-                       capture_output=True, timeout=300)
+        subprocess.run(
+            ["docker", "image", "prune", "-f", "--filter", "label=org.ppsvm.image"], capture_output=True, timeout=300
+        )

@@ -12,10 +12,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppsvm.core.dp import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling, train_linear_svm
+from ppsvm.core.dp import (
+    apply_scaling,
+    fourier_features,
+    learn_frequencies,
+    public_kernel_width,
+    public_scaling,
+    train_linear_svm,
+)
 from ppsvm.core.dp_model import DpModel
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.data.cell import load_cell
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 from .conftest import DP_SPLIT_OPTIONS, ppsvm, public_and_private
 
@@ -33,8 +40,19 @@ def dp_federation(federation, tmp_path: Path):
 
 
 def train(run, public: Path, *options: str, check: bool = True):
-    return ppsvm("coordinator", "train", "--federation", str(run.federation_path), "--model-out", str(run.split_dir / "dp.json"),
-                 "--public", str(public), "--json", *options, check=check)
+    return ppsvm(
+        "coordinator",
+        "train",
+        "--federation",
+        str(run.federation_path),
+        "--model-out",
+        str(run.split_dir / "dp.json"),
+        "--public",
+        str(public),
+        "--json",
+        *options,
+        check=check,
+    )
 
 
 def budget(run, entity: str) -> dict:
@@ -56,18 +74,24 @@ def test_unnoised_release_equals_the_independent_svm(dp_federation) -> None:
     weights, counts = [], []
     for entity in ("r0c0", "r1c0", "r2c0"):
         cell = load_cell(run.split_dir / f"{entity}.csv")
-        weights.append(train_linear_svm(fourier_features(apply_scaling(cell.X_train, low, high), rho), cell.y_train, 1.0).w)
+        weights.append(
+            train_linear_svm(fourier_features(apply_scaling(cell.X_train, low, high), rho), cell.y_train, 1.0).w
+        )
         counts.append(len(cell.y_train))
     np.testing.assert_allclose(np.asarray(model.weights), np.average(weights, axis=0, weights=counts), atol=1e-8)
     log = budget(run, "r0c0")
     assert log["epsilon_spent"] == 0.0  # a non-private release is not a DP release...
-    assert [r["rpc"] for r in log["releases"]] == ["DpWeights"] and log["releases"][0]["not_private"]  # ...but is logged
+    assert [r["rpc"] for r in log["releases"]] == ["DpWeights"] and log["releases"][0][
+        "not_private"
+    ]  # ...but is logged
 
 
 def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
     run, public = dp_federation
     for epsilon in ("1", "1"):
-        summary = json.loads(train(run, public, "--method", "dp-hybrid", "--epsilon", epsilon, "--frequencies", "20").stdout)
+        summary = json.loads(
+            train(run, public, "--method", "dp-hybrid", "--epsilon", epsilon, "--frequencies", "20").stdout
+        )
         assert summary["private"] is True and summary["epsilon"] == 1.0
     log = budget(run, "r1c0")
     assert log["epsilon_spent"] == 2.0 and log["epsilon_remaining"] == 0.5  # exact: integer micro-epsilons
@@ -79,10 +103,21 @@ def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
     assert budget(run, "r1c0")["epsilon_spent"] == 2.0  # the refusal spent nothing
     report = ppsvm("entity", "releases", "--config", str(run.split_dir / "r2c0.toml")).stdout
     assert "DpWeights" in report and "laplace" in report and "epsilon spent 2, remaining 0.5 of 2.5" in report
-    evaluate = ["coordinator", "evaluate", "--federation", str(run.federation_path), "--model", str(run.split_dir / "dp.json"),
-                "--json"]
+    evaluate = [
+        "coordinator",
+        "evaluate",
+        "--federation",
+        str(run.federation_path),
+        "--model",
+        str(run.split_dir / "dp.json"),
+        "--json",
+    ]
     refused = ppsvm(*evaluate, check=False)
-    assert refused.returncode != 0 and "spends privacy budget at every entity" in refused.stderr and "--epsilon" in refused.stderr
+    assert (
+        refused.returncode != 0
+        and "spends privacy budget at every entity" in refused.stderr
+        and "--epsilon" in refused.stderr
+    )
     evaluation = json.loads(ppsvm(*evaluate, "--epsilon", "0.5").stdout.splitlines()[-1])
     assert set(evaluation) >= {"error_rate", "n_test", "private", "evaluation_epsilon"} and "auc" not in evaluation
     assert evaluation["private"] is True and budget(run, "r1c0")["epsilon_remaining"] == 0.0
@@ -110,4 +145,11 @@ def test_public_only_needs_no_entity_and_non_private_release_needs_consent(dp_fe
 def test_no_release_field_could_carry_an_unnoised_intercept() -> None:
     """DpReply has weights and bookkeeping only: no intercept or other model number leaves un-noised."""
     assert {f.name for f in pb.DpReply.DESCRIPTOR.fields} == {
-        "entity_id", "n_train", "weights", "mechanism", "epsilon", "noise", "budget_remaining"}
+        "entity_id",
+        "n_train",
+        "weights",
+        "mechanism",
+        "epsilon",
+        "noise",
+        "budget_remaining",
+    }

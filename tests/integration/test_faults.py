@@ -30,8 +30,8 @@ import numpy as np
 import pytest
 
 from ppsvm.config import load_federation
-from ppsvm.core.model import Model
 from ppsvm.coordinator.federation import Session
+from ppsvm.core.model import Model
 from ppsvm.processes import read_listening_address
 
 from .conftest import REPO, RunningFederation
@@ -57,16 +57,32 @@ class Coordinator:
         self.started = time.monotonic()
         self.ended: float | None = None
         self.process = subprocess.Popen(
-            [sys.executable, "-m", "ppsvm", "coordinator", "train", "--federation", str(federation_path),
-             "--model-out", str(model_out), *TRAIN_SETTINGS, *extra],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            [
+                sys.executable,
+                "-m",
+                "ppsvm",
+                "coordinator",
+                "train",
+                "--federation",
+                str(federation_path),
+                "--model-out",
+                str(model_out),
+                *TRAIN_SETTINGS,
+                *extra,
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
         )
         self.stdout: list[str] = []
         self.stderr: list[str] = []
         self._stderr_lines: queue.Queue[str | None] = queue.Queue()
         self._readers = [
             threading.Thread(target=self._pump, args=(self.process.stdout, self.stdout, None), daemon=True),
-            threading.Thread(target=self._pump, args=(self.process.stderr, self.stderr, self._stderr_lines), daemon=True),
+            threading.Thread(
+                target=self._pump, args=(self.process.stderr, self.stderr, self._stderr_lines), daemon=True
+            ),
         ]
         for reader in self._readers:
             reader.start()
@@ -132,7 +148,10 @@ def start_entity(config: Path, address: str, log: Path) -> subprocess.Popen[str]
     with log.open("a") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "ppsvm", "entity", "--config", str(config), "--listen", address],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=REPO,
         )
     try:
         listening = read_listening_address(process, f"entity {config.stem} (log {log})", ENTITY_START_TIMEOUT_S)
@@ -167,7 +186,13 @@ def assert_same_model(model: Model, reference: Model, atol: float = 1e-12) -> No
     np.testing.assert_allclose(model.u, reference.u, atol=atol, rtol=0)
     assert abs(model.gamma - reference.gamma) <= atol
     assert (model.task, model.kernel, model.mu, model.nu, model.mbar, model.private) == (
-        reference.task, reference.kernel, reference.mu, reference.nu, reference.mbar, reference.private)
+        reference.task,
+        reference.kernel,
+        reference.mu,
+        reference.nu,
+        reference.mbar,
+        reference.private,
+    )
     assert model.scaling == reference.scaling and model.entities == reference.entities
 
 
@@ -213,7 +238,9 @@ def train_reference(run: RunningFederation, model_out: Path) -> tuple[Model, flo
 # --------------------------------------------------------------------------- 1. coordinator killed
 
 
-def test_killed_coordinator_leaves_no_partial_model_and_rerun_is_identical(federation: Callable[..., RunningFederation], tmp_path: Path) -> None:
+def test_killed_coordinator_leaves_no_partial_model_and_rerun_is_identical(
+    federation: Callable[..., RunningFederation], tmp_path: Path
+) -> None:
     """SIGKILL of the coordinator at random moments (timed over the whole run, or just after a logged phase)
     leaves the model path absent, untouched, or a complete model equal to the reference; never a partial file;
     at most write_atomic's temporary file beside it. Two complete reruns then give bitwise the same u, gamma."""
@@ -268,7 +295,9 @@ def test_killed_coordinator_leaves_no_partial_model_and_rerun_is_identical(feder
 # --------------------------------------------------------------------------- 2. entity restarted
 
 
-def test_restarted_entity_derives_same_B_and_gives_same_answers(federation: Callable[..., RunningFederation], tmp_path: Path) -> None:
+def test_restarted_entity_derives_same_B_and_gives_same_answers(
+    federation: Callable[..., RunningFederation], tmp_path: Path
+) -> None:
     """An entity killed and restarted on the same port with the same config derives the same B_j: the kernels
     the coordinator assembles are bit for bit the same, and training gives the same model."""
     run = federation(1, 2)
@@ -289,7 +318,9 @@ def test_restarted_entity_derives_same_B_and_gives_same_answers(federation: Call
 
 
 @pytest.mark.slow
-def test_entities_killed_at_random_give_correct_model_or_clear_error(federation: Callable[..., RunningFederation], tmp_path: Path) -> None:
+def test_entities_killed_at_random_give_correct_model_or_clear_error(
+    federation: Callable[..., RunningFederation], tmp_path: Path
+) -> None:
     """Kill one random entity at a random moment of a training run, sometimes restarting it on its port after a
     random pause. Every run ends within the timeout with either exit 0 and the central model, or exit 1 with an
     error naming that entity and its address and the previous model untouched (or the new model, correct, when
@@ -359,8 +390,11 @@ def test_entities_killed_at_random_give_correct_model_or_clear_error(federation:
         tally[outcome] += 1
         when = f"after '{moment}'" if isinstance(moment, str) else f"{moment:.2f} s after launch"
         again = "never" if restart_delay is None else f"{restart_delay:.2f} s later"
-        print(f"\ntrial {trial}: killed {entity.id} {when} ({'during' if during else 'after'} the run), restarted {again}: "
-              f"{outcome} in {coordinator.seconds:.1f} s" + (f"\n  {stderr.strip().splitlines()[-1]}" if code else ""))
+        print(
+            f"\ntrial {trial}: killed {entity.id} {when} "
+            f"({'during' if during else 'after'} the run), restarted {again}: "
+            f"{outcome} in {coordinator.seconds:.1f} s" + (f"\n  {stderr.strip().splitlines()[-1]}" if code else "")
+        )
         if run.processes.processes[victim].poll() is not None:
             restart_entity(run, victim, tmp_path / f"restart-{trial}-after.log")
     print(f"entity kills (run {duration:.2f} s): {dict(tally)}")
@@ -371,7 +405,9 @@ def test_entities_killed_at_random_give_correct_model_or_clear_error(federation:
 # --------------------------------------------------------------------------- 4. entity frozen
 
 
-def test_frozen_entity_fails_by_the_deadline_naming_it(federation: Callable[..., RunningFederation], tmp_path: Path) -> None:
+def test_frozen_entity_fails_by_the_deadline_naming_it(
+    federation: Callable[..., RunningFederation], tmp_path: Path
+) -> None:
     """An entity that accepts connections but never answers (SIGSTOP) makes training fail within a bounded
     time with an error naming the entity, its address and the deadline; no model is written."""
     run = federation(1, 2)

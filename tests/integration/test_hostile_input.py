@@ -42,22 +42,22 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
-from ppsvm.wire.certs import COORDINATOR, federation_parties, make_certificates
-from ppsvm.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
-from ppsvm.errors import PpsvmError
-from ppsvm.files import PRIVATE_MODE
-from ppsvm.wire.grpc_util import create_server
-from ppsvm.core.randomness import range_tag
-from ppsvm.core.kernels import gaussian_fetch_width
-from ppsvm.core.release_log import create_release_log
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
-from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.chunks import decode_arrays, encode_arrays
 from ppsvm.cli import main as cli_main
-from ppsvm.processes import EntityProcesses
+from ppsvm.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
 from ppsvm.coordinator.train import TrainOptions, train_and_save
+from ppsvm.core.kernels import gaussian_fetch_width
+from ppsvm.core.randomness import range_tag
+from ppsvm.core.release_log import create_release_log
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.entity.servicer import KERNEL_NAMES, RECORD_SETS, EntityServicer
+from ppsvm.errors import PpsvmError
+from ppsvm.files import PRIVATE_MODE
+from ppsvm.processes import EntityProcesses
+from ppsvm.wire.certs import COORDINATOR, federation_parties, make_certificates
+from ppsvm.wire.chunks import decode_arrays, encode_arrays
+from ppsvm.wire.grpc_util import create_server
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
 
@@ -100,7 +100,7 @@ def set_column(rows: Rows, column: str, value: Callable[[int, str], str]) -> Row
 
 def drop_column(rows: Rows, column: str) -> Rows:
     at = rows[0].index(column)
-    return [row[:at] + row[at + 1:] for row in rows]
+    return [row[:at] + row[at + 1 :] for row in rows]
 
 
 def edit_field(rows: Rows, record: int, column: str, value: str) -> Rows:
@@ -129,8 +129,11 @@ def write_variant(split_dir: Path, variant: Variant, rows: dict[str, Rows]) -> P
     text = (split_dir / f"{variant.base}.toml").read_text(encoding="utf-8")
     text = re.sub(r"(?m)^data = .*$", f"data = {toml_string(variant.stem + '.csv')}", text)
     if variant.members is not None:
-        text = re.sub(r"(?m)^column_block_members = .*$",
-                      "column_block_members = [" + ", ".join(toml_string(m) for m in variant.members) + "]", text)
+        text = re.sub(
+            r"(?m)^column_block_members = .*$",
+            "column_block_members = [" + ", ".join(toml_string(m) for m in variant.members) + "]",
+            text,
+        )
     if variant.secret_file is not None:
         text = re.sub(r"(?m)^secret_file = .*$", f"secret_file = {toml_string(variant.secret_file)}", text)
     # Each variant is an entity of its own (its cell differs), so it keeps its own release log and basis pin.
@@ -161,8 +164,11 @@ class Grid:
     task: dict[str, Any]
 
     def coordinator_tls(self) -> dict[str, str]:
-        return {"ca": str(self.split_dir / "ca.pem"), "cert": str(self.split_dir / "coordinator.pem"),
-                "key": str(self.split_dir / "coordinator.key")}
+        return {
+            "ca": str(self.split_dir / "ca.pem"),
+            "cert": str(self.split_dir / "coordinator.pem"),
+            "key": str(self.split_dir / "coordinator.key"),
+        }
 
     def federation(self, name: str, cells: tuple[tuple[str, int, int], ...], tls: dict[str, str] | None = None) -> Path:
         """A federation file of (config stem, row block, column block) cells; the coordinator's TLS unless ``tls``."""
@@ -191,12 +197,17 @@ class Grid:
 
         Release logs and their head files are left out: the entities record what they released before the refusal
         (ids, ranges)."""
-        return {path.name: path.stat().st_mtime_ns for path in self.split_dir.iterdir()
-                if not path.name.endswith((".federation.toml", ".releases.jsonl", ".releases.jsonl.head"))}
+        return {
+            path.name: path.stat().st_mtime_ns
+            for path in self.split_dir.iterdir()
+            if not path.name.endswith((".federation.toml", ".releases.jsonl", ".releases.jsonl.head"))
+        }
 
     def train(self, federation: Path, *flags: str) -> tuple[subprocess.CompletedProcess[str], Path]:
         model = self.split_dir / f"{federation.name.split('.')[0]}.model.json"
-        result = ppsvm("coordinator", "train", "--federation", str(federation), "--model-out", str(model), *flags, check=False)
+        result = ppsvm(
+            "coordinator", "train", "--federation", str(federation), "--model-out", str(model), *flags, check=False
+        )
         return result, model
 
 
@@ -226,8 +237,13 @@ VARIANTS = (
     Variant("r0c0-override", "r0c0", members=("r0c0",), extra=OVERRIDE),
     # in-process only: the honest cell alone in its column block, and one with 0/1 labels
     Variant("r0c0-solo", "r0c0", members=("r0c0",), process=False),
-    Variant("r0c0-zero-one", "r0c0", lambda rows: set_column(rows, "label", lambda k, old: "0" if old.startswith("-") else "1"),
-            members=("r0c0",), process=False),
+    Variant(
+        "r0c0-zero-one",
+        "r0c0",
+        lambda rows: set_column(rows, "label", lambda k, old: "0" if old.startswith("-") else "1"),
+        members=("r0c0",),
+        process=False,
+    ),
 )
 
 
@@ -249,8 +265,10 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
     rows = {entity_id: read_rows(split_dir / f"{entity_id}.csv") for entity_id in ("r0c0", "r0c1", "r1c0", "r1c1")}
     # The dupe variant takes r0c0's first record id.
     dupe = first_id(rows["r0c0"])
-    variants = [dataclasses.replace(v, edit=lambda r, d=dupe: edit_field(r, 0, "id", d)) if v.stem == "r1c0-dupe" else v
-                for v in VARIANTS]
+    variants = [
+        dataclasses.replace(v, edit=lambda r, d=dupe: edit_field(r, 0, "id", d)) if v.stem == "r1c0-dupe" else v
+        for v in VARIANTS
+    ]
     configs = {entity_id: split_dir / f"{entity_id}.toml" for entity_id in rows}
     configs |= {v.stem: write_variant(split_dir, v, rows) for v in variants}
     started = [stem for stem in configs if stem in rows or next(v for v in variants if v.stem == stem).process]
@@ -259,7 +277,7 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
         override = running.processes[started.index("r0c0-override")]
         limit_address_space(override.pid)
         task = {"task": "classify", "kernel": "gaussian"}
-        yield Grid(split_dir, dict(zip(started, running.addresses)), entity_of, task)
+        yield Grid(split_dir, dict(zip(started, running.addresses, strict=True)), entity_of, task)
 
 
 def case_ids(cases: list[Any]) -> list[str]:
@@ -281,6 +299,7 @@ def assert_clear_cli_failure(result: subprocess.CompletedProcess[str], *fragment
 
 def _cell_case(edit: Callable[[Rows], Rows] | None = None, raw: bytes | None = None) -> Callable[[Rows], bytes]:
     """How a broken cell is made: r0c0's rows edited, or fixed bytes."""
+
     def make(rows: Rows) -> bytes:
         if raw is not None:
             return raw
@@ -298,32 +317,81 @@ def _ragged(rows: Rows, record: int, extra: bool) -> Rows:
 
 # (case, how the cell is made from r0c0's rows, fragments the error must hold besides the cell's path)
 BROKEN_CELLS: list[Any] = [
-    ("nan-feature", _cell_case(lambda r: edit_field(r, 3, "x5", "nan")), ["line 5", "column 'x5'", "'nan' is not a finite number"]),
-    ("inf-feature", _cell_case(lambda r: edit_field(r, 0, "x9", "inf")), ["line 2", "column 'x9'", "'inf' is not a finite number"]),
-    ("overflowing-feature", _cell_case(lambda r: edit_field(r, 1, "x2", "1e309")), ["line 3", "column 'x2'", "not a finite number"]),
-    ("non-numeric-feature", _cell_case(lambda r: edit_field(r, 2, "x2", "abc")), ["line 4", "column 'x2'", "'abc' is not a number"]),
-    ("empty-feature", _cell_case(lambda r: edit_field(r, 2, "x3", "")), ["line 4", "column 'x3'", "'' is not a number"]),
-    ("nan-label", _cell_case(lambda r: edit_field(r, 4, "label", "NaN")), ["line 6", "column 'label'", "not a finite number"]),
-    ("non-numeric-label", _cell_case(lambda r: edit_field(r, 4, "label", "M")), ["line 6", "column 'label'", "'M' is not a number"]),
-    ("missing-id-column", _cell_case(lambda r: drop_column(r, "id")), ["line 1", "the first column must be 'id', got 'label'"]),
+    (
+        "nan-feature",
+        _cell_case(lambda r: edit_field(r, 3, "x5", "nan")),
+        ["line 5", "column 'x5'", "'nan' is not a finite number"],
+    ),
+    (
+        "inf-feature",
+        _cell_case(lambda r: edit_field(r, 0, "x9", "inf")),
+        ["line 2", "column 'x9'", "'inf' is not a finite number"],
+    ),
+    (
+        "overflowing-feature",
+        _cell_case(lambda r: edit_field(r, 1, "x2", "1e309")),
+        ["line 3", "column 'x2'", "not a finite number"],
+    ),
+    (
+        "non-numeric-feature",
+        _cell_case(lambda r: edit_field(r, 2, "x2", "abc")),
+        ["line 4", "column 'x2'", "'abc' is not a number"],
+    ),
+    (
+        "empty-feature",
+        _cell_case(lambda r: edit_field(r, 2, "x3", "")),
+        ["line 4", "column 'x3'", "'' is not a number"],
+    ),
+    (
+        "nan-label",
+        _cell_case(lambda r: edit_field(r, 4, "label", "NaN")),
+        ["line 6", "column 'label'", "not a finite number"],
+    ),
+    (
+        "non-numeric-label",
+        _cell_case(lambda r: edit_field(r, 4, "label", "M")),
+        ["line 6", "column 'label'", "'M' is not a number"],
+    ),
+    (
+        "missing-id-column",
+        _cell_case(lambda r: drop_column(r, "id")),
+        ["line 1", "the first column must be 'id', got 'label'"],
+    ),
     ("empty-id", _cell_case(lambda r: edit_field(r, 5, "id", " ")), ["line 7", "column 'id'", "empty record id"]),
-    ("duplicate-id", _cell_case(lambda r: edit_field(r, 9, "id", first_id(r))), ["line 11", "duplicate record id", "first on line 2"]),
+    (
+        "duplicate-id",
+        _cell_case(lambda r: edit_field(r, 9, "id", first_id(r))),
+        ["line 11", "duplicate record id", "first on line 2"],
+    ),
     ("short-row", _cell_case(lambda r: _ragged(r, 6, extra=False)), ["line 8", "17 fields, the header has 18"]),
     ("long-row", _cell_case(lambda r: _ragged(r, 6, extra=True)), ["line 8", "19 fields, the header has 18"]),
-    ("bad-split-value", _cell_case(lambda r: edit_field(r, 0, "split", "validate")), ["line 2", "column 'split'", "'validate'"]),
+    (
+        "bad-split-value",
+        _cell_case(lambda r: edit_field(r, 0, "split", "validate")),
+        ["line 2", "column 'split'", "'validate'"],
+    ),
     ("empty-file", _cell_case(raw=b""), ["empty file"]),
     ("header-only", _cell_case(lambda r: r[:1]), ["no records (the cell is empty)"]),
     ("blank-lines-only", _cell_case(raw=b"id,label,split,x1\n\n\n  \n"), ["no records (the cell is empty)"]),
-    ("only-held-out-records", _cell_case(lambda r: set_column(r, "split", lambda k, old: "test")), ["every record is marked 'test'"]),
-    pytest.param(
-        "not-utf8", _cell_case(raw=b"id,label,split,x1\nJos\xe9,1,train,2.0\n"), ["line 2", "UTF-8"],
+    (
+        "only-held-out-records",
+        _cell_case(lambda r: set_column(r, "split", lambda k, old: "test")),
+        ["every record is marked 'test'"],
     ),
     pytest.param(
-        "oversized-field", _cell_case(raw=b"id,label,split,x1\na,1,train," + b"1" * 200_000 + b"\n"), ["line 2", "not readable as CSV"],
+        "not-utf8",
+        _cell_case(raw=b"id,label,split,x1\nJos\xe9,1,train,2.0\n"),
+        ["line 2", "UTF-8"],
+    ),
+    pytest.param(
+        "oversized-field",
+        _cell_case(raw=b"id,label,split,x1\na,1,train," + b"1" * 200_000 + b"\n"),
+        ["line 2", "not readable as CSV"],
     ),
     # a line of millions of short fields, which the csv module read whole (a 2 GB one: MemoryError)
     pytest.param(
-        "line-over-1-mib", _cell_case(raw=b"id,label,split,x1\na,1,train,1\nb,1,train," + b"1," * 600_000 + b"1\n"),
+        "line-over-1-mib",
+        _cell_case(raw=b"id,label,split,x1\na,1,train,1\nb,1,train," + b"1," * 600_000 + b"1\n"),
         ["line 3 is longer than 1,048,576 characters"],
     ),
 ]
@@ -336,18 +404,26 @@ def broken_cells(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Path:
     directory = tmp_path_factory.mktemp("broken-cells")
     (directory / "column-block-0.secret").write_text((grid.split_dir / "column-block-0.secret").read_text())
     base = (grid.split_dir / "r0c0.toml").read_text(encoding="utf-8")
-    base = re.sub(r'(?m)^(ca|cert|key) = "(.*)"$', lambda m: f"{m[1]} = {toml_string(str(grid.split_dir / m[2]))}", base)
+    base = re.sub(
+        r'(?m)^(ca|cert|key) = "(.*)"$', lambda m: f"{m[1]} = {toml_string(str(grid.split_dir / m[2]))}", base
+    )
     for case in BROKEN_CELLS:
         name, make, _ = case.values if hasattr(case, "values") else case
         (directory / f"{name}.csv").write_bytes(make(rows))
-        (directory / f"{name}.toml").write_text(re.sub(r"(?m)^data = .*$", f'data = "{name}.csv"', base), encoding="utf-8")
+        (directory / f"{name}.toml").write_text(
+            re.sub(r"(?m)^data = .*$", f'data = "{name}.csv"', base), encoding="utf-8"
+        )
     return directory
 
 
 @pytest.mark.parametrize(("case", "make", "fragments"), BROKEN_CELLS, ids=case_ids(BROKEN_CELLS))
 def test_malformed_cell_stops_the_entity_naming_file_line_and_column(
-    broken_cells: Path, capsys: pytest.CaptureFixture[str], monkeypatch: pytest.MonkeyPatch,
-    case: str, make: Callable[[Rows], bytes], fragments: list[str],
+    broken_cells: Path,
+    capsys: pytest.CaptureFixture[str],
+    monkeypatch: pytest.MonkeyPatch,
+    case: str,
+    make: Callable[[Rows], bytes],
+    fragments: list[str],
 ) -> None:
     """`ppsvm entity` (its CLI entry point, in this process: the same code as the console script) over a malformed
     cell returns 1 before listening, with one error line naming the cell file and the line/column at fault, and
@@ -368,18 +444,38 @@ def test_malformed_cell_stops_the_entity_naming_file_line_and_column(
 def test_malformed_cell_entity_process_exits_1_without_listening(broken_cells: Path) -> None:
     """The same as real `ppsvm entity` processes, for four kinds of fault (a value, an id, an empty file, a line too
     long to read): exit status 1, the error line, no traceback, never `listening on`."""
-    cases = {"nan-feature": "'nan' is not a finite number", "duplicate-id": "duplicate record id", "empty-file": "empty file",
-             "line-over-1-mib": "line 3 is longer than 1,048,576 characters"}
+    cases = {
+        "nan-feature": "'nan' is not a finite number",
+        "duplicate-id": "duplicate record id",
+        "empty-file": "empty file",
+        "line-over-1-mib": "line 3 is longer than 1,048,576 characters",
+    }
     processes = {
-        case: subprocess.Popen([sys.executable, "-m", "ppsvm", "entity", "--config", str(broken_cells / f"{case}.toml"),
-                                "--listen", "127.0.0.1:0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+        case: subprocess.Popen(
+            [
+                sys.executable,
+                "-m",
+                "ppsvm",
+                "entity",
+                "--config",
+                str(broken_cells / f"{case}.toml"),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+        )
         for case in cases
     }
     try:
         for case, process in processes.items():
             out, err = process.communicate(timeout=120)
             assert process.returncode == 1 and "listening on" not in out, (case, err)
-            assert "Traceback" not in err and f"ppsvm: error: {broken_cells / case}.csv" in err and cases[case] in err, err
+            assert (
+                "Traceback" not in err and f"ppsvm: error: {broken_cells / case}.csv" in err and cases[case] in err
+            ), err
     finally:
         for process in processes.values():
             if process.poll() is None:
@@ -407,25 +503,41 @@ class FirstIdOf:
 REFUSED_FEDERATIONS: list[Any] = [
     # ids that differ across the column blocks of a row block: r0c1 and r1c1 swap row blocks
     ("ids-differ", _swapped_row_blocks(), ["row block 0: entities r0c0 and r1c1 hold different train records"]),
-    ("labels-disagree", (("r0c0", 0, 0), ("r0c1", 0, 1), ("r1c0", 1, 0), ("r1c1-flipped", 1, 1)),
-     ["row block 1: entities r1c0 and r1c1 disagree on the labels of", FirstIdOf("r1c1")]),
-    ("widths-differ", (("r0c0", 0, 0), ("r0c1", 0, 1), ("r1c0-narrow", 1, 0), ("r1c1", 1, 1)),
-     ["column block 0: entities hold different feature counts {'r0c0': 15, 'r1c0': 14}"]),
-    ("foreign-secret", (("r0c0", 0, 0), ("r0c1", 0, 1), ("r1c0", 1, 0), ("r1c1-foreign-secret", 1, 1)),
-     ["column block 1", "different column-group secrets", "r0c1", "r1c1"]),
+    (
+        "labels-disagree",
+        (("r0c0", 0, 0), ("r0c1", 0, 1), ("r1c0", 1, 0), ("r1c1-flipped", 1, 1)),
+        ["row block 1: entities r1c0 and r1c1 disagree on the labels of", FirstIdOf("r1c1")],
+    ),
+    (
+        "widths-differ",
+        (("r0c0", 0, 0), ("r0c1", 0, 1), ("r1c0-narrow", 1, 0), ("r1c1", 1, 1)),
+        ["column block 0: entities hold different feature counts {'r0c0': 15, 'r1c0': 14}"],
+    ),
+    (
+        "foreign-secret",
+        (("r0c0", 0, 0), ("r0c1", 0, 1), ("r1c0", 1, 0), ("r1c1-foreign-secret", 1, 1)),
+        ["column block 1", "different column-group secrets", "r0c1", "r1c1"],
+    ),
     ("no-labels", (("r0c0-unlabelled", 0, 0),), ["row block 0: no entity holds labels for its records"]),
     pytest.param(
-        "single-class", (("r0c0-positive", 0, 0),), ["needs both classes"],
+        "single-class",
+        (("r0c0-positive", 0, 0),),
+        ["needs both classes"],
     ),
     pytest.param(
-        "id-in-two-row-blocks", (("r0c0", 0, 0), ("r1c0-dupe", 1, 0)), [FirstIdOf("r0c0"), "r0c0", "r1c0"],
+        "id-in-two-row-blocks",
+        (("r0c0", 0, 0), ("r1c0-dupe", 1, 0)),
+        [FirstIdOf("r0c0"), "r0c0", "r1c0"],
     ),
 ]
 
 
 @pytest.mark.parametrize(("name", "cells", "fragments"), REFUSED_FEDERATIONS, ids=case_ids(REFUSED_FEDERATIONS))
 def test_inconsistent_federation_is_refused_and_entities_keep_serving(
-    grid: Grid, name: str, cells: tuple[tuple[str, int, int], ...], fragments: list[str | FirstIdOf],
+    grid: Grid,
+    name: str,
+    cells: tuple[tuple[str, int, int], ...],
+    fragments: list[str | FirstIdOf],
 ) -> None:
     """`ppsvm coordinator train` over entities whose cells disagree exits 1 naming the entities (and the records)
     at fault, writes no model and no file at all, and every entity involved still answers afterwards."""
@@ -445,7 +557,9 @@ def test_inconsistent_federation_is_refused_and_entities_keep_serving(
 def signed_range(grid: Grid, stem: str) -> pb.SignedRange:
     with grid.channel(stem) as channel:
         bounds = decode_arrays(pb_grpc.EntityStub(channel).FeatureRange(pb.Empty(), timeout=CALL_TIMEOUT_S))
-    return pb.SignedRange(entity_id=grid.entity_of[stem], low=bounds["low"], high=bounds["high"], tag=str(bounds["tag"][0]))
+    return pb.SignedRange(
+        entity_id=grid.entity_of[stem], low=bounds["low"], high=bounds["high"], tag=str(bounds["tag"][0])
+    )
 
 
 def r0c0_train_ids(grid: Grid) -> list[str]:
@@ -458,8 +572,9 @@ def honest_request(grid: Grid) -> pb.KernelRequest:
     entity pins its first view, and the healthy training at the end asks the same), mbar 2, its column block's
     signed ranges."""
     ranges = [signed_range(grid, "r0c0"), signed_range(grid, "r1c0")]
-    return pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=2, mu=gaussian_fetch_width(30), scaling=pb.Scaling(ranges=ranges),
-                            record_set=pb.TRAIN)
+    return pb.KernelRequest(
+        kernel=pb.GAUSSIAN, mbar=2, mu=gaussian_fetch_width(30), scaling=pb.Scaling(ranges=ranges), record_set=pb.TRAIN
+    )
 
 
 def _with(**changes: Any) -> Callable[[pb.KernelRequest], pb.KernelRequest]:
@@ -502,25 +617,58 @@ ABSURD_KERNEL_REQUESTS: list[Any] = [
     pytest.param("mu-zero", _with(mu=0.0), grpc.StatusCode.INVALID_ARGUMENT, "mu"),
     pytest.param("mu-inf", _with(mu=math.inf), grpc.StatusCode.INVALID_ARGUMENT, "mu"),
     ("kernel-enum-7", _with(kernel=7), grpc.StatusCode.INVALID_ARGUMENT, "kernel must be LINEAR or GAUSSIAN"),
-    ("kernel-unspecified", _with(kernel=pb.KERNEL_UNSPECIFIED), grpc.StatusCode.INVALID_ARGUMENT, "kernel must be LINEAR or GAUSSIAN"),
+    (
+        "kernel-unspecified",
+        _with(kernel=pb.KERNEL_UNSPECIFIED),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "kernel must be LINEAR or GAUSSIAN",
+    ),
     ("record-set-enum-9", _with(record_set=9), grpc.StatusCode.INVALID_ARGUMENT, "record_set must be TRAIN or TEST"),
-    ("record-set-unspecified", _with(record_set=pb.RECORD_SET_UNSPECIFIED), grpc.StatusCode.INVALID_ARGUMENT,
-     "record_set must be TRAIN or TEST"),
-    ("no-records", lambda r: pb.KernelRequest(kernel=r.kernel, mbar=r.mbar, mu=r.mu, scaling=r.scaling),
-     grpc.StatusCode.INVALID_ARGUMENT, "name a record set or record ids"),
-    ("5000-unknown-ids", _with(ids=[f"nobody-{k}" for k in range(5000)]), grpc.StatusCode.INVALID_ARGUMENT,
-     "unknown record id(s) 'nobody-0', 'nobody-1', 'nobody-2', 'nobody-3', 'nobody-4' ... (5000 of 5000)"),
+    (
+        "record-set-unspecified",
+        _with(record_set=pb.RECORD_SET_UNSPECIFIED),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "record_set must be TRAIN or TEST",
+    ),
+    (
+        "no-records",
+        lambda r: pb.KernelRequest(kernel=r.kernel, mbar=r.mbar, mu=r.mu, scaling=r.scaling),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "name a record set or record ids",
+    ),
+    (
+        "5000-unknown-ids",
+        _with(ids=[f"nobody-{k}" for k in range(5000)]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "unknown record id(s) 'nobody-0', 'nobody-1', 'nobody-2', 'nobody-3', 'nobody-4' ... (5000 of 5000)",
+    ),
     ("empty-id", _with(ids=[""]), grpc.StatusCode.INVALID_ARGUMENT, "unknown record id(s) '' (1 of 1)"),
     ("ids-over-4-MB", _with(ids=["x" * 1000] * 5000), grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max"),
-    ("no-scaling", _with(ranges=lambda ranges: []), grpc.StatusCode.PERMISSION_DENIED, "exactly the column block's entities"),
-    ("range-of-14-features", _with(ranges=_narrowed), grpc.StatusCode.INVALID_ARGUMENT, "holds 15 features; the range of r0c0 has 14"),
+    (
+        "no-scaling",
+        _with(ranges=lambda ranges: []),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "exactly the column block's entities",
+    ),
+    (
+        "range-of-14-features",
+        _with(ranges=_narrowed),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "holds 15 features; the range of r0c0 has 14",
+    ),
     ("nan-in-relayed-range", _with(ranges=_nan_range), grpc.StatusCode.PERMISSION_DENIED, "does not carry a valid tag"),
 ]
 
 
-@pytest.mark.parametrize(("case", "change", "code", "fragment"), ABSURD_KERNEL_REQUESTS, ids=case_ids(ABSURD_KERNEL_REQUESTS))
+@pytest.mark.parametrize(
+    ("case", "change", "code", "fragment"), ABSURD_KERNEL_REQUESTS, ids=case_ids(ABSURD_KERNEL_REQUESTS)
+)
 def test_absurd_kernel_request_gets_a_clear_status_and_the_entity_keeps_serving(
-    grid: Grid, case: str, change: Callable[[pb.KernelRequest], pb.KernelRequest], code: grpc.StatusCode, fragment: str,
+    grid: Grid,
+    case: str,
+    change: Callable[[pb.KernelRequest], pb.KernelRequest],
+    code: grpc.StatusCode,
+    fragment: str,
 ) -> None:
     """A KernelBlock request with an absurd value, sent over the coordinator's TLS channel, is refused with a
     status a caller can act on and a message naming the value; the entity then answers the honest request."""
@@ -532,7 +680,10 @@ def test_absurd_kernel_request_gets_a_clear_status_and_the_entity_keeps_serving(
         assert refused.value.code() is code, (refused.value.code(), refused.value.details())
         assert fragment in refused.value.details(), refused.value.details()
         assert len(refused.value.details()) < 1000  # a bounded message, whatever the request's size
-        assert decode_arrays(stub.KernelBlock(honest, timeout=CALL_TIMEOUT_S))["kernel"].shape == (len(r0c0_train_ids(grid)), 2)
+        assert decode_arrays(stub.KernelBlock(honest, timeout=CALL_TIMEOUT_S))["kernel"].shape == (
+            len(r0c0_train_ids(grid)),
+            2,
+        )
     grid.assert_serving("r0c0")
 
 
@@ -540,8 +691,13 @@ def test_absurd_mbar_on_an_entity_with_the_override(grid: Grid) -> None:
     """With the rule-3 override nothing but the request bounds mbar: 2**31 random points must be refused by size
     (the process runs under an address-space cap, so the attempt fails fast), and the entity keeps serving."""
     own = signed_range(grid, "r0c0-override")
-    request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=2**31, mu=gaussian_fetch_width(15), scaling=pb.Scaling(ranges=[own]),
-                               record_set=pb.TRAIN)
+    request = pb.KernelRequest(
+        kernel=pb.GAUSSIAN,
+        mbar=2**31,
+        mu=gaussian_fetch_width(15),
+        scaling=pb.Scaling(ranges=[own]),
+        record_set=pb.TRAIN,
+    )
     try:
         with grid.channel("r0c0-override") as channel:
             with pytest.raises(grpc.RpcError) as refused:
@@ -560,8 +716,13 @@ def test_stream_cancelled_by_the_caller_leaves_the_entity_serving(grid: Grid) ->
     # the rule-3 override serves beyond n_j.
     rows = len(r0c0_train_ids(grid))
     mbar = -(-5_200_000 // (8 * rows))
-    request = pb.KernelRequest(kernel=pb.GAUSSIAN, mbar=mbar, mu=gaussian_fetch_width(15), record_set=pb.TRAIN,
-                               scaling=pb.Scaling(ranges=[signed_range(grid, "r0c0-override")]))
+    request = pb.KernelRequest(
+        kernel=pb.GAUSSIAN,
+        mbar=mbar,
+        mu=gaussian_fetch_width(15),
+        record_set=pb.TRAIN,
+        scaling=pb.Scaling(ranges=[signed_range(grid, "r0c0-override")]),
+    )
     with grid.channel("r0c0-override") as channel:
         stub = pb_grpc.EntityStub(channel)
         call = stub.KernelBlock(request, timeout=CALL_TIMEOUT_S)
@@ -586,7 +747,9 @@ ABSURD_BASELINES: list[Any] = [
 
 
 @pytest.mark.parametrize(("case", "fields", "fragment"), ABSURD_BASELINES, ids=case_ids(ABSURD_BASELINES))
-def test_absurd_baseline_request_gets_a_clear_status(grid: Grid, case: str, fields: dict[str, Any], fragment: str) -> None:
+def test_absurd_baseline_request_gets_a_clear_status(
+    grid: Grid, case: str, fields: dict[str, Any], fragment: str
+) -> None:
     """LocalBaseline with a setting that cannot be trained with is refused as INVALID_ARGUMENT naming the setting."""
     with grid.channel("r0c0") as channel:
         with pytest.raises(grpc.RpcError) as refused:
@@ -609,7 +772,8 @@ def test_baseline_on_a_single_class_cell(grid: Grid) -> None:
 
 def _model_json(**replace: str) -> bytes:
     text = (
-        '{"format": "ppsvm-model", "version": 1, "task": "classify", "kernel": "gaussian", "mu": 0.5, "nu": 2.0, "mbar": 2, '
+        '{"format": "ppsvm-model", "version": 1, "task": "classify", "kernel": "gaussian", '
+        '"mu": 0.5, "nu": 2.0, "mbar": 2, '
         '"u": [0.25, -1.5], "gamma": 0.125, "private": true, '
         '"scaling": [{"column_block": 0, "low": [0.0], "high": [1.0]}], '
         '"entities": [{"id": "r0c0", "row_block": 0, "column_block": 0}], "training": {}}'
@@ -624,7 +788,9 @@ HOSTILE_MODELS: list[Any] = [
     ("not-json", lambda: b"model, please", grpc.StatusCode.FAILED_PRECONDITION, "is not a ppsvm model file"),
     ("other-format", lambda: b'{"format": "onnx"}', grpc.StatusCode.FAILED_PRECONDITION, "not a ppsvm model file"),
     ("over-4-MB", lambda: b" " * (GRPC_MAX_MESSAGE + 1), grpc.StatusCode.RESOURCE_EXHAUSTED, "larger than max"),
-    pytest.param("nested-100000-deep", lambda: b"[" * 100_000 + b"]" * 100_000, grpc.StatusCode.FAILED_PRECONDITION, "model"),
+    pytest.param(
+        "nested-100000-deep", lambda: b"[" * 100_000 + b"]" * 100_000, grpc.StatusCode.FAILED_PRECONDITION, "model"
+    ),
     pytest.param("gamma-a-string", lambda: _model_json(gamma='"x"'), grpc.StatusCode.FAILED_PRECONDITION, "gamma"),
     pytest.param("gamma-null", lambda: _model_json(gamma="null"), grpc.StatusCode.FAILED_PRECONDITION, "gamma"),
 ]
@@ -632,7 +798,11 @@ HOSTILE_MODELS: list[Any] = [
 
 @pytest.mark.parametrize(("case", "payload", "code", "fragment"), HOSTILE_MODELS, ids=case_ids(HOSTILE_MODELS))
 def test_hostile_model_is_refused_and_nothing_is_stored(
-    grid: Grid, case: str, payload: Callable[[], bytes], code: grpc.StatusCode, fragment: str,
+    grid: Grid,
+    case: str,
+    payload: Callable[[], bytes],
+    code: grpc.StatusCode,
+    fragment: str,
 ) -> None:
     """AcceptModel with bytes that are not a valid model is refused with a clear status, the entity stores
     nothing (its directory is unchanged) and keeps serving."""
@@ -657,32 +827,47 @@ def bad_certificate(split_dir: Path, name: str, kind: str) -> tuple[bytes, bytes
     ca_key = serialization.load_pem_private_key((split_dir / "ca.key").read_bytes(), password=None)
     ca = x509.load_pem_x509_certificate((split_dir / "ca.pem").read_bytes())
     key = ec.generate_private_key(ec.SECP256R1())
-    start = datetime.datetime(2021, 3, 1, tzinfo=datetime.timezone.utc)
+    start = datetime.datetime(2021, 3, 1, tzinfo=datetime.UTC)
     subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
     cert = (
-        x509.CertificateBuilder().subject_name(subject).issuer_name(ca.subject).public_key(key.public_key())
-        .serial_number(x509.random_serial_number()).not_valid_before(start).not_valid_after(start + datetime.timedelta(days=1))
+        x509.CertificateBuilder()
+        .subject_name(subject)
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
         .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-        .add_extension(x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False)
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
+        )
         .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return (split_dir / "ca.pem").read_bytes(), cert.public_bytes(serialization.Encoding.PEM), key_pem
 
 
-@pytest.mark.parametrize(("kind", "fragments"), [
-    ("expired", ["[tls]: the certificate in cert file expired on 2021-03-02"]),
-    ("foreign", ["TLS handshake failed", "entity r0c0", "entity r1c1"]),
-], ids=["expired", "foreign"])
-def test_expired_or_foreign_coordinator_certificate(grid: Grid, tmp_path: Path, kind: str, fragments: list[str]) -> None:
+@pytest.mark.parametrize(
+    ("kind", "fragments"),
+    [
+        ("expired", ["[tls]: the certificate in cert file expired on 2021-03-02"]),
+        ("foreign", ["TLS handshake failed", "entity r0c0", "entity r1c1"]),
+    ],
+    ids=["expired", "foreign"],
+)
+def test_expired_or_foreign_coordinator_certificate(
+    grid: Grid, tmp_path: Path, kind: str, fragments: list[str]
+) -> None:
     """A coordinator certificate named 'coordinator' that expired (signed by the federation CA) or comes from a
     foreign CA: the CLI refuses with a message naming the problem (and the entities) and writes no model; an
     entity offered the certificate directly, past the coordinator's own checks, refuses the handshake; it keeps
     serving the rightful coordinator."""
     ca, cert, key = bad_certificate(grid.split_dir, "coordinator", kind)
     tls = {"ca": tmp_path / "ca.pem", "cert": tmp_path / "coordinator.pem", "key": tmp_path / "coordinator.key"}
-    for name, pem in zip(tls, (ca, cert, key)):
+    for name, pem in zip(tls, (ca, cert, key), strict=True):
         tls[name].write_bytes(pem)
     federation = grid.federation(f"cert-{kind}", HEALTHY, tls={name: str(path) for name, path in tls.items()})
     before = grid.snapshot()
@@ -690,16 +875,19 @@ def test_expired_or_foreign_coordinator_certificate(grid: Grid, tmp_path: Path, 
     assert_clear_cli_failure(result, *fragments)
     assert not model.exists() and grid.snapshot() == before
     # The entity's own check: the federation CA as the trust root, the bad certificate as the client's.
-    credentials = grpc.ssl_channel_credentials(root_certificates=(grid.split_dir / "ca.pem").read_bytes(), private_key=key,
-                                               certificate_chain=cert)
-    with grpc.secure_channel(grid.addresses["r0c0"], credentials, options=[("grpc.ssl_target_name_override", "r0c0")]) as channel:
+    credentials = grpc.ssl_channel_credentials(
+        root_certificates=(grid.split_dir / "ca.pem").read_bytes(), private_key=key, certificate_chain=cert
+    )
+    with grpc.secure_channel(
+        grid.addresses["r0c0"], credentials, options=[("grpc.ssl_target_name_override", "r0c0")]
+    ) as channel:
         with pytest.raises(grpc.RpcError) as refused:
             pb_grpc.EntityStub(channel).Metadata(pb.Empty(), timeout=CALL_TIMEOUT_S)
     assert refused.value.code() is grpc.StatusCode.UNAVAILABLE, refused.value.details()
     grid.assert_serving(*(stem for stem, _, _ in HEALTHY))
 
 
-# --------------------------------------------------------------------------- a lying or broken entity (coordinator side)
+# ---------------------------------------------------------------------- a lying or broken entity (coordinator side)
 
 
 Reply = Callable[[EntityCore, Any], Iterator[pb.ArrayChunk]]
@@ -732,21 +920,26 @@ def handlers(servicer: EntityServicer, garbage: bool) -> dict[str, grpc.RpcMetho
     """The Entity service's handlers; with ``garbage``, KernelBlock answers bytes that do not parse as ArrayChunk."""
     chunks = pb.ArrayChunk.SerializeToString
     table = {
-        "Metadata": grpc.unary_unary_rpc_method_handler(servicer.Metadata, pb.Empty.FromString, pb.BlockMetadata.SerializeToString),
+        "Metadata": grpc.unary_unary_rpc_method_handler(
+            servicer.Metadata, pb.Empty.FromString, pb.BlockMetadata.SerializeToString
+        ),
         "Records": grpc.unary_stream_rpc_method_handler(servicer.Records, pb.Empty.FromString, chunks),
         "FeatureRange": grpc.unary_stream_rpc_method_handler(servicer.FeatureRange, pb.Empty.FromString, chunks),
         "KernelBlock": grpc.unary_stream_rpc_method_handler(servicer.KernelBlock, pb.KernelRequest.FromString, chunks),
     }
     if garbage:
         # A header whose dtype string is not valid UTF-8: protobuf refuses to parse it.
-        table["KernelBlock"] = grpc.unary_stream_rpc_method_handler(lambda request, context: iter([b"\x0a\x05\x12\x03\xff\xfe\xfd"]))
+        table["KernelBlock"] = grpc.unary_stream_rpc_method_handler(
+            lambda request, context: iter([b"\x0a\x05\x12\x03\xff\xfe\xfd"])
+        )
     return table
 
 
 def honest_kernel(core: EntityCore, request: pb.KernelRequest) -> np.ndarray:
     ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
-    return core.kernel_block(KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges,
-                             record_set=RECORD_SETS[request.record_set])
+    return core.kernel_block(
+        KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=RECORD_SETS[request.record_set]
+    )
 
 
 def own_ranges_kernel(core: EntityCore, request: pb.KernelRequest) -> Iterator[pb.ArrayChunk]:
@@ -792,6 +985,7 @@ def aborted(core: EntityCore, request: Any) -> Iterator[pb.ArrayChunk]:
 
 def range_with(change: Callable[[np.ndarray], np.ndarray] | None = None, tag: str | None = None) -> Reply:
     """A FeatureRange whose low is changed and re-tagged under the entity's own secret (a hostile entity can)."""
+
     def reply(core: EntityCore, request: Any) -> Iterator[pb.ArrayChunk]:
         published = core.feature_range()
         low, high = published["low"], published["high"]
@@ -817,41 +1011,85 @@ def _nan_first(array: np.ndarray) -> np.ndarray:
 
 
 HOSTILE_REPLIES: list[Any] = [
-    ("records-stream-truncated", "r0c0-solo",
-     {"Records": lambda core, request: iter([header("train_ids", "<U8", [10]), pb.ArrayChunk(data=b"\x00" * 17)])},
-     "stream truncated"),
+    (
+        "records-stream-truncated",
+        "r0c0-solo",
+        {"Records": lambda core, request: iter([header("train_ids", "<U8", [10]), pb.ArrayChunk(data=b"\x00" * 17)])},
+        "stream truncated",
+    ),
     ("kernel-wrong-row-count", "r0c0-solo", {"KernelBlock": kernel_with(lambda block: block[:-1])}, "kernel rows for"),
-    ("kernel-float32", "r0c0-solo", {"KernelBlock": kernel_with(lambda block: block.astype(np.float32))}, "dtype float32"),
-    ("kernel-header-2**40-rows", "r0c0-solo", {"KernelBlock": kernel_chunks(lambda block: [header("kernel", "<f8", [2**40, 5])])},
-     "over the limit"),
-    ("kernel-object-dtype", "r0c0-solo", {"KernelBlock": kernel_chunks(lambda block: [header("kernel", "|O", [1, 5])])},
-     "not allowed on the wire"),
-    ("kernel-bytes-past-the-shape", "r0c0-solo",
-     {"KernelBlock": kernel_chunks(lambda block: [*encode_arrays({"kernel": block}), pb.ArrayChunk(data=b"\x00" * 8)])},
-     "more bytes than shape"),
+    (
+        "kernel-float32",
+        "r0c0-solo",
+        {"KernelBlock": kernel_with(lambda block: block.astype(np.float32))},
+        "dtype float32",
+    ),
+    (
+        "kernel-header-2**40-rows",
+        "r0c0-solo",
+        {"KernelBlock": kernel_chunks(lambda block: [header("kernel", "<f8", [2**40, 5])])},
+        "over the limit",
+    ),
+    (
+        "kernel-object-dtype",
+        "r0c0-solo",
+        {"KernelBlock": kernel_chunks(lambda block: [header("kernel", "|O", [1, 5])])},
+        "not allowed on the wire",
+    ),
+    (
+        "kernel-bytes-past-the-shape",
+        "r0c0-solo",
+        {
+            "KernelBlock": kernel_chunks(
+                lambda block: [*encode_arrays({"kernel": block}), pb.ArrayChunk(data=b"\x00" * 8)]
+            )
+        },
+        "more bytes than shape",
+    ),
     ("kernel-aborted-mid-stream", "r0c0-solo", {"KernelBlock": aborted}, "refused KernelBlock"),
     ("kernel-missing", "r0c0-solo", {"KernelBlock": lambda core, request: iter(())}, "did not send array(s) kernel"),
     ("not-array-chunks", "r0c0-solo", {"garbage": lambda core, request: iter(())}, "KernelBlock"),
-    pytest.param("records-labels-one-short", "r0c0-solo", {"Records": records_with(train_labels=lambda a: a[:-1])}, "train_labels"),
+    pytest.param(
+        "records-labels-one-short",
+        "r0c0-solo",
+        {"Records": records_with(train_labels=lambda a: a[:-1])},
+        "train_labels",
+    ),
     pytest.param("records-labels-nan", "r0c0-solo", {"Records": records_with(train_labels=_nan_first)}, "label"),
     pytest.param("records-id-twice", "r0c0-solo", {"Records": records_id_twice}, "sent record id"),
     pytest.param("cell-labels-zero-one", "r0c0-zero-one", {}, "label"),
-    pytest.param("kernel-nan-entries", "r0c0-solo", {"KernelBlock": kernel_with(lambda block: np.where(block > 0.5, math.nan, block))},
-                 "non-finite"),
+    pytest.param(
+        "kernel-nan-entries",
+        "r0c0-solo",
+        {"KernelBlock": kernel_with(lambda block: np.where(block > 0.5, math.nan, block))},
+        "non-finite",
+    ),
     pytest.param("range-tag-lone-surrogate", "r0c0-solo", {"FeatureRange": range_with(tag="\ud800")}, "tag"),
-    pytest.param("range-nan-low", "r0c0-solo", {"FeatureRange": range_with(_nan_first), "KernelBlock": own_ranges_kernel}, "range"),
+    pytest.param(
+        "range-nan-low",
+        "r0c0-solo",
+        {"FeatureRange": range_with(_nan_first), "KernelBlock": own_ranges_kernel},
+        "range",
+    ),
 ]
 
 
 @pytest.mark.parametrize(("case", "stem", "replies", "fragment"), HOSTILE_REPLIES, ids=case_ids(HOSTILE_REPLIES))
 def test_malformed_entity_reply_is_named_by_the_coordinator(
-    grid: Grid, tmp_path: Path, case: str, stem: str, replies: dict[str, Any], fragment: str,
+    grid: Grid,
+    tmp_path: Path,
+    case: str,
+    stem: str,
+    replies: dict[str, Any],
+    fragment: str,
 ) -> None:
     """An entity (in-process, plaintext) whose reply is truncated, over-size, of the wrong dtype or shape, or not
     what it claims: training fails with a PpsvmError that names the entity, and no model is written."""
     # A fake entity of its own: its release log is not the running r0c0's, whose basis view other tests pin.
-    config = dataclasses.replace(load_entity_config(grid.split_dir / f"{stem}.toml"),
-                                 release_log=grid.split_dir / f"hostile-{case}.releases.jsonl")
+    config = dataclasses.replace(
+        load_entity_config(grid.split_dir / f"{stem}.toml"),
+        release_log=grid.split_dir / f"hostile-{case}.releases.jsonl",
+    )
     core = EntityCore(config, new_release_log=True)
     servicer = HostileEntity(core, tmp_path, {k: v for k, v in replies.items() if k != "garbage"})
 

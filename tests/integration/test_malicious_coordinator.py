@@ -24,6 +24,7 @@ bisect_change, float_laplace_reachable); benchmarks/attacks.py reports the same 
 
 from __future__ import annotations
 
+import functools
 import json
 import math
 import re
@@ -38,34 +39,38 @@ import grpc
 import numpy as np
 import pytest
 
-from ppsvm.experiments.attacks import (
-    bisect_change, float_laplace_reachable, reconstruct_by_peer_scalings, reconstruct_linear, reconstruct_two_views,
-)
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
 from ppsvm.core.dp import apply_scaling, fourier_features
 from ppsvm.core.dp_model import DpModel
-from ppsvm.errors import DataError
-from ppsvm.wire.grpc_util import open_channel
 from ppsvm.core.kernels import kernel, scale_to_unit
 from ppsvm.core.privacy import MIXED_MODE_WARNING
 from ppsvm.core.randomness import derive_B, range_tag
 from ppsvm.core.release_log import MICRO_PER_EPSILON
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
-from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.chunks import decode_arrays
-from ppsvm.processes import read_listening_address
 from ppsvm.data.cell import Cell, load_cell
 from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1
 from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
+from ppsvm.errors import DataError
+from ppsvm.experiments.attacks import (
+    bisect_change,
+    float_laplace_reachable,
+    reconstruct_by_peer_scalings,
+    reconstruct_linear,
+    reconstruct_two_views,
+)
+from ppsvm.processes import read_listening_address
+from ppsvm.wire.chunks import decode_arrays
+from ppsvm.wire.grpc_util import open_channel
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm, split
 
-N = 30                 # WDBC features, one column block
-MU = 1.0 / N           # the one Gaussian width honest coordinators fetch at (ppsvm.core.kernels.gaussian_fetch_width)
-PINNED_MBAR = N - 1    # the fixture's honest first release
-RECOVERED = 1e-9       # a control "recovers" a value to this (max abs error, scaled units unless said)
-DP_BUDGET = 5.0        # dp r0c0
-SMALL_BUDGET = 1.0     # dp r1c0 and the mixed entity
+N = 30  # WDBC features, one column block
+MU = 1.0 / N  # the one Gaussian width honest coordinators fetch at (ppsvm.core.kernels.gaussian_fetch_width)
+PINNED_MBAR = N - 1  # the fixture's honest first release
+RECOVERED = 1e-9  # a control "recovers" a value to this (max abs error, scaled units unless said)
+DP_BUDGET = 5.0  # dp r0c0
+SMALL_BUDGET = 1.0  # dp r1c0 and the mixed entity
 TIMEOUT = 60.0
 
 
@@ -116,11 +121,14 @@ def start_entity(config: Path, *flags: str) -> Entity:
     with stderr_path.open("w") as stderr:
         process = subprocess.Popen(
             [sys.executable, "-m", "ppsvm", "entity", "--config", str(config), "--listen", "127.0.0.1:0", *flags],
-            stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO,
+            stdout=subprocess.PIPE,
+            stderr=stderr,
+            text=True,
+            cwd=REPO,
         )
     try:
         address = read_listening_address(process, f"entity {entity_id}", TIMEOUT)
-    except Exception:
+    except Exception:  # noqa: BLE001 - whatever stopped it, kill the child and report its stderr instead
         process.kill()
         process.wait()
         raise AssertionError(f"entity {entity_id} did not start:\n{stderr_path.read_text()}") from None
@@ -172,11 +180,15 @@ def make_split(directory: Path, rows: int, privacy: dict[str, str], spare: Path 
 @pytest.fixture(scope="module")
 def rk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Split]:
     """Random-kernel split, 3 x 1; r0c0 pinned to Gaussian mu = 1/30, r1c0 to linear (honest first releases)."""
-    started = make_split(tmp_path_factory.mktemp("rk") / "split", 3, {
-        "r0c0": "",  # random-kernel, the default
-        "r1c0": "",
-        "r2c0": f'mode = "mixed"\nepsilon_total = {SMALL_BUDGET}',
-    })
+    started = make_split(
+        tmp_path_factory.mktemp("rk") / "split",
+        3,
+        {
+            "r0c0": "",  # random-kernel, the default
+            "r1c0": "",
+            "r2c0": f'mode = "mixed"\nepsilon_total = {SMALL_BUDGET}',
+        },
+    )
     try:
         for entity_id, kind in (("r0c0", pb.GAUSSIAN), ("r1c0", pb.LINEAR)):
             kernel_block(started[entity_id], honest_request(started, kind, PINNED_MBAR))
@@ -187,10 +199,15 @@ def rk(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Split]:
 
 @pytest.fixture(scope="module")
 def dp(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Split]:
-    """DP split, 2 x 1: r0c0 with epsilon_total = 5, r1c0 with 1; ``dp.directory.parent / "spare"`` is a pristine copy."""
+    """DP split, 2 x 1: r0c0 with epsilon_total = 5, r1c0 with 1; ``dp.directory.parent / "spare"`` is a pristine
+    copy."""
     base = tmp_path_factory.mktemp("dp")
-    started = make_split(base / "split", 2, {"r0c0": f"epsilon_total = {DP_BUDGET}",
-                                             "r1c0": f"epsilon_total = {SMALL_BUDGET}"}, spare=base / "spare")
+    started = make_split(
+        base / "split",
+        2,
+        {"r0c0": f"epsilon_total = {DP_BUDGET}", "r1c0": f"epsilon_total = {SMALL_BUDGET}"},
+        spare=base / "spare",
+    )
     try:
         yield started
     finally:
@@ -240,14 +257,31 @@ def public_bounds(*cells: Cell) -> tuple[np.ndarray, np.ndarray]:
     return X.min(axis=0), X.max(axis=0)
 
 
-def dp_request(low: np.ndarray, high: np.ndarray, *, rho: np.ndarray | None = None, epsilon: float = MIN_EPSILON,
-               c: float = 1.0, mechanism: str = "laplace", method: str = "dp-hybrid", n_frequencies: int | None = None,
-               huber_h: float = 0.0) -> pb.DpRequest:
+def dp_request(
+    low: np.ndarray,
+    high: np.ndarray,
+    *,
+    rho: np.ndarray | None = None,
+    epsilon: float = MIN_EPSILON,
+    c: float = 1.0,
+    mechanism: str = "laplace",
+    method: str = "dp-hybrid",
+    n_frequencies: int | None = None,
+    huber_h: float = 0.0,
+) -> pb.DpRequest:
     rho = np.ones((1, low.size)) if rho is None else np.asarray(rho, dtype=np.float64)
     D = rho.shape[0] if n_frequencies is None else n_frequencies
-    return pb.DpRequest(method=method, mechanism=mechanism, epsilon=epsilon, c=c, n_frequencies=D,
-                        rho=rho.ravel().tolist(), low=np.asarray(low, dtype=np.float64).tolist(),
-                        high=np.asarray(high, dtype=np.float64).tolist(), huber_h=huber_h)
+    return pb.DpRequest(
+        method=method,
+        mechanism=mechanism,
+        epsilon=epsilon,
+        c=c,
+        n_frequencies=D,
+        rho=rho.ravel().tolist(),
+        low=np.asarray(low, dtype=np.float64).tolist(),
+        high=np.asarray(high, dtype=np.float64).tolist(),
+        huber_h=huber_h,
+    )
 
 
 def threshold_model(feature: int, t: float, n: int = N, span: float = 1e3) -> bytes:
@@ -259,9 +293,18 @@ def threshold_model(feature: int, t: float, n: int = N, span: float = 1e3) -> by
     low[feature], high[feature] = t, t + span
     rho = np.zeros((1, n))
     rho[0, feature] = 1.0
-    model = DpModel(method="dp-hybrid", mechanism="laplace", epsilon=1.0, private=True, low=tuple(low.tolist()),
-                    high=tuple(high.tolist()), kernel_width=1.0, C=1.0, rho=tuple(map(tuple, rho.tolist())),
-                    weights=(0.0, 1.0))
+    model = DpModel(
+        method="dp-hybrid",
+        mechanism="laplace",
+        epsilon=1.0,
+        private=True,
+        low=tuple(low.tolist()),
+        high=tuple(high.tolist()),
+        kernel_width=1.0,
+        C=1.0,
+        rho=tuple(map(tuple, rho.tolist())),
+        weights=(0.0, 1.0),
+    )
     return model.to_json().encode("utf-8")
 
 
@@ -290,8 +333,20 @@ def request_sources(request: pb.DpRequest) -> list[object]:
     """Every number a DpWeights error may quote from the request itself (values, lengths, derived shapes)."""
     d = len(request.low)
     D = request.n_frequencies
-    return [request.epsilon, request.c, request.huber_h, D, d, len(request.rho), len(request.high),
-            str((D, d)), str((D, N)), str((d,)), request.method, request.mechanism]
+    return [
+        request.epsilon,
+        request.c,
+        request.huber_h,
+        D,
+        d,
+        len(request.rho),
+        len(request.high),
+        str((D, d)),
+        str((D, N)),
+        str((d,)),
+        request.method,
+        request.mechanism,
+    ]
 
 
 # --- finding 1: error text as an oracle --------------------------------------------------------------------------
@@ -312,7 +367,8 @@ def old_dp_weights_outcome(cell: Cell, request: pb.DpRequest) -> str:
 
 
 def overflow_request(low: np.ndarray, high: np.ndarray, feature: int, t: float) -> pb.DpRequest:
-    """Scaled x_feature = x / span overflows to inf exactly when x > t > 0: low_f = 0, high_f = span = t / max double."""
+    """Scaled x_feature = x / span overflows to inf exactly when x > t > 0: low_f = 0, high_f = span = t / max
+    double."""
     lo, hi = low.copy(), high.copy()
     lo[feature] = 0.0
     hi[feature] = t / np.finfo(np.float64).max
@@ -336,11 +392,14 @@ def test_f1_old_error_text_was_an_exact_oracle_in_process(dp: Split) -> None:
         count = int(np.count_nonzero(cell.X_train[:, feature] > t))
         assert f"non-finite values in {count} rows" in text, (t, text)
     # Only the kind of answer (error or not), bisected: the feature's maximum, to 1e-9 relative.
-    found = bisect_change(lambda t: old_dp_weights_outcome(cell, overflow_request(low, high, feature, t)) == "ok",
-                          1e-3, 1e4, 60)
+    found = bisect_change(
+        lambda t: old_dp_weights_outcome(cell, overflow_request(low, high, feature, t)) == "ok", 1e-3, 1e4, 60
+    )
     assert abs(found - values[-1]) <= RECOVERED * values[-1], (found, values[-1])
     # The full text, bisected: a change point of K, i.e. some training value (here the smallest).
-    found = bisect_change(lambda t: old_dp_weights_outcome(cell, overflow_request(low, high, feature, t)), 1e-3, 1e4, 60)
+    found = bisect_change(
+        lambda t: old_dp_weights_outcome(cell, overflow_request(low, high, feature, t)), 1e-3, 1e4, 60
+    )
     assert np.abs(values - found).min() <= RECOVERED * found, found
 
 
@@ -348,39 +407,89 @@ def test_f1_old_error_text_was_an_exact_oracle_in_process(dp: Split) -> None:
 CRAFTED: list[tuple[str, Callable[[np.ndarray, np.ndarray], pb.DpRequest], grpc.StatusCode | None, str]] = [
     ("tiny span", lambda lo, hi: dp_request(lo, lo + 1e-300), None, ""),
     ("subnormal span", lambda lo, hi: dp_request(lo, lo + 5e-324), None, ""),
-    ("rho row sum over the bound", lambda lo, hi: dp_request(lo, hi, rho=np.full((1, N), 2 * MAX_RHO_ROW_L1 / N)),
-     grpc.StatusCode.INVALID_ARGUMENT, "rho"),
-    ("huge rho", lambda lo, hi: dp_request(lo, hi, rho=np.full((1, N), 1e300)), grpc.StatusCode.INVALID_ARGUMENT, "rho"),
-    ("NaN in rho", lambda lo, hi: dp_request(lo, hi, rho=np.where(np.arange(N) == 3, np.nan, 1.0)[None]),
-     grpc.StatusCode.INVALID_ARGUMENT, "rho"),
-    ("inf in rho", lambda lo, hi: dp_request(lo, hi, rho=np.where(np.arange(N) == 3, np.inf, 1.0)[None]),
-     grpc.StatusCode.INVALID_ARGUMENT, "rho"),
-    ("inf low", lambda lo, hi: dp_request(np.where(np.arange(N) == 0, -np.inf, lo), hi),
-     grpc.StatusCode.INVALID_ARGUMENT, "scaling"),
-    ("NaN high", lambda lo, hi: dp_request(lo, np.where(np.arange(N) == 0, np.nan, hi)),
-     grpc.StatusCode.INVALID_ARGUMENT, "scaling"),
+    (
+        "rho row sum over the bound",
+        lambda lo, hi: dp_request(lo, hi, rho=np.full((1, N), 2 * MAX_RHO_ROW_L1 / N)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "rho",
+    ),
+    (
+        "huge rho",
+        lambda lo, hi: dp_request(lo, hi, rho=np.full((1, N), 1e300)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "rho",
+    ),
+    (
+        "NaN in rho",
+        lambda lo, hi: dp_request(lo, hi, rho=np.where(np.arange(N) == 3, np.nan, 1.0)[None]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "rho",
+    ),
+    (
+        "inf in rho",
+        lambda lo, hi: dp_request(lo, hi, rho=np.where(np.arange(N) == 3, np.inf, 1.0)[None]),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "rho",
+    ),
+    (
+        "inf low",
+        lambda lo, hi: dp_request(np.where(np.arange(N) == 0, -np.inf, lo), hi),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "scaling",
+    ),
+    (
+        "NaN high",
+        lambda lo, hi: dp_request(lo, np.where(np.arange(N) == 0, np.nan, hi)),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "scaling",
+    ),
     ("high below low", lambda lo, hi: dp_request(hi, lo), grpc.StatusCode.INVALID_ARGUMENT, "scaling"),
-    ("rho one number short", lambda lo, hi: pb.DpRequest(**{**_fields(dp_request(lo, hi)), "rho": [1.0] * (N - 1)}),
-     grpc.StatusCode.INVALID_ARGUMENT, "rho"),
+    (
+        "rho one number short",
+        lambda lo, hi: pb.DpRequest(**{**_fields(dp_request(lo, hi)), "rho": [1.0] * (N - 1)}),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "rho",
+    ),
     ("no frequencies", lambda lo, hi: dp_request(lo, hi, n_frequencies=0), grpc.StatusCode.INVALID_ARGUMENT, "rho"),
     ("one feature short", lambda lo, hi: dp_request(lo[:-1], hi[:-1]), grpc.StatusCode.INVALID_ARGUMENT, "rho"),
-    ("too many frequencies", lambda lo, hi: dp_request(lo, hi, rho=np.zeros((MAX_DP_FREQUENCIES + 1, N))),
-     grpc.StatusCode.INVALID_ARGUMENT, "rho"),
+    (
+        "too many frequencies",
+        lambda lo, hi: dp_request(lo, hi, rho=np.zeros((MAX_DP_FREQUENCIES + 1, N))),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "rho",
+    ),
     ("infinite c", lambda lo, hi: dp_request(lo, hi, c=math.inf), grpc.StatusCode.INVALID_ARGUMENT, "c must be"),
     ("c above the bound", lambda lo, hi: dp_request(lo, hi, c=1e300), grpc.StatusCode.INVALID_ARGUMENT, "c must be"),
     ("negative c", lambda lo, hi: dp_request(lo, hi, c=-1.0), grpc.StatusCode.INVALID_ARGUMENT, "c must be"),
     ("huber_h above 1", lambda lo, hi: dp_request(lo, hi, huber_h=2.0), grpc.StatusCode.INVALID_ARGUMENT, "huber_h"),
     ("NaN epsilon", lambda lo, hi: dp_request(lo, hi, epsilon=math.nan), grpc.StatusCode.INVALID_ARGUMENT, "epsilon"),
-    ("infinite epsilon", lambda lo, hi: dp_request(lo, hi, epsilon=math.inf), grpc.StatusCode.INVALID_ARGUMENT, "epsilon"),
+    (
+        "infinite epsilon",
+        lambda lo, hi: dp_request(lo, hi, epsilon=math.inf),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "epsilon",
+    ),
     ("epsilon 1e-300", lambda lo, hi: dp_request(lo, hi, epsilon=1e-300), grpc.StatusCode.INVALID_ARGUMENT, "epsilon"),
     ("negative epsilon", lambda lo, hi: dp_request(lo, hi, epsilon=-1.0), grpc.StatusCode.INVALID_ARGUMENT, "epsilon"),
-    ("unknown mechanism", lambda lo, hi: dp_request(lo, hi, mechanism="exact"), grpc.StatusCode.INVALID_ARGUMENT,
-     "mechanism"),
+    (
+        "unknown mechanism",
+        lambda lo, hi: dp_request(lo, hi, mechanism="exact"),
+        grpc.StatusCode.INVALID_ARGUMENT,
+        "mechanism",
+    ),
     ("unknown method", lambda lo, hi: dp_request(lo, hi, method="chosen"), grpc.StatusCode.INVALID_ARGUMENT, "method"),
-    ("unnoised weights", lambda lo, hi: dp_request(lo, hi, mechanism="none", epsilon=0.0),
-     grpc.StatusCode.PERMISSION_DENIED, "non_private_allow_unnoised_weights"),
-    ("continuous noise", lambda lo, hi: dp_request(lo, hi, mechanism="objective"), grpc.StatusCode.PERMISSION_DENIED,
-     "allow_continuous_noise_mechanisms"),
+    (
+        "unnoised weights",
+        lambda lo, hi: dp_request(lo, hi, mechanism="none", epsilon=0.0),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "non_private_allow_unnoised_weights",
+    ),
+    (
+        "continuous noise",
+        lambda lo, hi: dp_request(lo, hi, mechanism="objective"),
+        grpc.StatusCode.PERMISSION_DENIED,
+        "allow_continuous_noise_mechanisms",
+    ),
 ]
 
 
@@ -408,14 +517,14 @@ def test_f1_crafted_dp_weights_are_refused_before_any_charge_or_answered(dp: Spl
             assert all(math.isfinite(w) for w in reply.weights), name
             assert spent(target) == (before[0] + epsilon_micro(request.epsilon), before[1] + 1), name
             continue
-        error = refused(lambda: target.stub.DpWeights(request, timeout=TIMEOUT))
+        error = refused(functools.partial(target.stub.DpWeights, request, timeout=TIMEOUT))
         assert error.code() is code, (name, error.code(), error.details())
         details = error.details()
         assert field_name in details, (name, details)
         assert spent(target) == before, f"{name}: a refused request was charged"
         foreign = digits_allowed(details, *request_sources(request), target.entity_id, *constants)
         assert not foreign, (name, foreign, details)
-        twin = refused(lambda: other.stub.DpWeights(request, timeout=TIMEOUT))
+        twin = refused(functools.partial(other.stub.DpWeights, request, timeout=TIMEOUT))
         assert twin.code() is code, (name, twin.details())
         assert twin.details().replace(other.entity_id, "<id>") == details.replace(target.entity_id, "<id>"), name
 
@@ -492,8 +601,9 @@ def test_f2_dp_evaluate_is_noised_and_charged(dp: Split) -> None:
     assert len(set(counts)) >= 2, counts
 
     def noised(t: float) -> float:
-        return target.stub.DpEvaluate(pb.DpEvaluateRequest(model_json=threshold_model(0, t), epsilon=0.01),
-                                      timeout=TIMEOUT).error_rate
+        return target.stub.DpEvaluate(
+            pb.DpEvaluateRequest(model_json=threshold_model(0, t), epsilon=0.01), timeout=TIMEOUT
+        ).error_rate
 
     before = spent(target)
     try:
@@ -507,8 +617,9 @@ def test_f2_dp_evaluate_is_noised_and_charged(dp: Split) -> None:
 # --- finding 3: a column-block peer forging a second scaling --------------------------------------------------
 
 
-def forged_query(federation: Split, target: str, colluder: str, kind: int, served: list[np.ndarray]
-                 ) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
+def forged_query(
+    federation: Split, target: str, colluder: str, kind: int, served: list[np.ndarray]
+) -> Callable[[np.ndarray, np.ndarray], np.ndarray]:
     """KernelBlock of ``target`` at mbar = 1 with the colluder's range replaced by (lo, hi), validly tagged.
 
     Every other member's range is its honest, relayed one; the forged range contains the honest block
@@ -518,19 +629,28 @@ def forged_query(federation: Split, target: str, colluder: str, kind: int, serve
     honest = [signed_range(federation[e]) for e in sorted(federation.entities)]
 
     def query(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
-        ranges = [r if r.entity_id != colluder else
-                  pb.SignedRange(entity_id=colluder, low=lo.tolist(), high=hi.tolist(), tag=range_tag(secret, colluder, lo, hi))
-                  for r in honest]
-        block = kernel_block(federation[target], pb.KernelRequest(kernel=kind, mbar=1, mu=MU, record_set=pb.TRAIN,
-                                                                  scaling=pb.Scaling(ranges=ranges)))
+        ranges = [
+            r
+            if r.entity_id != colluder
+            else pb.SignedRange(
+                entity_id=colluder, low=lo.tolist(), high=hi.tolist(), tag=range_tag(secret, colluder, lo, hi)
+            )
+            for r in honest
+        ]
+        block = kernel_block(
+            federation[target],
+            pb.KernelRequest(kernel=kind, mbar=1, mu=MU, record_set=pb.TRAIN, scaling=pb.Scaling(ranges=ranges)),
+        )
         served.append(block)
         return block
 
     return query
 
 
-@pytest.mark.parametrize(("target", "colluder", "name", "kind"),
-                         [("r0c0", "r1c0", "gaussian", pb.GAUSSIAN), ("r1c0", "r0c0", "linear", pb.LINEAR)])
+@pytest.mark.parametrize(
+    ("target", "colluder", "name", "kind"),
+    [("r0c0", "r1c0", "gaussian", pb.GAUSSIAN), ("r1c0", "r0c0", "linear", pb.LINEAR)],
+)
 def test_f3_forged_second_scaling_is_refused(rk: Split, target: str, colluder: str, name: str, kind: int) -> None:
     """Finding 3: a colluding peer tags scalings of its choosing; the target's basis pin refuses the second one.
 
@@ -554,7 +674,9 @@ def test_f3_forged_second_scaling_is_refused(rk: Split, target: str, colluder: s
     assert len(asked) == (N + 1 if name == "linear" else 2 * N + 1)
 
     served: list[np.ndarray] = []
-    error = refused(lambda: reconstruct_by_peer_scalings(forged_query(rk, target, colluder, kind, served), low, high, B, name, MU))
+    error = refused(
+        lambda: reconstruct_by_peer_scalings(forged_query(rk, target, colluder, kind, served), low, high, B, name, MU)
+    )
     assert error.code() is grpc.StatusCode.PERMISSION_DENIED, error.details()
     assert "pinned by its first kernel release" in error.details() and "(fields kernel, mu, scaling)" in error.details()
     assert len(served) == 1, "only the honest (pinned) scaling may be served"
@@ -564,7 +686,8 @@ def test_f3_forged_second_scaling_is_refused(rk: Split, target: str, colluder: s
 
 
 def test_f4_two_views_recover_rows_in_process(rk: Split) -> None:
-    """Control for finding 4: a linear and a Gaussian view of the same B_j at mbar = n - 1 pin every row to two candidates.
+    """Control for finding 4: a linear and a Gaussian view of the same B_j at mbar = n - 1 pin every row to two
+    candidates.
 
     Each view alone leaves a free direction (reconstruct_linear's chord through the box is long); the
     two together give ||a||^2 as well, and one of the two candidates is the row to 1e-9.
@@ -587,12 +710,14 @@ def test_f4_second_kernel_view_is_refused(rk: Split) -> None:
     other view of their B_j is refused (linear after Gaussian, Gaussian at a second width, Gaussian after linear),
     while the pinned view keeps being served at any mbar and by id (B_j at mbar is a prefix of one stream)."""
     gaussian, linear = rk["r0c0"], rk["r1c0"]
-    for entity, kind, mu, pinned in ((gaussian, pb.LINEAR, MU, "gaussian mu = "),
-                                     (gaussian, pb.GAUSSIAN, 2 * MU, "gaussian mu = "),
-                                     (linear, pb.GAUSSIAN, MU, "pinned by its first kernel release: linear")):
+    for entity, kind, mu, pinned in (
+        (gaussian, pb.LINEAR, MU, "gaussian mu = "),
+        (gaussian, pb.GAUSSIAN, 2 * MU, "gaussian mu = "),
+        (linear, pb.GAUSSIAN, MU, "pinned by its first kernel release: linear"),
+    ):
         request = honest_request(rk, kind, N - 1, mu=mu)  # its FeatureRange calls are releases too
         before = entity.metadata().releases
-        error = refused(lambda: kernel_block(entity, request))
+        error = refused(functools.partial(kernel_block, entity, request))
         assert error.code() is grpc.StatusCode.PERMISSION_DENIED, error.details()
         assert pinned in error.details() and "(fields kernel, mu, scaling)" in error.details()
         assert entity.metadata().releases == before
@@ -617,7 +742,9 @@ def test_f5_budget_cannot_be_stretched_or_reset(dp: Split) -> None:
     without the flag exits non-zero naming the missing log.
     """
     spent_total = 1.0
-    assert spent_total + 1e-300 <= SMALL_BUDGET and spent_total + 5e-324 <= SMALL_BUDGET  # the old float check granted these
+    assert (
+        spent_total + 1e-300 <= SMALL_BUDGET and spent_total + 5e-324 <= SMALL_BUDGET
+    )  # the old float check granted these
     assert epsilon_micro(1e-300) == 1 and epsilon_micro(5e-324) == 1
 
     entity = dp["r1c0"]
@@ -638,11 +765,19 @@ def test_f5_budget_cannot_be_stretched_or_reset(dp: Split) -> None:
     exhausted = spent(entity)
     low, high = public_bounds(cell)
     for tiny in (1e-300, 5e-324):
-        for call in (lambda: entity.stub.DpEvaluate(pb.DpEvaluateRequest(model_json=model, epsilon=tiny), timeout=TIMEOUT),
-                     lambda: entity.stub.DpWeights(dp_request(low, high, epsilon=tiny), timeout=TIMEOUT)):
+        for call in (
+            lambda tiny=tiny: entity.stub.DpEvaluate(
+                pb.DpEvaluateRequest(model_json=model, epsilon=tiny), timeout=TIMEOUT
+            ),
+            lambda tiny=tiny: entity.stub.DpWeights(dp_request(low, high, epsilon=tiny), timeout=TIMEOUT),
+        ):
             error = refused(call)
-            assert error.code() is grpc.StatusCode.INVALID_ARGUMENT and f">= {MIN_EPSILON:g}" in error.details(), error.details()
-    error = refused(lambda: entity.stub.DpEvaluate(pb.DpEvaluateRequest(model_json=model, epsilon=MIN_EPSILON), timeout=TIMEOUT))
+            assert error.code() is grpc.StatusCode.INVALID_ARGUMENT and f">= {MIN_EPSILON:g}" in error.details(), (
+                error.details()
+            )
+    error = refused(
+        lambda: entity.stub.DpEvaluate(pb.DpEvaluateRequest(model_json=model, epsilon=MIN_EPSILON), timeout=TIMEOUT)
+    )
     assert error.code() is grpc.StatusCode.PERMISSION_DENIED and "privacy budget exhausted" in error.details()
     assert spent(entity) == exhausted
 
@@ -655,8 +790,16 @@ def test_f5_budget_cannot_be_stretched_or_reset(dp: Split) -> None:
     assert f"release log {log} does not exist" in restart.stderr and "--new-release-log" in restart.stderr
     # Even --new-release-log refuses while the log's head file still records releases: a deliberate reset
     # means removing both files, an operator's act the log then records as a new start.
-    renewing = ppsvm("entity", "--config", str(entity.config), "--listen", "127.0.0.1:0", "--new-release-log",
-                     check=False, timeout=TIMEOUT)
+    renewing = ppsvm(
+        "entity",
+        "--config",
+        str(entity.config),
+        "--listen",
+        "127.0.0.1:0",
+        "--new-release-log",
+        check=False,
+        timeout=TIMEOUT,
+    )
     assert renewing.returncode != 0 and "its last lines were cut" in renewing.stderr, renewing.stderr
     log.with_name(log.name + ".head").unlink()
 
@@ -716,7 +859,7 @@ def test_f6_dp_entity_refuses_the_random_kernel_protocol(dp: Split, rk: Split) -
         "LocalBaseline": lambda e: e.stub.LocalBaseline(baseline, timeout=TIMEOUT),
     }
     for rpc, call in calls.items():
-        error = refused(lambda: call(entity))
+        error = refused(functools.partial(call, entity))
         assert error.code() is grpc.StatusCode.PERMISSION_DENIED, (rpc, error.details())
         assert f"serves the dp protocol and refuses {rpc}" in error.details() and 'mode = "mixed"' in error.details()
     assert spent(entity) == before
@@ -740,7 +883,8 @@ def test_f6_dp_entity_refuses_the_random_kernel_protocol(dp: Split, rk: Split) -
 def test_f6_float_laplace_rules_out_a_neighbour_in_process() -> None:
     """Control for finding 6's noise: Laplace noise drawn in floating point (numpy's sampler, as the old release
     drew it) is not DP. For w and a neighbouring w' = w + 0.05 at scale 2.84 (the figures of a WDBC release), most
-    outputs drawn from w cannot be produced from w' at all (ppsvm.experiments.attacks.float_laplace_reachable, Mironov 2012):
+    outputs drawn from w cannot be produced from w' at all (ppsvm.experiments.attacks.float_laplace_reachable,
+    Mironov 2012):
     each such output rules w' out with certainty. The reachability check is exact: every output is reachable from
     the w it was drawn from."""
     rng = np.random.default_rng(3)

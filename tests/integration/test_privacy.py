@@ -16,19 +16,19 @@ import grpc
 import numpy as np
 import pytest
 
-from ppsvm.core.dp import apply_scaling, fourier_features
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.wire.grpc_util import create_server
-from ppsvm.core.kernels import gaussian_fetch_width, gaussian_kernel
-from ppsvm.core.model import Model
-from ppsvm.core.randomness import derive_B
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
-from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.coordinator.dp_train import DpOptions, train_dp
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_dp_model, evaluate_model
 from ppsvm.coordinator.train import TrainOptions, train_and_save
+from ppsvm.core.dp import apply_scaling, fourier_features
+from ppsvm.core.kernels import gaussian_fetch_width, gaussian_kernel
+from ppsvm.core.model import Model
+from ppsvm.core.randomness import derive_B
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
+from ppsvm.wire.grpc_util import create_server
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
 from .conftest import DP_SPLIT_OPTIONS, WDBC, WDBC_OPTIONS, coordinator_channel, public_and_private, split
 
@@ -73,8 +73,12 @@ def serve_spied(split_dir: Path) -> Iterator[tuple[Path, dict[str, Spy], dict[st
             config = load_entity_config(split_dir / f"{entity.id}.toml")
             core = EntityCore(config)
             spy = Spy(EntityServicer(core, split_dir))
-            server, port = create_server("127.0.0.1:0", lambda s, spy=spy: pb_grpc.add_EntityServicer_to_server(spy, s),
-                                         tls=config.tls, allowed_peers={config.coordinator_identity})
+            server, port = create_server(
+                "127.0.0.1:0",
+                lambda s, spy=spy: pb_grpc.add_EntityServicer_to_server(spy, s),
+                tls=config.tls,
+                allowed_peers={config.coordinator_identity},
+            )
             servers.append(server)
             spies[entity.id], cores[entity.id] = spy, core
             addresses.append(f"127.0.0.1:{port}")
@@ -100,7 +104,9 @@ def _float_bytes(values: np.ndarray) -> set[bytes]:
 def test_no_data_row_and_no_B_entry_leaves_an_entity(spied) -> None:
     split_dir, live, spies, cores = spied
     federation = load_federation(live)
-    model = train_and_save(federation, TrainOptions(kernel="gaussian", mbar=MBAR, nu=10.0, mu=0.05), split_dir / "model.json")
+    model = train_and_save(
+        federation, TrainOptions(kernel="gaussian", mbar=MBAR, nu=10.0, mu=0.05), split_dir / "model.json"
+    )
     evaluate_model(federation, model)
     entity_alone(federation, "classify", "gaussian", nu=1.0, mu=0.05, seed=0)
 
@@ -111,8 +117,9 @@ def test_no_data_row_and_no_B_entry_leaves_an_entity(spied) -> None:
         scaling = model.scaling[core.config.column_block]
         B = derive_B(core.config.read_secret(), MBAR, cell.n_features)
         X = np.vstack([cell.X_train, cell.X_test])
-        scaled = (X - np.array(scaling.low)) / np.where(np.array(scaling.high) > np.array(scaling.low),
-                                                         np.array(scaling.high) - np.array(scaling.low), 1.0)
+        scaled = (X - np.array(scaling.low)) / np.where(
+            np.array(scaling.high) > np.array(scaling.low), np.array(scaling.high) - np.array(scaling.low), 1.0
+        )
         # Entities publish Gaussian blocks at the one width the coordinator fetches (1/n), not the model's.
         fetched_at = gaussian_fetch_width(sum(len(block.low) for block in model.scaling))
         published = gaussian_kernel(scaled[:1], B, fetched_at)
@@ -125,11 +132,19 @@ def test_no_data_row_and_no_B_entry_leaves_an_entity(spied) -> None:
 
 
 def _assert_no_feature_value_but_min_max(
-    entity_id: str, wire: bytes, X: np.ndarray, X_train: np.ndarray, published: tuple[float, ...] = (),
+    entity_id: str,
+    wire: bytes,
+    X: np.ndarray,
+    X_train: np.ndarray,
+    published: tuple[float, ...] = (),
 ) -> None:
     """Single values of A may appear only as the allowed per-feature min and max, or where they coincide with a
     label or another number the protocol publishes (``published``, e.g. epsilon and the remaining budget)."""
-    allowed = _float_bytes(X_train.min(axis=0)) | _float_bytes(X_train.max(axis=0)) | _float_bytes(np.array([1.0, -1.0, *published]))
+    allowed = (
+        _float_bytes(X_train.min(axis=0))
+        | _float_bytes(X_train.max(axis=0))
+        | _float_bytes(np.array([1.0, -1.0, *published]))
+    )
     leaked = [v for v in _float_bytes(X) - allowed if v in wire]
     assert not leaked, f"entity {entity_id} sent feature values other than its min/max: {leaked[:3]}"
 
@@ -153,7 +168,9 @@ def test_dp_mode_sends_only_noised_weights_and_figures(tmp_path: Path) -> None:
         assert np.array(release.weights).tobytes() in wire, "positive control: the spy must see the released weights"
         for row in (*X, *scaled, *mapped):
             assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
-        _assert_no_feature_value_but_min_max(entity_id, wire, X, core.cell.X_train, (release.epsilon, release.budget_remaining))
+        _assert_no_feature_value_but_min_max(
+            entity_id, wire, X, core.cell.X_train, (release.epsilon, release.budget_remaining)
+        )
 
 
 def test_entity_refuses_mbar_not_below_its_width(spied) -> None:

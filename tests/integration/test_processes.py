@@ -33,8 +33,20 @@ def test_entity_stops_cleanly_on_sigterm_and_sigint(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
     for signum in (signal.SIGTERM, signal.SIGINT):
         entity = subprocess.Popen(
-            [sys.executable, "-m", "ppsvm", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+            [
+                sys.executable,
+                "-m",
+                "ppsvm",
+                "entity",
+                "--config",
+                str(split_dir / "r0c0.toml"),
+                "--listen",
+                "127.0.0.1:0",
+            ],
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            text=True,
+            cwd=REPO,
         )
         assert entity.stdout.readline().startswith("listening on 127.0.0.1:")
         entity.send_signal(signum)
@@ -44,8 +56,25 @@ def test_entity_stops_cleanly_on_sigterm_and_sigint(tmp_path: Path) -> None:
 def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
     out = tmp_path / "demo"
     result = subprocess.run(
-        [sys.executable, "-m", "ppsvm", "demo", "--out", str(out), "--json", "--mbar", "5", "--nu", "10", "--mu", "0.03"],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
+        [
+            sys.executable,
+            "-m",
+            "ppsvm",
+            "demo",
+            "--out",
+            str(out),
+            "--json",
+            "--mbar",
+            "5",
+            "--nu",
+            "10",
+            "--mu",
+            "0.03",
+        ],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
@@ -60,7 +89,10 @@ def test_process_probe_sees_a_running_entity(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
     entity = subprocess.Popen(
         [sys.executable, "-m", "ppsvm", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True, cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
     )
     try:
         entity.stdout.readline()
@@ -74,7 +106,10 @@ def _interrupt_demo(out: Path, signum: int, after_processes: int) -> None:
     """Start the demo, send ``signum`` once ``after_processes`` processes mention ``out``; nothing may survive."""
     demo = subprocess.Popen(
         [sys.executable, "-m", "ppsvm", "demo", "--out", str(out)],
-        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=REPO,
     )
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_running_with(str(out))) < after_processes:

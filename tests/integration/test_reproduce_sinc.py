@@ -21,7 +21,10 @@ FIGURES = [f"sinc-figure{number}.png" for number in (3, 4, 5, 6)]
 def reproduce_quick(out: Path) -> subprocess.CompletedProcess[str]:
     return subprocess.run(
         [sys.executable, "-m", "ppsvm", "reproduce", "sinc", "--quick", "--out", str(out), "--no-progress"],
-        capture_output=True, text=True, timeout=120, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        cwd=REPO,
     )
 
 
@@ -31,7 +34,9 @@ def quick_run(tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, subproces
     return out, reproduce_quick(out)
 
 
-def test_quick_run_writes_the_table_json_and_four_figures(quick_run: tuple[Path, subprocess.CompletedProcess[str]]) -> None:
+def test_quick_run_writes_the_table_json_and_four_figures(
+    quick_run: tuple[Path, subprocess.CompletedProcess[str]],
+) -> None:
     out, result = quick_run
     assert result.returncode == 0, result.stderr
     for name in FIGURES:
@@ -56,7 +61,10 @@ def test_joint_model_beats_each_entity_alone(quick_run: tuple[Path, subprocess.C
     alone = [entry["relative_error"]["all_test_points"] for entry in document["alone"]]
     assert len(alone) == 2
     assert all(joint["joint_test_relative_error"] < error for error in alone), (joint, alone)
-    assert document["figures"]["sinc-figure6.png"]["relative_error_on_plot_grid"] == joint["joint_plot_grid_relative_error"]
+    assert (
+        document["figures"]["sinc-figure6.png"]["relative_error_on_plot_grid"]
+        == joint["joint_plot_grid_relative_error"]
+    )
 
 
 def test_markdown_names_the_figures_and_marks_runs_that_are_not_private(
@@ -67,7 +75,7 @@ def test_markdown_names_the_figures_and_marks_runs_that_are_not_private(
     text = (out / "sinc.md").read_text()
     assert result.stdout.startswith(text)
     assert "Our reading of the paper's Figures 3-6" in text
-    for number, name in zip((3, 4, 5, 6), FIGURES):
+    for number, name in zip((3, 4, 5, 6), FIGURES, strict=True):
         assert f"Figure {number}" in text and name in text
     document = json.loads((out / "sinc.json").read_text())
     not_private = [run for run in document["joint"] if not run["private"]]
@@ -81,7 +89,8 @@ def test_markdown_names_the_figures_and_marks_runs_that_are_not_private(
 
 
 def test_a_second_run_gives_the_same_results(
-    quick_run: tuple[Path, subprocess.CompletedProcess[str]], tmp_path: Path,
+    quick_run: tuple[Path, subprocess.CompletedProcess[str]],
+    tmp_path: Path,
 ) -> None:
     out, first = quick_run
     assert first.returncode == 0, first.stderr
@@ -96,7 +105,10 @@ def test_a_second_run_gives_the_same_results(
 def test_a_bad_mbar_is_a_config_error(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ppsvm", "reproduce", "sinc", "--mbar", "1,x", "--out", str(tmp_path / "out")],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
     )
     assert result.returncode == 1
     assert "--mbar" in result.stderr and "Traceback" not in result.stderr

@@ -10,10 +10,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppsvm.core.tuning import fold_indices
 from ppsvm.data.dataset import load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.data.shipped import TABLE1_DATASETS
-from ppsvm.core.tuning import fold_indices
 from ppsvm.experiments.inprocess import fixed_secret, set_secrets
 
 from .conftest import REPO, without_run_details
@@ -28,7 +28,10 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 def reproduce(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
     result = subprocess.run(
         [sys.executable, "-m", "ppsvm", "reproduce", "table1", "--out", str(out), *args],
-        capture_output=True, text=True, timeout=600, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
     )
     assert result.returncode == 0, result.stderr
     return result
@@ -37,17 +40,31 @@ def reproduce(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
 def test_quick_run_writes_the_table_and_both_figures(tmp_path: Path) -> None:
     result = reproduce(tmp_path / "out", "--quick")
     out = tmp_path / "out"
-    assert sorted(p.name for p in out.iterdir()) == ["table1-figure3.png", "table1-figure4.png", "table1.json", "table1.md"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        "table1-figure3.png",
+        "table1-figure4.png",
+        "table1.json",
+        "table1.md",
+    ]
     for figure in ("table1-figure3.png", "table1-figure4.png"):
         assert (out / figure).read_bytes().startswith(PNG_SIGNATURE)
     document = json.loads((out / "table1.json").read_text())
     assert document["versions"]["ppsvm"] and document["versions"]["numpy"] and document["machine"]["cpus"]
-    assert document["settings"]["shapes"] == {"cleveland": [297, 13], "ionosphere": [351, 34], "wdbc": [569, 30],
-                                              "pima": [768, 8], "bupa": [345, 6]}
+    assert document["settings"]["shapes"] == {
+        "cleveland": [297, 13],
+        "ionosphere": [351, 34],
+        "wdbc": [569, 30],
+        "pima": [768, 8],
+        "bupa": [345, 6],
+    }
     # Every (dataset, kernel, s) of the quick grid, each mean equal to its runs' mean.
     assert len(document["summary"]) == 5 * 2 * 2 and len(document["runs"]) == 20
     for row in document["summary"]:
-        mine = [r for r in document["runs"] if (r["dataset"], r["kernel"], r["s"]) == (row["dataset"], row["kernel"], row["s"])]
+        mine = [
+            r
+            for r in document["runs"]
+            if (r["dataset"], r["kernel"], r["s"]) == (row["dataset"], row["kernel"], row["s"])
+        ]
         assert row["ppsvm_paper"]["mean"] == pytest.approx(np.mean([r["ppsvm_paper"]["error_rate"] for r in mine]))
         assert row["alone"]["mean"] == pytest.approx(np.mean([r["alone"]["error_rate"] for r in mine]))
         for run in mine:
@@ -64,8 +81,19 @@ def test_quick_run_writes_the_table_and_both_figures(tmp_path: Path) -> None:
 
 
 def test_a_rerun_gives_the_same_numbers_and_matches_a_central_computation(tmp_path: Path) -> None:
-    args = ("--datasets", "bupa", "--partitions", "2", "--kernels", "linear", "--folds-run", "1", "--basis", "both",
-            "--no-progress")
+    args = (
+        "--datasets",
+        "bupa",
+        "--partitions",
+        "2",
+        "--kernels",
+        "linear",
+        "--folds-run",
+        "1",
+        "--basis",
+        "both",
+        "--no-progress",
+    )
     reproduce(tmp_path / "a", *args)
     reproduce(tmp_path / "b", *args)
     first = json.loads((tmp_path / "a" / "table1.json").read_text())
@@ -78,8 +106,9 @@ def test_a_rerun_gives_the_same_numbers_and_matches_a_central_computation(tmp_pa
     dataset = load_dataset(shipped.path, shipped.options)
     held_out = np.zeros(len(dataset.y), dtype=bool)
     held_out[fold_indices("classify", dataset.y, 10, 0)[0]] = True
-    split = split_dataset(dataset, SplitOptions(rows=run["rows"], cols=2, out_dir=tmp_path / "split", seed=0),
-                          held_out=held_out)
+    split = split_dataset(
+        dataset, SplitOptions(rows=run["rows"], cols=2, out_dir=tmp_path / "split", seed=0), held_out=held_out
+    )
     set_secrets(split, [fixed_secret("table1", "bupa", 2, 0, j) for j in range(2)])
     paper = run["ppsvm_paper"]
     central = central_model(tmp_path / "split", "linear", paper["mbar"], paper["nu"], 0.0)
@@ -88,17 +117,23 @@ def test_a_rerun_gives_the_same_numbers_and_matches_a_central_computation(tmp_pa
 
 
 def test_a_partition_that_leaves_one_feature_is_skipped_and_said(tmp_path: Path) -> None:
-    result = reproduce(tmp_path / "out", "--datasets", "bupa", "--partitions", "4", "--kernels", "linear", "--no-progress")
+    result = reproduce(
+        tmp_path / "out", "--datasets", "bupa", "--partitions", "4", "--kernels", "linear", "--no-progress"
+    )
     document = json.loads((tmp_path / "out" / "table1.json").read_text())
-    assert document["skipped"] == [{"dataset": "bupa", "s": 4,
-                                    "reason": "a block of 1 feature leaves no mbar < n_j (s = 4, n = 6)"}]
+    assert document["skipped"] == [
+        {"dataset": "bupa", "s": 4, "reason": "a block of 1 feature leaves no mbar < n_j (s = 4, n = 6)"}
+    ]
     assert "Not run: Bupa Liver s = 4" in result.stdout
 
 
 def test_unknown_dataset_is_refused_before_any_work(tmp_path: Path) -> None:
     result = subprocess.run(
         [sys.executable, "-m", "ppsvm", "reproduce", "table1", "--datasets", "iris", "--out", str(tmp_path / "o")],
-        capture_output=True, text=True, timeout=60, cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=60,
+        cwd=REPO,
     )
     assert result.returncode == 1
     assert "datasets must be among cleveland, ionosphere, wdbc, pima, bupa; got iris" in result.stderr

@@ -19,15 +19,15 @@ import numpy as np
 import pytest
 
 from ppsvm.config import federation_at_addresses, load_federation
+from ppsvm.coordinator.client import EntityClient
+from ppsvm.coordinator.federation import kernel_request
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.processes import EntityProcesses
+from ppsvm.wire.chunks import decode_arrays
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import channel_credentials
-from ppsvm.wire.chunks import decode_arrays
-from ppsvm.coordinator.client import EntityClient
-from ppsvm.coordinator.federation import kernel_request
-from ppsvm.processes import EntityProcesses
 
 from .conftest import coordinator_channel
 
@@ -41,8 +41,13 @@ CALL_TIMEOUT_S = 30.0
 def split_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = np.random.default_rng(3)
     X = rng.random((ROWS, FEATURES))
-    dataset = Dataset(ids=np.array([f"r{k}" for k in range(ROWS)]), X=X, y=np.where(X[:, 0] > X[:, 1], 1.0, -1.0),
-                      feature_names=tuple(f"x{k}" for k in range(FEATURES)), source="synthetic")
+    dataset = Dataset(
+        ids=np.array([f"r{k}" for k in range(ROWS)]),
+        X=X,
+        y=np.where(X[:, 0] > X[:, 1], 1.0, -1.0),
+        feature_names=tuple(f"x{k}" for k in range(FEATURES)),
+        source="synthetic",
+    )
     out = tmp_path_factory.mktemp("stalled") / "split"
     split_dataset(dataset, SplitOptions(rows=1, cols=1, out_dir=out, test_fraction=0.01, seed=0))
     return out
@@ -81,8 +86,15 @@ def stall(federation_path: Path, request: pb.KernelRequest) -> tuple[grpc.Channe
     federation = load_federation(federation_path)
     entity = federation.entities[0]
     assert federation.tls is not None
-    channel = grpc.secure_channel(entity.address, channel_credentials(federation.tls), options=[
-        ("grpc.ssl_target_name_override", entity.id), ("grpc.http2.bdp_probe", 0), ("grpc.http2.lookahead_bytes", 1 << 16)])
+    channel = grpc.secure_channel(
+        entity.address,
+        channel_credentials(federation.tls),
+        options=[
+            ("grpc.ssl_target_name_override", entity.id),
+            ("grpc.http2.bdp_probe", 0),
+            ("grpc.http2.lookahead_bytes", 1 << 16),
+        ],
+    )
     stub = pb_grpc.EntityStub(channel)
     calls = [stub.KernelBlock(request, timeout=600) for _ in range(STALLED)]
     deadline = time.monotonic() + CALL_TIMEOUT_S
@@ -92,7 +104,9 @@ def stall(federation_path: Path, request: pb.KernelRequest) -> tuple[grpc.Channe
     return channel, calls
 
 
-def seconds_until_served(federation_path: Path, request: pb.KernelRequest, rows: int, within: float) -> tuple[float | None, set[str]]:
+def seconds_until_served(
+    federation_path: Path, request: pb.KernelRequest, rows: int, within: float
+) -> tuple[float | None, set[str]]:
     """A fresh caller (new connection) asks for the whole block until it gets it: seconds taken (None: not within
     ``within``) and the refusals it met on the way."""
     entity = load_federation(federation_path).entities[0]
@@ -129,25 +143,32 @@ def test_stalled_readers_cannot_lock_out_a_fresh_caller(split_dir: Path, monkeyp
         channel, stalled = stall(live, request)
         try:
             served_after, refusals = seconds_until_served(live, request, rows, within=write_timeout_s + 10.0)
-            print(f"fresh caller served {served_after:.2f} s after {STALLED} stalled streams (limit {LIMIT}, write timeout "
-                  f"{write_timeout_s:g} s)")
+            print(
+                f"fresh caller served {served_after:.2f} s after {STALLED} stalled streams (limit {LIMIT}, write "
+                f"timeout {write_timeout_s:g} s)"
+            )
             assert served_after is not None and served_after < write_timeout_s + 5.0
-            assert any(f"coordinator already has {LIMIT} calls running on this server" in r and "PPSVM_MAX_CALLS_PER_PEER" in r
-                       for r in refusals), refusals
+            assert any(
+                f"coordinator already has {LIMIT} calls running on this server" in r and "PPSVM_MAX_CALLS_PER_PEER" in r
+                for r in refusals
+            ), refusals
             codes = []
             for call in stalled:
                 with pytest.raises(grpc.RpcError) as ended:
                     for _ in call:
                         pass
                 codes.append(ended.value.code())
-            assert sorted(codes, key=str) == sorted([grpc.StatusCode.CANCELLED] * LIMIT
-                                                    + [grpc.StatusCode.RESOURCE_EXHAUSTED] * (STALLED - LIMIT), key=str)
+            assert sorted(codes, key=str) == sorted(
+                [grpc.StatusCode.CANCELLED] * LIMIT + [grpc.StatusCode.RESOURCE_EXHAUSTED] * (STALLED - LIMIT), key=str
+            )
             assert time.monotonic() - started < write_timeout_s + 10.0
         finally:
             channel.close()
 
 
-def test_control_without_a_short_write_timeout_the_caller_stays_locked_out(split_dir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_control_without_a_short_write_timeout_the_caller_stays_locked_out(
+    split_dir: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
     """The same stalls with an hour-long write timeout: the fresh caller is refused for as long as we wait, so the test
     above measures the timeout at work (and would fail against an entity that never cut a stalled reader off)."""
     with running_entity(split_dir, monkeypatch, 3600.0) as live:

@@ -14,16 +14,16 @@ from pathlib import Path
 import grpc
 import pytest
 
-from ppsvm.wire.certs import COORDINATOR, ENTITY, make_certificates
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.errors import EntityError
-from ppsvm.wire.grpc_util import open_channel
 from ppsvm.core.randomness import new_secret_hex
+from ppsvm.errors import EntityError
+from ppsvm.processes import EntityProcesses
+from ppsvm.wire.certs import COORDINATOR, ENTITY, make_certificates
+from ppsvm.wire.chunks import decode_arrays
+from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles
-from ppsvm.wire.chunks import decode_arrays
-from ppsvm.processes import EntityProcesses
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
 
@@ -31,7 +31,9 @@ TRAIN = ("--mbar", "5", "--nu", "1", "--mu", "0.03")
 
 
 def _as_party(split_dir: Path, name: str) -> TlsFiles:
-    return TlsFiles(ca=split_dir / "ca.pem", cert=split_dir / f"{name}.pem", key=split_dir / f"{name}.key", source=split_dir)
+    return TlsFiles(
+        ca=split_dir / "ca.pem", cert=split_dir / f"{name}.pem", key=split_dir / f"{name}.key", source=split_dir
+    )
 
 
 def test_entity_accepts_only_its_coordinator(federation) -> None:
@@ -42,7 +44,11 @@ def test_entity_accepts_only_its_coordinator(federation) -> None:
     # Another party of the same federation, with a valid certificate from the same CA, is refused.
     with open_channel(target.address, tls=_as_party(run.split_dir, "r0c1"), peer="r0c0") as channel:
         with pytest.raises(grpc.RpcError) as refused:
-            list(pb_grpc.EntityStub(channel).KernelBlock(pb.KernelRequest(kernel=pb.LINEAR, mbar=2, record_set=pb.TRAIN), timeout=30))
+            list(
+                pb_grpc.EntityStub(channel).KernelBlock(
+                    pb.KernelRequest(kernel=pb.LINEAR, mbar=2, record_set=pb.TRAIN), timeout=30
+                )
+            )
     assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
     assert "r0c1 may not call /ppsvm.v1.Entity/KernelBlock" in refused.value.details()
     assert "accepts only coordinator" in refused.value.details()
@@ -61,9 +67,23 @@ def test_prediction_service_answers_predict_only_to_client_certificates(federati
     run = federation(1, 2)
     run.train(*TRAIN)
     server = subprocess.Popen(
-        [sys.executable, "-m", "ppsvm", "coordinator", "serve", "--federation", str(run.federation_path),
-         "--model", str(run.split_dir / "model.json"), "--listen", "127.0.0.1:0"],
-        cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "ppsvm",
+            "coordinator",
+            "serve",
+            "--federation",
+            str(run.federation_path),
+            "--model",
+            str(run.split_dir / "model.json"),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         assert server.stdout is not None
@@ -83,7 +103,10 @@ def test_prediction_service_answers_predict_only_to_client_certificates(federati
                 stub.Predict(pb.PredictRequest(ids=ids), timeout=30)
             assert stub.Status(pb.Empty(), timeout=30).requests_served == 2 * len(ids)
         assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        assert "r0c1 may not call /ppsvm.v1.Coordinator/Predict: that needs a certificate with the role client" in refused.value.details()
+        assert (
+            "r0c1 may not call /ppsvm.v1.Coordinator/Predict: that needs a certificate with the role client"
+            in refused.value.details()
+        )
     finally:
         server.terminate()
         server.wait(timeout=30)
@@ -94,7 +117,16 @@ def test_coordinator_checks_each_entity_identity(federation) -> None:
     planned = load_federation(run.split_dir / "federation.toml")
     swapped = run.split_dir / "swapped.toml"
     swapped.write_text(federation_at_addresses(planned, list(reversed(run.processes.addresses))))
-    result = ppsvm("coordinator", "train", "--federation", str(swapped), "--model-out", str(run.split_dir / "m.json"), *TRAIN, check=False)
+    result = ppsvm(
+        "coordinator",
+        "train",
+        "--federation",
+        str(swapped),
+        "--model-out",
+        str(run.split_dir / "m.json"),
+        *TRAIN,
+        check=False,
+    )
     assert result.returncode == 1
     assert "TLS handshake failed" in result.stderr and "certificate for 'r0c0'" in result.stderr
     assert not (run.split_dir / "m.json").exists()
@@ -109,18 +141,29 @@ def test_foreign_certificate_authority_is_refused(federation, tmp_path: Path) ->
     live = load_federation(run.federation_path)
     text = federation_at_addresses(live, run.processes.addresses).replace(str(run.split_dir.resolve()), str(foreign))
     (tmp_path / "foreign.toml").write_text(text)
-    result = ppsvm("coordinator", "train", "--federation", str(tmp_path / "foreign.toml"),
-                   "--model-out", str(tmp_path / "m.json"), *TRAIN, check=False)
+    result = ppsvm(
+        "coordinator",
+        "train",
+        "--federation",
+        str(tmp_path / "foreign.toml"),
+        "--model-out",
+        str(tmp_path / "m.json"),
+        *TRAIN,
+        check=False,
+    )
     assert result.returncode == 1 and "TLS handshake failed" in result.stderr and "r0c0" in result.stderr
     run.train(*TRAIN)  # the entities kept serving the rightful coordinator
 
 
 def test_expired_certificate_stops_the_entity_at_start(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
-    old = make_certificates({"r0c0": (ENTITY,)}, valid_days=1, now=datetime.datetime(2021, 3, 1, tzinfo=datetime.timezone.utc))
+    old = make_certificates({"r0c0": (ENTITY,)}, valid_days=1, now=datetime.datetime(2021, 3, 1, tzinfo=datetime.UTC))
     (split_dir / "r0c0.pem").write_bytes(old["r0c0.pem"].text)
     (split_dir / "r0c0.key").write_bytes(old["r0c0.key"].text)
-    with pytest.raises(EntityError, match=r"(?s)exited with code 1.*r0c0.toml \[tls\]: the certificate in cert file expired on 2021-03-0"):
+    with pytest.raises(
+        EntityError,
+        match=r"(?s)exited with code 1.*r0c0.toml \[tls\]: the certificate in cert file expired on 2021-03-0",
+    ):
         EntityProcesses([split_dir / "r0c0.toml"]).__enter__()
 
 
@@ -139,8 +182,13 @@ def test_plaintext_only_when_asked_for_and_then_warned(tmp_path: Path) -> None:
         assert secure.returncode == 1 and "TLS handshake failed" in secure.stderr  # TLS client, plaintext server
         insecure = ppsvm("coordinator", "train", "--federation", str(live), "--model-out", model, "--insecure", *TRAIN)
         assert "TLS is OFF" in insecure.stderr
-    entity = subprocess.Popen([sys.executable, "-m", "ppsvm", "entity", "--config", str(configs[0]), "--insecure",
-                               "--listen", "127.0.0.1:0"], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    entity = subprocess.Popen(
+        [sys.executable, "-m", "ppsvm", "entity", "--config", str(configs[0]), "--insecure", "--listen", "127.0.0.1:0"],
+        cwd=REPO,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     try:
         assert entity.stdout is not None and entity.stdout.readline().startswith("listening on ")
     finally:
@@ -153,7 +201,9 @@ def test_mismatched_column_secret_is_caught_before_any_kernel(federation, tmp_pa
     prepared = split(tmp_path / "prepared", WDBC, 2, 2, *WDBC_OPTIONS)
     (prepared / "other.secret").write_text(new_secret_hex() + "\n")
     config = prepared / "r1c1.toml"
-    config.write_text(config.read_text().replace('secret_file = "column-block-1.secret"', 'secret_file = "other.secret"'))
+    config.write_text(
+        config.read_text().replace('secret_file = "column-block-1.secret"', 'secret_file = "other.secret"')
+    )
     assert load_entity_config(config).secret_file == prepared / "other.secret"
     run = federation(2, 2, prepared=prepared)
     result = run.train(*TRAIN, check=False)
@@ -177,7 +227,11 @@ def test_certs_command_names_every_party(tmp_path: Path) -> None:
 
 def test_audit_reports_conditions_and_what_parties_learn(federation) -> None:
     run = federation(2, 2)
-    configs = [arg for e in load_federation(run.federation_path).entities for arg in ("--entity-config", str(run.split_dir / f"{e.id}.toml"))]
+    configs = [
+        arg
+        for e in load_federation(run.federation_path).entities
+        for arg in ("--entity-config", str(run.split_dir / f"{e.id}.toml"))
+    ]
     report = ppsvm("audit", "--federation", str(run.federation_path), *configs)
     assert "[     ok] transport: mutual TLS; the coordinator is 'coordinator'" in report.stdout
     assert "column block 1: every entity refuses mbar >= n_j = 15" in report.stdout

@@ -14,10 +14,10 @@ import numpy as np
 import pytest
 
 from ppsvm.config import load_entity_config, load_federation
+from ppsvm.coordinator.reference import pool_cells
 from ppsvm.core.lp import solve_lp
 from ppsvm.core.model import Model
 from ppsvm.core.randomness import derive_B
-from ppsvm.coordinator.reference import pool_cells
 
 from .conftest import coordinator_channel, ppsvm
 
@@ -51,8 +51,15 @@ class CentralModel:
         return {"relative_error": float(np.linalg.norm(decision - self.y_test) / np.linalg.norm(self.y_test))}
 
 
-def central_model(split_dir: Path, kernel: str, mbar: int, nu: float, mu: float, task: str = "classify",
-                  columns: np.ndarray | None = None) -> CentralModel:
+def central_model(
+    split_dir: Path,
+    kernel: str,
+    mbar: int,
+    nu: float,
+    mu: float,
+    task: str = "classify",
+    columns: np.ndarray | None = None,
+) -> CentralModel:
     """Pool every cell, scale with the pooled min/max, K against the concatenated B_j, solve the LP.
 
     With ``columns`` (the product basis), point c is [B_1[columns[c, 0]] ... B_s[columns[c, s-1]]].
@@ -65,8 +72,9 @@ def central_model(split_dir: Path, kernel: str, mbar: int, nu: float, mu: float,
         B_blocks.append(derive_B(config.read_secret(), mbar, _width(split_dir, j)))
     low, high = X.min(axis=0), X.max(axis=0)
     B = np.hstack(B_blocks if columns is None else [B_j[columns[:, j]] for j, B_j in enumerate(B_blocks)])
-    central = CentralModel(np.empty(0), 0.0, task, kernel, mu, B, low,
-                           np.where(high > low, high - low, 1.0), X_test, y_test)
+    central = CentralModel(
+        np.empty(0), 0.0, task, kernel, mu, B, low, np.where(high > low, high - low, 1.0), X_test, y_test
+    )
     solution = solve_lp(task, central.kernel_rows(X), y, nu)
     central.u, central.gamma = solution.u, solution.gamma
     return central
@@ -169,8 +177,9 @@ def test_product_basis_model_equals_central(federation, kernel: str) -> None:
     assert model.mbar == 3 and model.columns is not None
     # 10% of the training rows, out of 3^4 = 81 possible points; the paper's 3 come first.
     assert 3 < len(model.columns) <= 81 and model.columns[:3] == ((0,) * 4, (1,) * 4, (2,) * 4)
-    central = central_model(run.split_dir, kernel, 3, 10.0, mu if kernel == "gaussian" else 0.0,
-                            columns=np.array(model.columns))
+    central = central_model(
+        run.split_dir, kernel, 3, 10.0, mu if kernel == "gaussian" else 0.0, columns=np.array(model.columns)
+    )
     np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=0)
     assert abs(model.gamma - central.gamma) < 1e-8
     result = run.evaluate()
@@ -184,17 +193,30 @@ def test_serve_predicts_by_record_id(federation) -> None:
 
     import grpc
 
+    from ppsvm.data.cell import load_cell
     from ppsvm.wire.rpc import ppsvm_pb2 as pb
     from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-    from ppsvm.data.cell import load_cell
 
     run = federation(2, 2)
     run.train("--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03")
     model = Model.load(run.split_dir / "model.json")
     server = subprocess.Popen(
-        [sys.executable, "-m", "ppsvm", "coordinator", "serve", "--federation", str(run.federation_path),
-         "--model", str(run.split_dir / "model.json"), "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE, stderr=subprocess.DEVNULL, text=True,
+        [
+            sys.executable,
+            "-m",
+            "ppsvm",
+            "coordinator",
+            "serve",
+            "--federation",
+            str(run.federation_path),
+            "--model",
+            str(run.split_dir / "model.json"),
+            "--listen",
+            "127.0.0.1:0",
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
     )
     try:
         line = server.stdout.readline()

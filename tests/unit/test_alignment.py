@@ -1,4 +1,5 @@
-"""Record alignment across the column blocks of a row block (record_positions); ids listed twice (duplicate_record_id)."""
+"""Record alignment across the column blocks of a row block (record_positions); ids listed twice
+(duplicate_record_id)."""
 
 from __future__ import annotations
 
@@ -26,11 +27,11 @@ def test_shuffled_ids_map_back_to_the_reference(seed: int) -> None:
 @pytest.mark.parametrize(
     "ids",
     [
-        np.array(["a7", "b2", "c9", "d1"]),               # one missing
-        np.array(["a7", "b2", "c9", "d1", "e5", "f0"]),   # one extra
-        np.array(["a7", "b2", "c9", "d1", "zz"]),         # one replaced
-        np.array(["a7", "a7", "c9", "d1", "e5"]),         # a duplicate hiding a missing one
-        np.array(["e5", "d1", "c9", "b2", "a0"]),         # shuffled and one replaced
+        np.array(["a7", "b2", "c9", "d1"]),  # one missing
+        np.array(["a7", "b2", "c9", "d1", "e5", "f0"]),  # one extra
+        np.array(["a7", "b2", "c9", "d1", "zz"]),  # one replaced
+        np.array(["a7", "a7", "c9", "d1", "e5"]),  # a duplicate hiding a missing one
+        np.array(["e5", "d1", "c9", "b2", "a0"]),  # shuffled and one replaced
     ],
 )
 def test_different_record_sets_are_refused(ids: np.ndarray) -> None:
@@ -44,7 +45,7 @@ def _ids(*blocks: list[str]) -> dict[int, np.ndarray]:
 def _duplicates_by_loop(ids_by_row_block: dict[int, np.ndarray]) -> set[tuple[str, int, int]]:
     """Independent: every (id, row block, row block) pair listing the same id, by nested loops."""
     listed = [(record, i) for i, ids in ids_by_row_block.items() for record in ids.tolist()]
-    return {(a, i, j) for k, (a, i) in enumerate(listed) for (b, j) in listed[k + 1:] if a == b}
+    return {(a, i, j) for k, (a, i) in enumerate(listed) for (b, j) in listed[k + 1 :] if a == b}
 
 
 def test_unique_ids_pass() -> None:
@@ -55,10 +56,10 @@ def test_unique_ids_pass() -> None:
 @pytest.mark.parametrize(
     "ids_by_row_block",
     [
-        _ids(["a", "b", "c"], ["d", "b"]),                         # in two row blocks
-        _ids(["a", "zz"], ["zz", "q"], ["r", "a"]),                # two ids, each in two row blocks
-        _ids(["long-id-0001"], ["x", "long-id-0001"]),             # different string widths
-        _ids(["a", "b", "a"], ["c"]),                              # twice in one row block
+        _ids(["a", "b", "c"], ["d", "b"]),  # in two row blocks
+        _ids(["a", "zz"], ["zz", "q"], ["r", "a"]),  # two ids, each in two row blocks
+        _ids(["long-id-0001"], ["x", "long-id-0001"]),  # different string widths
+        _ids(["a", "b", "a"], ["c"]),  # twice in one row block
     ],
 )
 def test_a_repeated_id_is_found(ids_by_row_block: dict[int, np.ndarray]) -> None:

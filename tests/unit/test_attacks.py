@@ -12,9 +12,9 @@ import numpy as np
 import pytest
 from scipy.linalg import null_space
 
-from ppsvm.experiments.attacks import farthest_pair, reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear
 from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
 from ppsvm.core.randomness import derive_B
+from ppsvm.experiments.attacks import farthest_pair, reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear
 
 SECRET = b"attack-demo-secret-0123456789abcdef"
 ROWS = 20

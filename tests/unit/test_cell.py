@@ -10,12 +10,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppsvm.errors import ConfigError, DataError, PrivacyError
 from ppsvm.config import load_entity_config
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.randomness import derive_B
 from ppsvm.data.cell import load_cell
 from ppsvm.entity.cell import EntityCore, SignedRange
+from ppsvm.errors import ConfigError, DataError, PrivacyError
 
 SECRET = bytes(range(32))
 
@@ -144,8 +144,10 @@ def test_check_ids_refuses_unknown_repeated_and_empty(tmp_path: Path) -> None:
 def make_core(tmp_path: Path, cell_text: str = CELL, override: bool = False, column_block: int = 0) -> EntityCore:
     write(tmp_path / "cell.csv", cell_text)
     write(tmp_path / "secret.hex", SECRET.hex() + "\n")
-    text = (f'[entity]\nid = "ent-7"\ndata = "cell.csv"\ncolumn_block = {column_block}\nsecret_file = "secret.hex"\n'
-            'column_block_members = ["ent-7", "peer-1"]\n')
+    text = (
+        f'[entity]\nid = "ent-7"\ndata = "cell.csv"\ncolumn_block = {column_block}\nsecret_file = "secret.hex"\n'
+        'column_block_members = ["ent-7", "peer-1"]\n'
+    )
     if override:
         text += "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
     return EntityCore(load_entity_config(write(tmp_path / "entity.toml", text)), new_release_log=True)
@@ -162,7 +164,13 @@ def expected_gaussian(X: np.ndarray, low: np.ndarray, high: np.ndarray, B: np.nd
 
 def signed(entity_id: str, low: np.ndarray, high: np.ndarray, secret: bytes = SECRET) -> SignedRange:
     """A range tagged as a column-block member would tag it: HMAC-SHA256 written out here, not via range_tag."""
-    message = b"ppsvm/v1/feature-range/" + entity_id.encode() + b"\0" + np.asarray(low, "<f8").tobytes() + np.asarray(high, "<f8").tobytes()
+    message = (
+        b"ppsvm/v1/feature-range/"
+        + entity_id.encode()
+        + b"\0"
+        + np.asarray(low, "<f8").tobytes()
+        + np.asarray(high, "<f8").tobytes()
+    )
     return SignedRange(entity_id, list(low), list(high), hmac.new(secret, message, hashlib.sha256).hexdigest())
 
 
@@ -199,7 +207,9 @@ def test_block_scaling_is_the_members_min_and_max(tmp_path: Path) -> None:
         ([signed("ent-7", LOW - 1, HIGH), PEER], "not the one it holds"),
     ],
 )
-def test_block_scaling_refuses_ranges_the_requester_could_choose(tmp_path: Path, ranges: list[SignedRange], fragment: str) -> None:
+def test_block_scaling_refuses_ranges_the_requester_could_choose(
+    tmp_path: Path, ranges: list[SignedRange], fragment: str
+) -> None:
     with pytest.raises(PrivacyError) as caught:
         make_core(tmp_path).kernel_block("gaussian", 2, 1.0, ranges, record_set="train")
     assert fragment in str(caught.value) and "ent-7" in str(caught.value)
@@ -220,7 +230,9 @@ def test_kernel_block_override_allows_large_mbar(tmp_path: Path) -> None:
     core = make_core(tmp_path, override=True)
     mbar = 5
     K = core.kernel_block("gaussian", mbar, 0.7, RANGES, record_set="train")
-    expected = expected_gaussian(np.array([[1, 10, -1], [3, 5, 2], [-4, 30, 1]], float), LOW, HIGH, derive_B(SECRET, mbar, 3), 0.7)
+    expected = expected_gaussian(
+        np.array([[1, 10, -1], [3, 5, 2], [-4, 30, 1]], float), LOW, HIGH, derive_B(SECRET, mbar, 3), 0.7
+    )
     np.testing.assert_allclose(K, expected, rtol=1e-12, atol=0)
 
 
@@ -233,9 +245,13 @@ def test_kernel_block_gaussian_exact(tmp_path: Path) -> None:
     assert train.shape == (3, 2)
     np.testing.assert_allclose(train, expected_gaussian(core.cell.X_train, low, high, B, 1.3), rtol=1e-12, atol=0)
     test = core.kernel_block("gaussian", 2, 1.3, [OWN, PEER], record_set="test")
-    np.testing.assert_allclose(test, expected_gaussian(np.array([[2.5, 20, 0], [100, -50, 7]]), low, high, B, 1.3), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(
+        test, expected_gaussian(np.array([[2.5, 20, 0], [100, -50, 7]]), low, high, B, 1.3), rtol=1e-12, atol=0
+    )
     by_id = core.kernel_block("gaussian", 2, 1.3, [OWN, PEER], ids=["r4", "r2"])
-    np.testing.assert_allclose(by_id, expected_gaussian(np.array([[-4, 30, 1], [2.5, 20, 0]], float), low, high, B, 1.3), rtol=1e-12, atol=0)
+    np.testing.assert_allclose(
+        by_id, expected_gaussian(np.array([[-4, 30, 1], [2.5, 20, 0]], float), low, high, B, 1.3), rtol=1e-12, atol=0
+    )
 
 
 def test_kernel_block_linear_exact(tmp_path: Path) -> None:
@@ -294,16 +310,28 @@ def test_records_without_labels(tmp_path: Path) -> None:
 def test_core_reports_bad_secret(tmp_path: Path) -> None:
     write(tmp_path / "cell.csv", CELL)
     write(tmp_path / "secret.hex", "abcd")
-    config = load_entity_config(write(tmp_path / "e.toml", '[entity]\nid = "e"\ndata = "cell.csv"\ncolumn_block = 0\nsecret_file = "secret.hex"\n'))
+    config = load_entity_config(
+        write(
+            tmp_path / "e.toml", '[entity]\nid = "e"\ndata = "cell.csv"\ncolumn_block = 0\nsecret_file = "secret.hex"\n'
+        )
+    )
     with pytest.raises(ConfigError, match="has 2 bytes"):
         EntityCore(config, new_release_log=True)
 
 
 def small_model() -> Model:
     return Model(
-        task="classify", kernel="gaussian", mu=0.5, nu=2.0, mbar=2, u=(0.25, -1.5), gamma=0.125, private=True,
+        task="classify",
+        kernel="gaussian",
+        mu=0.5,
+        nu=2.0,
+        mbar=2,
+        u=(0.25, -1.5),
+        gamma=0.125,
+        private=True,
         scaling=(ColumnScaling(0, (-4.0, 5.0, -1.0), (3.0, 30.0, 2.0)),),
-        entities=(ModelEntity("ent-7", 0, 0),), training={"n_train": 3},
+        entities=(ModelEntity("ent-7", 0, 0),),
+        training={"n_train": 3},
     )
 
 

@@ -17,8 +17,8 @@ from ppsvm.config import (
     toml_document,
     toml_string,
 )
-from ppsvm.errors import ConfigError
 from ppsvm.core.randomness import MIN_SECRET_BYTES
+from ppsvm.errors import ConfigError
 
 SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef"
 
@@ -32,8 +32,11 @@ def write(path: Path, text: str) -> Path:
 def entity_toml(**overrides: str | None) -> str:
     """An [entity] table; a value of None drops the key, a string is written verbatim (TOML source)."""
     keys: dict[str, str | None] = {
-        "id": '"e00"', "listen": '"127.0.0.1:5000"', "data": '"cells/e00.csv"',
-        "column_block": "1", "secret_file": '"secrets/col1.hex"',
+        "id": '"e00"',
+        "listen": '"127.0.0.1:5000"',
+        "data": '"cells/e00.csv"',
+        "column_block": "1",
+        "secret_file": '"secrets/col1.hex"',
     }
     keys.update(overrides)
     return "[entity]\n" + "".join(f"{k} = {v}\n" for k, v in keys.items() if v is not None)
@@ -89,10 +92,14 @@ def test_entity_config_absolute_data_path_kept(tmp_path: Path) -> None:
         (entity_toml(secret_env='"X"'), ["exactly one of 'secret_file' or 'secret_env'"]),
         (entity_toml(secret_file="7"), ["'secret_file' must be a string, got 7"]),
         ("privacy = 1\n" + entity_toml(), ["[privacy] must be a table"]),
-        (entity_toml() + "[privacy]\nnon_private_allow_mbar_at_least_features = 1\n",
-         ["[privacy]", "'non_private_allow_mbar_at_least_features' must be true or false, got 1"]),
-        (entity_toml() + "[privacy]\nnon_private_allow_mbar_at_least_features = \"yes\"\n",
-         ["'non_private_allow_mbar_at_least_features' must be true or false"]),
+        (
+            entity_toml() + "[privacy]\nnon_private_allow_mbar_at_least_features = 1\n",
+            ["[privacy]", "'non_private_allow_mbar_at_least_features' must be true or false, got 1"],
+        ),
+        (
+            entity_toml() + '[privacy]\nnon_private_allow_mbar_at_least_features = "yes"\n',
+            ["'non_private_allow_mbar_at_least_features' must be true or false"],
+        ),
         ("[entity\nid = 'x'\n", ["is not valid TOML"]),
         ("[entity]\nid = \n", ["is not valid TOML"]),
     ],
@@ -125,7 +132,9 @@ def test_read_secret_from_hex_file_with_whitespace(tmp_path: Path) -> None:
 
 def test_read_secret_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setenv("PPSVM_TEST_SECRET", SECRET_HEX)
-    config = load_entity_config(write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET"')))
+    config = load_entity_config(
+        write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET"'))
+    )
     assert config.read_secret() == bytes.fromhex(SECRET_HEX)
 
 
@@ -227,7 +236,9 @@ def test_federation_duplicate_address(tmp_path: Path) -> None:
 def test_federation_duplicate_grid_cell(tmp_path: Path) -> None:
     entries = grid(1, 2)
     entries[1] = ("e01", "h:5001", 0, 0)
-    _expect_federation_error(tmp_path, fed_text(entries), "grid cell (row_block, column_block) (0, 0) appears more than once")
+    _expect_federation_error(
+        tmp_path, fed_text(entries), "grid cell (row_block, column_block) (0, 0) appears more than once"
+    )
 
 
 def test_federation_incomplete_checkerboard_names_missing_cell(tmp_path: Path) -> None:
@@ -251,12 +262,15 @@ def test_federation_refuses_private_keys(tmp_path: Path, key: str) -> None:
 @pytest.mark.parametrize("line", ['data = "all.csv"', 'secret_file = "s.secret"', "[secrets]\nr0c0 = 'x'"])
 def test_federation_refuses_private_keys_at_top_level(tmp_path: Path, line: str) -> None:
     key = line.split()[0].strip("[]")
-    _expect_federation_error(tmp_path, line + "\n" + fed_text(grid(1, 2)), f"{key!r} does not belong in the federation file")
+    _expect_federation_error(
+        tmp_path, line + "\n" + fed_text(grid(1, 2)), f"{key!r} does not belong in the federation file"
+    )
 
 
 def test_federation_refuses_unknown_keys(tmp_path: Path) -> None:
-    _expect_federation_error(tmp_path, "tsl = 1\n" + fed_text(grid(1, 2)), "unknown key(s) or table(s) tsl",
-                             "allowed: task, tls, entity")
+    _expect_federation_error(
+        tmp_path, "tsl = 1\n" + fed_text(grid(1, 2)), "unknown key(s) or table(s) tsl", "allowed: task, tls, entity"
+    )
     text = fed_text(grid(1, 2), extra={0: "port = 5"})
     _expect_federation_error(tmp_path, text, "[[entity]] #1", "unknown key(s) port", "allowed: id, address")
 
@@ -266,11 +280,17 @@ def test_federation_refuses_unknown_keys(tmp_path: Path) -> None:
     [
         ('[[entity]]\naddress = "h:1"\nrow_block = 0\ncolumn_block = 0\n', ["#1", "missing required key 'id'"]),
         ('[[entity]]\nid = "a"\nrow_block = 0\ncolumn_block = 0\n', ["#1", "missing required key 'address'"]),
-        ('[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = "0"\ncolumn_block = 0\n', ["'row_block' must be an integer"]),
-        ('[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = 0\ncolumn_block = true\n', ["'column_block' must be an integer, got True"]),
+        (
+            '[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = "0"\ncolumn_block = 0\n',
+            ["'row_block' must be an integer"],
+        ),
+        (
+            '[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = 0\ncolumn_block = true\n',
+            ["'column_block' must be an integer, got True"],
+        ),
         ('[[entity]]\nid = "a"\naddress = "h:1"\nrow_block = -1\ncolumn_block = 0\n', ["#1", "must be >= 0"]),
-        ('[task]\nmbar = 3\n', ["no [[entity]] entries"]),
-        ('entity = []\n', ["no [[entity]] entries"]),
+        ("[task]\nmbar = 3\n", ["no [[entity]] entries"]),
+        ("entity = []\n", ["no [[entity]] entries"]),
         ("task = 3\n" + fed_entity("a", "h:1", 0, 0), ["[task] must be a table"]),
         ('[[entity]\nid = "a"\n', ["is not valid TOML"]),
     ],
@@ -288,8 +308,23 @@ def test_federation_missing_file(tmp_path: Path) -> None:
 
 # ---------------------------------------------------------------- writing TOML
 
-NASTY = ['plain', 'say "hi"', 'back\\slash', 'C:\\path\\"x"', 'tab\there', 'new\nline', 'cr\rlf', '\x00nul',
-         '\x1b[31mred', 'del\x7f', "single ' quote", '\u00e9t\u00e9 \u4e2d \U0001F600', '"""', '\\u0041', '']
+NASTY = [
+    "plain",
+    'say "hi"',
+    "back\\slash",
+    'C:\\path\\"x"',
+    "tab\there",
+    "new\nline",
+    "cr\rlf",
+    "\x00nul",
+    "\x1b[31mred",
+    "del\x7f",
+    "single ' quote",
+    "\u00e9t\u00e9 \u4e2d \U0001f600",
+    '"""',
+    "\\u0041",
+    "",
+]
 
 
 @pytest.mark.parametrize("text", NASTY)
@@ -304,8 +339,11 @@ def test_toml_string_round_trips_any_text(text: str) -> None:
 
 
 def test_toml_document_round_trip() -> None:
-    tables = [("[task]", {"task": "classify", "mbar": 4, "note": 'q"\\\n'}),
-              ("[[entity]]", {"id": "a\tb", "row_block": 0}), ("[[entity]]", {"id": "c\x01", "row_block": 1})]
+    tables = [
+        ("[task]", {"task": "classify", "mbar": 4, "note": 'q"\\\n'}),
+        ("[[entity]]", {"id": "a\tb", "row_block": 0}),
+        ("[[entity]]", {"id": "c\x01", "row_block": 1}),
+    ]
     text = toml_document("a comment", tables)
     assert text.startswith("# a comment\n")
     assert tomllib.loads(text) == {"task": tables[0][1], "entity": [tables[1][1], tables[2][1]]}

@@ -54,12 +54,14 @@ def cvxpy_hinge_svm(Z: np.ndarray, y: np.ndarray, C: float) -> tuple[np.ndarray,
 
 
 def hinge_objective(w: np.ndarray, Z: np.ndarray, y: np.ndarray, C: float) -> float:
-    return 0.5 * float(w @ w) + C / len(y) * sum(max(0.0, 1.0 - yi * float(zi @ w)) for zi, yi in zip(Z, y))
+    return 0.5 * float(w @ w) + C / len(y) * sum(
+        max(0.0, 1.0 - yi * float(zi @ w)) for zi, yi in zip(Z, y, strict=True)
+    )
 
 
 def dual_objective(alpha: np.ndarray, Z: np.ndarray, y: np.ndarray) -> float:
     """sum_i a_i - (1/2)||sum_i a_i y_i z_i||^2: a lower bound on the primal for any 0 <= a <= C/n."""
-    v = sum(a * yi * zi for a, zi, yi in zip(alpha, Z, y))
+    v = sum(a * yi * zi for a, zi, yi in zip(alpha, Z, y, strict=True))
     return float(alpha.sum()) - 0.5 * float(v @ v)
 
 
@@ -86,7 +88,7 @@ def perturbed_gradient(w: np.ndarray, Z: np.ndarray, y: np.ndarray, C: float, b:
     """Gradient of (1/n) sum huber(y_i w'z_i) + ((1/C + Delta)/2)||w||^2 + b'w/n, by a loop."""
     n = len(y)
     g = (1.0 / C + Delta) * w + b / n
-    for zi, yi in zip(Z, y):
+    for zi, yi in zip(Z, y, strict=True):
         g = g + huber_reference(yi * float(zi @ w), h)[1] * yi * zi / n
     return g
 
@@ -155,9 +157,7 @@ def test_frequency_objective_value_and_gradient():
     delta = rng.normal(size=(15, 3))
     target = rng.random(15)
     value, grad = dp.frequency_objective(rho, delta, target)
-    by_loop = sum(
-        (sum(math.cos(float(rho[k] @ delta[p])) for k in range(6)) / 6 - target[p]) ** 2 for p in range(15)
-    )
+    by_loop = sum((sum(math.cos(float(rho[k] @ delta[p])) for k in range(6)) / 6 - target[p]) ** 2 for p in range(15))
     assert value == pytest.approx(by_loop / 15, rel=1e-12)
     step = 1e-6
     numeric = np.zeros_like(rho)
@@ -192,9 +192,9 @@ def test_pair_sampling_is_distinct_and_covers_the_triangle():
     i, j = dp._sample_pairs(m, total - 1, np.random.default_rng(7))  # forces the sampling path
     assert i.size == total - 1
     assert ((0 <= j) & (j < i) & (i < m)).all()
-    pairs = set(zip(i.tolist(), j.tolist()))
+    pairs = set(zip(i.tolist(), j.tolist(), strict=True))
     assert len(pairs) == total - 1
-    assert pairs <= set(zip(*(a.tolist() for a in np.tril_indices(m, k=-1))))
+    assert pairs <= set(zip(*(a.tolist() for a in np.tril_indices(m, k=-1)), strict=True))
 
 
 def test_public_kernel_width_is_the_median_heuristic():
@@ -486,7 +486,7 @@ def test_huber_loss_matches_its_definition():
     h = 0.3
     z = np.linspace(-1, 3, 401)
     loss, first, second = dp.huber_loss(z, h)
-    for zi, li, fi in zip(z, loss, first):
+    for zi, li, fi in zip(z, loss, first, strict=True):
         ref_l, ref_f = huber_reference(float(zi), h)
         assert li == pytest.approx(ref_l, abs=1e-14) and fi == pytest.approx(ref_f, abs=1e-14)
     assert second.max() == pytest.approx(1 / (2 * h)) and second.min() == 0.0
@@ -538,7 +538,7 @@ def test_perturbed_huber_minimiser_is_exact():
     assert np.abs(perturbed_gradient(w, Z, y, C, b, Delta, h)).max() < 1e-10
 
     def value(v: np.ndarray) -> float:
-        loss = sum(huber_reference(yi * float(zi @ v), h)[0] for zi, yi in zip(Z, y)) / len(y)
+        loss = sum(huber_reference(yi * float(zi @ v), h)[0] for zi, yi in zip(Z, y, strict=True)) / len(y)
         return loss + 0.5 * (1 / C + Delta) * float(v @ v) + float(b @ v) / len(y)
 
     def gradient(v: np.ndarray) -> np.ndarray:

@@ -27,7 +27,8 @@ def test_regenerated_stubs_are_byte_identical(tmp_path: Path) -> None:
         checked_in = CHECKED_IN / name
         assert checked_in.is_file(), f"{name} is not checked in under ppsvm/wire/rpc/"
         assert fresh.read_bytes() == checked_in.read_bytes(), (
-            f"ppsvm/wire/rpc/{name} differs from what proto/ppsvm.proto generates: run `python -m ppsvm.wire.rpc.generate`"
+            f"ppsvm/wire/rpc/{name} differs from what proto/ppsvm.proto generates: "
+            "run `python -m ppsvm.wire.rpc.generate`"
         )
 
 
@@ -36,15 +37,23 @@ def test_regenerated_stubs_are_byte_identical(tmp_path: Path) -> None:
 ARRAY_MESSAGES = {"ppsvm.v1.ArrayChunk", "ppsvm.v1.ArrayHeader"}
 # The only bytes field any request may hold: the coordinator's model file sent to entities (to keep,
 # or for a DP model to be scored on held-out records, of which only the error figures return).
-ALLOWED_BYTES = {("AcceptModel", "ppsvm.v1.ModelMessage.model_json"), ("DpEvaluate", "ppsvm.v1.DpEvaluateRequest.model_json")}
+ALLOWED_BYTES = {
+    ("AcceptModel", "ppsvm.v1.ModelMessage.model_json"),
+    ("DpEvaluate", "ppsvm.v1.DpEvaluateRequest.model_json"),
+}
 # Repeated floating-point fields could carry a flattened matrix too; only the column block's
 # per-feature ranges may, and the entity accepts them only with valid tags under its secret
 # (tests/unit/test_cell.py), so their numbers are the entities' own, never the requester's.
 # DpRequest's rho and public scaling are the coordinator's, on purpose: the entity maps its rows
 # with zhat, whose norm is 1 whatever they are, and releases only noised weights charged to its
 # ledger, so the guarantee holds for any rho (tests/unit/test_dp.py bounds the sensitivity).
-ALLOWED_REPEATED_FLOATS = {"ppsvm.v1.SignedRange.low", "ppsvm.v1.SignedRange.high",
-                           "ppsvm.v1.DpRequest.rho", "ppsvm.v1.DpRequest.low", "ppsvm.v1.DpRequest.high"}
+ALLOWED_REPEATED_FLOATS = {
+    "ppsvm.v1.SignedRange.low",
+    "ppsvm.v1.SignedRange.high",
+    "ppsvm.v1.DpRequest.rho",
+    "ppsvm.v1.DpRequest.low",
+    "ppsvm.v1.DpRequest.high",
+}
 
 
 def matrix_carriers(method: str, message: Descriptor, seen: frozenset[str] = frozenset()) -> list[str]:

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from ppsvm.errors import ConfigError, PrivacyError, ReleaseFailed
 from ppsvm.core.release_log import ReleaseLog, create_release_log
 from ppsvm.entity.guard import MIN_EPSILON, Basis, ReleaseGuard, epsilon_micro
+from ppsvm.errors import ConfigError, PrivacyError, ReleaseFailed
 
 LOW, HIGH = (0.0, 1.0, -2.0), (1.0, 3.0, 2.0)
 GAUSSIAN = Basis("gaussian", 0.25, LOW, HIGH)
@@ -22,7 +22,9 @@ def new_log(tmp_path: Path, entity_id: str = "r0c0") -> ReleaseLog:
     return ReleaseLog(path, entity_id)
 
 
-def guard(log: ReleaseLog, mode: str = "random-kernel", epsilon_total: float | None = None, baselines: int = 8) -> ReleaseGuard:
+def guard(
+    log: ReleaseLog, mode: str = "random-kernel", epsilon_total: float | None = None, baselines: int = 8
+) -> ReleaseGuard:
     return ReleaseGuard(log, mode=mode, epsilon_total=epsilon_total, max_baseline_releases=baselines, who=log.entity_id)
 
 
@@ -68,7 +70,9 @@ def test_a_tampered_log_is_refused(tmp_path: Path, tamper: str) -> None:
     elif tamper == "truncate-line":
         lines[-1] = lines[-1][:10]
     log.path.write_bytes(b"".join(lines))
-    with pytest.raises(ConfigError, match="other-entity|belongs to entity" if tamper == "other-entity" else "release log"):
+    with pytest.raises(
+        ConfigError, match="other-entity|belongs to entity" if tamper == "other-entity" else "release log"
+    ):
         ReleaseLog(log.path, "r9c9" if tamper == "other-entity" else "r0c0")
 
 
@@ -102,12 +106,22 @@ def test_a_second_process_serving_the_entity_shares_the_pin_and_the_budget(tmp_p
 # ------------------------------------------------------------------ modes
 
 
-@pytest.mark.parametrize(("mode", "served", "refused"), [
-    ("random-kernel", ["Metadata", "Records", "FeatureRange", "KernelBlock", "LocalBaseline", "AcceptModel"],
-     ["DpWeights", "DpEvaluate"]),
-    ("dp", ["Metadata", "DpWeights", "DpEvaluate", "AcceptModel"], ["Records", "FeatureRange", "KernelBlock", "LocalBaseline"]),
-    ("mixed", ["Records", "KernelBlock", "DpWeights", "DpEvaluate"], []),
-])
+@pytest.mark.parametrize(
+    ("mode", "served", "refused"),
+    [
+        (
+            "random-kernel",
+            ["Metadata", "Records", "FeatureRange", "KernelBlock", "LocalBaseline", "AcceptModel"],
+            ["DpWeights", "DpEvaluate"],
+        ),
+        (
+            "dp",
+            ["Metadata", "DpWeights", "DpEvaluate", "AcceptModel"],
+            ["Records", "FeatureRange", "KernelBlock", "LocalBaseline"],
+        ),
+        ("mixed", ["Records", "KernelBlock", "DpWeights", "DpEvaluate"], []),
+    ],
+)
 def test_each_mode_serves_its_protocol_only(tmp_path: Path, mode: str, served: list[str], refused: list[str]) -> None:
     g = guard(new_log(tmp_path), mode, epsilon_total=1.0)
     for rpc in served:
@@ -124,8 +138,11 @@ def test_first_kernel_release_pins_the_view_for_every_mbar_and_record_set(tmp_pa
     g = guard(new_log(tmp_path))
     g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=1)
     g.charge("KernelBlock", "c", basis=GAUSSIAN, records="ids", rows=2, mbar=2)  # same view, other mbar and records
-    for other in (Basis("linear", 0.0, LOW, HIGH), Basis("gaussian", 0.5, LOW, HIGH),
-                  Basis("gaussian", 0.25, LOW, (1.0, 3.0, 2.5))):
+    for other in (
+        Basis("linear", 0.0, LOW, HIGH),
+        Basis("gaussian", 0.5, LOW, HIGH),
+        Basis("gaussian", 0.25, LOW, (1.0, 3.0, 2.5)),
+    ):
         with pytest.raises(PrivacyError, match="pinned by its first kernel release"):
             g.charge("KernelBlock", "c", basis=other, records="train", rows=10, mbar=1)
     assert len(g.log.records) == 2  # refusals record nothing

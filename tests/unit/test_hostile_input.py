@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppsvm.errors import WireError
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.chunks import decode_arrays, encode_arrays
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 MAX_BYTES = 4096
 ALLOWED_KINDS = set("fiubU")
@@ -50,12 +50,15 @@ def decode_or_refuse(chunks: list[pb.ArrayChunk]) -> None:
 
 VALID_STREAM = [
     chunk.SerializeToString()
-    for chunk in encode_arrays({
-        "kernel": np.linspace(0.0, 1.0, 12).reshape(3, 4),
-        "train_ids": np.array(["a1", "b22", "c333"]),
-        "train_labels": np.array([1.0, -1.0, 1.0]),
-        "flags": np.array([True, False]),
-    }, chunk_bytes=16)
+    for chunk in encode_arrays(
+        {
+            "kernel": np.linspace(0.0, 1.0, 12).reshape(3, 4),
+            "train_ids": np.array(["a1", "b22", "c333"]),
+            "train_labels": np.array([1.0, -1.0, 1.0]),
+            "flags": np.array([True, False]),
+        },
+        chunk_bytes=16,
+    )
 ]
 
 
@@ -77,7 +80,8 @@ def mutated(draw: st.DrawFn) -> bytes:
 
 @st.composite
 def mutated_streams(draw: st.DrawFn) -> list[bytes]:
-    """The valid stream's messages in order, with up to three of them mutated, dropped, duplicated or joined by noise."""
+    """The valid stream's messages in order, with up to three of them mutated, dropped, duplicated or joined by
+    noise."""
     messages = list(VALID_STREAM)
     for _ in range(draw(st.integers(0, 3))):
         at = draw(st.integers(0, len(messages) - 1)) if messages else 0
@@ -118,11 +122,40 @@ def test_fuzz_arbitrary_bytes_are_refused_by_protobuf_or_by_decode_arrays(messag
 dtype_strings = st.builds(
     lambda prefix, code, suffix: prefix + code + suffix,
     st.sampled_from(["<", "|", ">", "=", "!", "", "<<"]),
-    st.sampled_from(["f8", "f4", "f2", "f16", "i8", "i1", "u8", "b1", "U", "U0", "U1", "U7", "U999999", "U1000000",
-                     "U01", "S4", "V8", "O", "c16", "M8[s]", "m8", "g", "e", "?", "(2,)f8"]),
+    st.sampled_from(
+        [
+            "f8",
+            "f4",
+            "f2",
+            "f16",
+            "i8",
+            "i1",
+            "u8",
+            "b1",
+            "U",
+            "U0",
+            "U1",
+            "U7",
+            "U999999",
+            "U1000000",
+            "U01",
+            "S4",
+            "V8",
+            "O",
+            "c16",
+            "M8[s]",
+            "m8",
+            "g",
+            "e",
+            "?",
+            "(2,)f8",
+        ]
+    ),
     st.one_of(st.just(""), st.sampled_from([" ", "\x00", ",", "]", "x", "0", ",f8", "\n"]), st.text(max_size=3)),
 )
-shapes = st.one_of(st.lists(st.integers(0, 8), max_size=3), st.lists(st.sampled_from([0, 1, 2**31, 2**63, 2**64 - 1]), max_size=3))
+shapes = st.one_of(
+    st.lists(st.integers(0, 8), max_size=3), st.lists(st.sampled_from([0, 1, 2**31, 2**63, 2**64 - 1]), max_size=3)
+)
 
 
 @settings(max_examples=300, deadline=None)
@@ -144,7 +177,8 @@ def test_fuzz_dtype_strings_near_the_allow_list(dtype: str, shape: list[int], da
 # --- text arrays -------------------------------------------------------------------------------------
 
 code_points = st.one_of(
-    st.integers(0, 0xD7FF), st.integers(0xE000, 0x10FFFF),  # Unicode scalar values
+    st.integers(0, 0xD7FF),
+    st.integers(0xE000, 0x10FFFF),  # Unicode scalar values
     st.integers(0x110000, 2**32 - 1),  # beyond Unicode
 )
 

@@ -16,8 +16,8 @@ def reference_linear(A: np.ndarray, B: np.ndarray) -> np.ndarray:
     """sum_f a_f b_f with explicit loops over records and random points."""
     out = np.empty((A.shape[0], B.shape[0]))
     for k in range(A.shape[0]):
-        for l in range(B.shape[0]):
-            out[k, l] = sum(float(a) * float(b) for a, b in zip(A[k], B[l]))
+        for j in range(B.shape[0]):
+            out[k, j] = sum(float(a) * float(b) for a, b in zip(A[k], B[j], strict=True))
     return out
 
 
@@ -60,8 +60,8 @@ def test_blockwise_assembly_equals_central_kernel(name: str, r: int, s: int) -> 
 
     assembled = np.full((M_ROWS, MBAR), np.nan)
     for rows in row_blocks:
-        blocks = [kernel(name, A[np.ix_(rows, cols)], B_j, MU) for cols, B_j in zip(col_blocks, B_blocks)]
-        for block, cols in zip(blocks, col_blocks):
+        blocks = [kernel(name, A[np.ix_(rows, cols)], B_j, MU) for cols, B_j in zip(col_blocks, B_blocks, strict=True)]
+        for block in blocks:
             assert block.shape == (len(rows), MBAR)
         assembled[rows] = assemble(name, blocks)
 
@@ -87,7 +87,7 @@ def test_assemble_does_not_modify_blocks() -> None:
     copies = [b.copy() for b in blocks]
     for name in ("linear", "gaussian"):
         assemble(name, blocks)
-    for block, copy in zip(blocks, copies):
+    for block, copy in zip(blocks, copies, strict=True):
         assert np.array_equal(block, copy)
 
 
@@ -106,7 +106,7 @@ def test_rescale_gaussian_equals_kernel_at_new_width(mu_to: float) -> None:
 def test_rescale_gaussian_of_assembled_blocks() -> None:
     """The identity holds for the product of blocks too (what the coordinator actually rescales)."""
     A, B, row_blocks, col_blocks, B_blocks = checkerboard(1, 3)
-    blocks = [gaussian_kernel(A[:, cols], B_j, 0.1) for cols, B_j in zip(col_blocks, B_blocks)]
+    blocks = [gaussian_kernel(A[:, cols], B_j, 0.1) for cols, B_j in zip(col_blocks, B_blocks, strict=True)]
     rescaled = rescale_gaussian(assemble("gaussian", blocks), 0.1, 0.9)
     direct = reference_gaussian(A, B, 0.9)
     assert np.max(np.abs(rescaled - direct) / direct) <= 1e-12
@@ -176,16 +176,24 @@ def test_product_columns_equal_the_kernel_against_the_combined_points(name: str)
     B_blocks = [derive_B(bytes([j]) * 16, mbar, n_j) for j, n_j in enumerate(widths)]
     columns = product_columns(mbar, len(widths), 8, seed=3)
     edges = np.cumsum((0, *widths))
-    blocks = [kernel(name, A[:, edges[j]:edges[j + 1]], B_j, mu) for j, B_j in enumerate(B_blocks)]
+    blocks = [kernel(name, A[:, edges[j] : edges[j + 1]], B_j, mu) for j, B_j in enumerate(B_blocks)]
     points = np.hstack([B_j[columns[:, j]] for j, B_j in enumerate(B_blocks)])
     np.testing.assert_allclose(assemble(name, blocks, columns), kernel(name, A, points, mu), rtol=0, atol=1e-12)
     # The first mbar columns are the paper's kernel against B = [B_1 ... B_s].
     np.testing.assert_allclose(assemble(name, blocks, columns)[:, :mbar], assemble(name, blocks), rtol=0, atol=0)
 
 
-@pytest.mark.parametrize(("mbar", "s", "count", "expected"), [
-    (3, 4, 40, 40), (2, 3, 100, 8), (5, 1, 50, 5), (4, 2, 1, 4), (2, 8, 52, 52), (33, 8, 35, 35),
-])
+@pytest.mark.parametrize(
+    ("mbar", "s", "count", "expected"),
+    [
+        (3, 4, 40, 40),
+        (2, 3, 100, 8),
+        (5, 1, 50, 5),
+        (4, 2, 1, 4),
+        (2, 8, 52, 52),
+        (33, 8, 35, 35),
+    ],
+)
 def test_product_columns_shape_order_and_distinctness(mbar: int, s: int, count: int, expected: int) -> None:
     columns = product_columns(mbar, s, count, seed=0)
     assert columns.shape == (expected, s)

@@ -82,7 +82,7 @@ def assert_feasible(task: str, K: np.ndarray, target: np.ndarray, u: np.ndarray,
 # --- data -------------------------------------------------------------------------------------------
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def problem(task: str, m: int, mbar: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
     """A Gaussian random kernel of random points; labels from a noisy linear rule (or noisy targets)."""
     rng = np.random.default_rng(seed)
@@ -104,7 +104,7 @@ def problem(task: str, m: int, mbar: int, seed: int) -> tuple[np.ndarray, np.nda
     return K, target
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def reference(task: str, m: int, mbar: int, seed: int, nu: float) -> float:
     K, target = problem(task, m, mbar, seed)
     return linprog_primal(task, K, target, nu)
@@ -126,7 +126,9 @@ CASES = [
 @pytest.mark.parametrize("formulation", FORMULATIONS)
 @pytest.mark.parametrize("task", ["classify", "regress"])
 @pytest.mark.parametrize("m, mbar, nu, seed", CASES)
-def test_optimum_matches_independent_primal(task: str, formulation: str, m: int, mbar: int, nu: float, seed: int) -> None:
+def test_optimum_matches_independent_primal(
+    task: str, formulation: str, m: int, mbar: int, nu: float, seed: int
+) -> None:
     K, target = problem(task, m, mbar, seed)
     expected = reference(task, m, mbar, seed, nu)
     solution = solve_lp(task, K, target, nu, formulation)

@@ -33,8 +33,15 @@ def ppsvm_imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "ppsvm")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "ppsvm":
-            found.update(f"{node.module}.{alias.name}" if node.module == "ppsvm" else node.module for alias in node.names)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] == "ppsvm"
+        ):
+            found.update(
+                f"{node.module}.{alias.name}" if node.module == "ppsvm" else node.module for alias in node.names
+            )
     return found
 
 
@@ -48,25 +55,35 @@ def allowed(module: str, prefixes: tuple[str, ...]) -> bool:
 def test_each_layer_imports_only_what_is_below_it(layer: str) -> None:
     files = sorted((PACKAGE / layer).rglob("*.py"))
     assert files, f"ppsvm/{layer} has no modules"
-    wrong = {f"{path.relative_to(REPO)} imports {module}"
-             for path in files for module in ppsvm_imports(path) if not allowed(module, ALLOWED[layer])}
+    wrong = {
+        f"{path.relative_to(REPO)} imports {module}"
+        for path in files
+        for module in ppsvm_imports(path)
+        if not allowed(module, ALLOWED[layer])
+    }
     assert not wrong, "\n".join(sorted(wrong))
 
 
 def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     """Control: the coordinator importing the entity, in each spelling, is caught."""
     module = tmp_path / "bad.py"
-    module.write_text("from ppsvm.entity.cell import EntityCore\nimport ppsvm.entity.guard\ndef f():\n"
-                      "    from ppsvm import entity\n", encoding="utf-8")
+    module.write_text(
+        "from ppsvm.entity.cell import EntityCore\nimport ppsvm.entity.guard\ndef f():\n    from ppsvm import entity\n",
+        encoding="utf-8",
+    )
     imports = ppsvm_imports(module)
     assert imports == {"ppsvm.entity.cell", "ppsvm.entity.guard", "ppsvm.entity"}
     assert not any(allowed(m, ALLOWED["coordinator"]) for m in imports)
 
 
 def test_no_module_edits_the_import_path() -> None:
-    offenders = [str(path.relative_to(REPO)) for folder in ("ppsvm", "tests", "benchmarks")
-                 for path in (REPO / folder).rglob("*.py") if path != Path(__file__).resolve()
-                 and ("sys.path" in path.read_text(encoding="utf-8") or "PYTHONPATH" in path.read_text(encoding="utf-8"))]
+    offenders = [
+        str(path.relative_to(REPO))
+        for folder in ("ppsvm", "tests", "benchmarks")
+        for path in (REPO / folder).rglob("*.py")
+        if path != Path(__file__).resolve()
+        and ("sys.path" in path.read_text(encoding="utf-8") or "PYTHONPATH" in path.read_text(encoding="utf-8"))
+    ]
     assert not offenders, offenders
 
 
@@ -74,8 +91,23 @@ def test_no_module_edits_the_import_path() -> None:
 def test_the_wheel_holds_only_the_ppsvm_package(tmp_path: Path) -> None:
     """`pip wheel .` (what `pip install .` installs): no top-level name but ppsvm and its dist-info; the bundled
     data and the stubs' type hints are inside, the tests and benchmarks are not."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-                    str(REPO)], check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     (wheel,) = tmp_path.glob("ppsvm-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}

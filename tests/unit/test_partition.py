@@ -16,11 +16,11 @@ from cryptography import x509
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from ppsvm.wire.certs import certificate_identity
 from ppsvm.config import load_entity_config, load_federation
 from ppsvm.data.dataset import Dataset
-from ppsvm.errors import ConfigError, DataError
 from ppsvm.data.partition import SplitOptions, SplitResult, split_dataset
+from ppsvm.errors import ConfigError, DataError
+from ppsvm.wire.certs import certificate_identity
 
 
 def make_dataset(m: int = 40, n: int = 7, task: str = "classify", seed: int = 1) -> Dataset:
@@ -68,8 +68,14 @@ def test_cells_round_trip_exactly(dataset: Dataset, tmp_path: Path) -> None:
     X, y, _ = reassemble(result, dataset)
     assert (X == dataset.X).all() and (y == dataset.y).all()
     assert np.signbit(X[0, 1])  # -0.0 survives too
-    assert [p.name for p in result.entity_config_paths] == ["r0c0.toml", "r0c1.toml", "r1c0.toml", "r1c1.toml",
-                                                            "r2c0.toml", "r2c1.toml"]
+    assert [p.name for p in result.entity_config_paths] == [
+        "r0c0.toml",
+        "r0c1.toml",
+        "r1c0.toml",
+        "r1c1.toml",
+        "r2c0.toml",
+        "r2c1.toml",
+    ]
     header, _ = read_cell(tmp_path / "out" / "r0c1.csv")
     assert header == ["id", "label", "split", "f4", "f5", "f6"]
 
@@ -87,7 +93,7 @@ def test_train_test_disjoint_cover_and_stratified(dataset: Dataset, tmp_path: Pa
     assert set(split_of) == set(dataset.ids.tolist())
     test_ids = {i for i, s in split_of.items() if s == "test"}
     assert len(test_ids) == result.n_test == 10 and result.n_train == 30
-    labels = dict(zip(dataset.ids.tolist(), dataset.y.tolist()))
+    labels = dict(zip(dataset.ids.tolist(), dataset.y.tolist(), strict=True))
     assert abs(sum(labels[i] == 1 for i in test_ids) - 10 * 14 / 40) <= 0.5  # class ratio kept
     for config_path in result.entity_config_paths:
         _, rows = read_cell(config_path.with_suffix(".csv"))
@@ -192,8 +198,14 @@ def test_manifest(dataset: Dataset, tmp_path: Path) -> None:
     assert manifest["options"]["rows"] == 2 and manifest["options"]["test_fraction"] == 0.3
     assert (manifest["m"], manifest["n"], manifest["n_train"], manifest["n_test"]) == (40, 7, 28, 12)
     assert [(b["start"], b["stop"]) for b in manifest["column_blocks"]] == [(0, 3), (3, 5), (5, 7)]
-    assert manifest["cells"][0] == {"id": "r0c0", "row_block": 0, "column_block": 0, "n_train": 14, "n_test": 6,
-                                    "n_features": 3}
+    assert manifest["cells"][0] == {
+        "id": "r0c0",
+        "row_block": 0,
+        "column_block": 0,
+        "n_train": 14,
+        "n_test": 6,
+        "n_features": 3,
+    }
     for path in (tmp_path / "out").glob("*.secret"):
         assert path.read_text().strip() not in text
     assert repr(float(data.X[5, 5])) not in text
@@ -287,7 +299,7 @@ def test_classification_needs_plus_minus_one_labels(dataset: Dataset, tmp_path: 
     X=st.lists(
         st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=3, max_size=3), min_size=4, max_size=9
     ),
-    prefix=st.text(alphabet=st.sampled_from('ab ,"\'\\é\t'), max_size=6),
+    prefix=st.text(alphabet=st.sampled_from("ab ,\"'\\é\t"), max_size=6),
 )
 def test_any_finite_values_and_odd_ids_round_trip(X: list[list[float]], prefix: str) -> None:
     m = len(X)

@@ -22,14 +22,24 @@ from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import NameOID
 
-from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, CLIENT, COORDINATOR, ENTITY, Pem, federation_parties, make_certificates, role_uri
 from ppsvm.config import load_federation
+from ppsvm.coordinator.serve import PREDICTION_ROLES
 from ppsvm.errors import ConfigError
+from ppsvm.wire.certs import (
+    CA_FILE,
+    CA_KEY_FILE,
+    CLIENT,
+    COORDINATOR,
+    ENTITY,
+    Pem,
+    federation_parties,
+    make_certificates,
+    role_uri,
+)
 from ppsvm.wire.grpc_util import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_server
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles, peer_names
-from ppsvm.coordinator.serve import PREDICTION_ROLES
 
 SERVICE = "ppsvm.test.Probe"
 CHUNK = b"x" * (1 << 20)  # one message as big as the wire layer's chunks
@@ -41,7 +51,8 @@ CALL_TIMEOUT_S = 10.0
 
 @pytest.fixture(scope="module")
 def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """One federation's certificates, plus ones the CA signed outside `ppsvm certs` (as a careless or stolen CA key would)."""
+    """One federation's certificates, plus ones the CA signed outside `ppsvm certs` (as a careless or stolen CA key
+    would)."""
     directory = tmp_path_factory.mktemp("pki")
     files = make_certificates(federation_parties("coordinator", ["r0c0", "r0c1"]))
     files.update(_signed(files, "R0C0", (ENTITY,)))  # what the old name rule allowed
@@ -52,22 +63,33 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 
 def _signed(files: dict[str, Pem], name: str, roles: tuple[str, ...]) -> dict[str, Pem]:
-    """A certificate for ``name`` with ``roles``, signed by the CA in ``files`` without `make_certificates`' name check."""
+    """A certificate for ``name`` with ``roles``, signed by the CA in ``files`` without `make_certificates`' name
+    check."""
     ca_key = serialization.load_pem_private_key(files[CA_KEY_FILE].text, password=None)
     ca = x509.load_pem_x509_certificate(files[CA_FILE].text)
     key = ec.generate_private_key(ec.SECP256R1())
-    start = datetime.datetime.now(datetime.timezone.utc) - datetime.timedelta(minutes=5)
+    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     dns = name.removesuffix("-without-role")
     cert = (
-        x509.CertificateBuilder().subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns)])).issuer_name(ca.subject)
-        .public_key(key.public_key()).serial_number(x509.random_serial_number())
-        .not_valid_before(start).not_valid_after(start + datetime.timedelta(days=1))
+        x509.CertificateBuilder()
+        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns)]))
+        .issuer_name(ca.subject)
+        .public_key(key.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(start + datetime.timedelta(days=1))
         .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(dns), *(x509.UniformResourceIdentifier(role_uri(r)) for r in roles)]),
-                       critical=False)
+        .add_extension(
+            x509.SubjectAlternativeName(
+                [x509.DNSName(dns), *(x509.UniformResourceIdentifier(role_uri(r)) for r in roles)]
+            ),
+            critical=False,
+        )
         .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
     )
-    key_pem = key.private_bytes(serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption())
+    key_pem = key.private_bytes(
+        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
+    )
     return {f"{name}.pem": Pem(cert.public_bytes(serialization.Encoding.PEM), False), f"{name}.key": Pem(key_pem, True)}
 
 
@@ -113,11 +135,18 @@ class Probe:
             self.stream_ended.append(time.monotonic() - started)
 
     def register(self, server: grpc.Server) -> None:
-        server.add_generic_rpc_handlers([grpc.method_handlers_generic_handler(SERVICE, {
-            "Unary": grpc.unary_unary_rpc_method_handler(self.unary),
-            "Held": grpc.unary_stream_rpc_method_handler(self.held),
-            "Chunks": grpc.unary_stream_rpc_method_handler(self.chunks),
-        })])
+        server.add_generic_rpc_handlers(
+            [
+                grpc.method_handlers_generic_handler(
+                    SERVICE,
+                    {
+                        "Unary": grpc.unary_unary_rpc_method_handler(self.unary),
+                        "Held": grpc.unary_stream_rpc_method_handler(self.held),
+                        "Chunks": grpc.unary_stream_rpc_method_handler(self.chunks),
+                    },
+                )
+            ]
+        )
 
 
 def call(channel: grpc.Channel, method: str) -> Callable[..., object]:
@@ -140,7 +169,9 @@ def test_grpc_name_pinning_ignores_case_so_names_are_lowercase(pki: Path) -> Non
     so "R0C0" is not a name any federation file, entity config or `ppsvm certs` accepts."""
     probe = Probe()
     impostor = TlsFiles(ca=pki / CA_FILE, cert=pki / "R0C0.pem", key=pki / "R0C0.key", source=pki / "x.toml")
-    server, port = create_server("127.0.0.1:0", probe.register, tls=impostor, roles={f"/{SERVICE}/Unary": (COORDINATOR,)})
+    server, port = create_server(
+        "127.0.0.1:0", probe.register, tls=impostor, roles={f"/{SERVICE}/Unary": (COORDINATOR,)}
+    )
     try:
         with channel_as(pki, "coordinator", f"127.0.0.1:{port}", pinned="r0c0") as channel:
             assert call(channel, "Unary")(b"", timeout=CALL_TIMEOUT_S) == b"ok"  # gRPC: R0C0 passes for r0c0
@@ -152,7 +183,10 @@ def test_grpc_name_pinning_ignores_case_so_names_are_lowercase(pki: Path) -> Non
 
 def test_federation_and_entity_files_refuse_a_name_in_capitals(tmp_path: Path) -> None:
     federation = tmp_path / "federation.toml"
-    federation.write_text('[task]\ntask = "classify"\n\n[[entity]]\nid = "R0C0"\naddress = "127.0.0.1:1"\nrow_block = 0\ncolumn_block = 0\n')
+    federation.write_text(
+        '[task]\ntask = "classify"\n\n'
+        '[[entity]]\nid = "R0C0"\naddress = "127.0.0.1:1"\nrow_block = 0\ncolumn_block = 0\n'
+    )
     with pytest.raises(ConfigError, match=r"party name 'R0C0'.*write it 'r0c0'"):
         load_federation(federation)
 
@@ -178,8 +212,10 @@ def test_the_server_compares_the_callers_exact_name(pki: Path) -> None:
 # --------------------------------------------------------------------------- 2. roles, per call
 
 
-@pytest.mark.parametrize(("caller", "allowed"), [("coordinator", True), ("client", False), ("r0c1", False),
-                                                 ("coordinator-without-role", False)])
+@pytest.mark.parametrize(
+    ("caller", "allowed"),
+    [("coordinator", True), ("client", False), ("r0c1", False), ("coordinator-without-role", False)],
+)
 def test_entity_methods_need_the_coordinator_role_and_name(pki: Path, caller: str, allowed: bool) -> None:
     """What `ppsvm entity` asks (create_server's defaults, the config's coordinator name): the client certificate and
     a role-less certificate named "coordinator" (made before roles, or by hand) are refused."""
@@ -195,7 +231,10 @@ def test_entity_methods_need_the_coordinator_role_and_name(pki: Path, caller: st
                 call(channel, "Unary")(b"", timeout=CALL_TIMEOUT_S)
         assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
         if caller == "coordinator-without-role":
-            assert "grants no ppsvm role (made before roles existed: make new ones with `ppsvm certs`)" in refused.value.details()
+            assert (
+                "grants no ppsvm role (made before roles existed: make new ones with `ppsvm certs`)"
+                in refused.value.details()
+            )
         assert probe.callers == []
     finally:
         server.stop(0)
@@ -209,25 +248,38 @@ class PredictionProbe(pb_grpc.CoordinatorServicer):
         return pb.StatusReply(task="classify")
 
 
-@pytest.mark.parametrize(("caller", "may_predict"), [("client", True), ("coordinator", True), ("r0c0", False), ("r0c1", False)])
+@pytest.mark.parametrize(
+    ("caller", "may_predict"), [("client", True), ("coordinator", True), ("r0c0", False), ("r0c1", False)]
+)
 def test_prediction_service_answers_predict_only_to_the_client_role(pki: Path, caller: str, may_predict: bool) -> None:
     """`coordinator serve`'s rule (PREDICTION_ROLES): an entity's certificate may no longer ask about any record;
     Status stays open to every party."""
     servicer = PredictionProbe()
-    coordinator = TlsFiles(ca=pki / CA_FILE, cert=pki / "coordinator.pem", key=pki / "coordinator.key", source=pki / "x.toml")
-    server, port = create_server("127.0.0.1:0", lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=coordinator,
-                                 roles=PREDICTION_ROLES)
+    coordinator = TlsFiles(
+        ca=pki / CA_FILE, cert=pki / "coordinator.pem", key=pki / "coordinator.key", source=pki / "x.toml"
+    )
+    server, port = create_server(
+        "127.0.0.1:0",
+        lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
+        tls=coordinator,
+        roles=PREDICTION_ROLES,
+    )
     try:
         with channel_as(pki, caller, f"127.0.0.1:{port}", pinned="coordinator") as channel:
             stub = pb_grpc.CoordinatorStub(channel)
             assert stub.Status(pb.Empty(), timeout=CALL_TIMEOUT_S).task == "classify"
             if may_predict:
-                assert [p.id for p in stub.Predict(pb.PredictRequest(ids=["a"]), timeout=CALL_TIMEOUT_S).predictions] == ["a"]
+                assert [
+                    p.id for p in stub.Predict(pb.PredictRequest(ids=["a"]), timeout=CALL_TIMEOUT_S).predictions
+                ] == ["a"]
                 return
             with pytest.raises(grpc.RpcError) as refused:
                 stub.Predict(pb.PredictRequest(ids=["a"]), timeout=CALL_TIMEOUT_S)
         assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
-        assert f"{caller} may not call /ppsvm.v1.Coordinator/Predict: that needs a certificate with the role client" in refused.value.details()
+        assert (
+            f"{caller} may not call /ppsvm.v1.Coordinator/Predict: that needs a certificate with the role client"
+            in refused.value.details()
+        )
     finally:
         server.stop(0)
 
@@ -239,7 +291,10 @@ def test_a_method_the_role_table_does_not_name_is_refused_to_everyone(pki: Path)
         with channel_as(pki, "coordinator", address, pinned="r0c0") as channel:
             with pytest.raises(grpc.RpcError) as refused:
                 call(channel, "Unary")(b"", timeout=CALL_TIMEOUT_S)
-        assert refused.value.code() is grpc.StatusCode.PERMISSION_DENIED and "not open to any caller" in refused.value.details()
+        assert (
+            refused.value.code() is grpc.StatusCode.PERMISSION_DENIED
+            and "not open to any caller" in refused.value.details()
+        )
     finally:
         server.stop(0)
 
@@ -251,9 +306,14 @@ def test_one_caller_gets_at_most_its_share_of_the_workers(pki: Path) -> None:
     """Three running calls of "coordinator" fill its share: a fourth is refused at once, naming the limit and how to
     raise it, while another caller is served; when the calls end, the share is free again."""
     probe = Probe()
-    server, address = start(probe, pki, roles=(COORDINATOR, CLIENT), max_workers=4, limits=ServerLimits(max_calls_per_peer=3))
+    server, address = start(
+        probe, pki, roles=(COORDINATOR, CLIENT), max_workers=4, limits=ServerLimits(max_calls_per_peer=3)
+    )
     try:
-        with channel_as(pki, "coordinator", address, pinned="r0c0") as greedy, channel_as(pki, "client", address, pinned="r0c0") as other:
+        with (
+            channel_as(pki, "coordinator", address, pinned="r0c0") as greedy,
+            channel_as(pki, "client", address, pinned="r0c0") as other,
+        ):
             held = [call(greedy, "Held")(b"", timeout=CALL_TIMEOUT_S) for _ in range(3)]
             for _ in held:
                 assert probe.entered.acquire(timeout=CALL_TIMEOUT_S)
@@ -296,7 +356,9 @@ def test_a_stalled_reader_is_cut_off_and_its_worker_freed() -> None:
     once a message has waited the write timeout, so its worker and its slot come back."""
     probe = Probe()
     timeout = 1.0
-    server, address = start(probe, None, max_workers=4, limits=ServerLimits(max_calls_per_peer=3, stream_write_timeout_s=timeout))
+    server, address = start(
+        probe, None, max_workers=4, limits=ServerLimits(max_calls_per_peer=3, stream_write_timeout_s=timeout)
+    )
     channel, calls = _stall(address, probe, 3)
     try:
         with grpc.insecure_channel(address) as fresh:
@@ -338,13 +400,16 @@ def test_control_without_the_limits_stalled_readers_hold_every_worker() -> None:
         server.stop(0)
 
 
-@pytest.mark.parametrize(("variables", "fragment"), [
-    ({"PPSVM_MAX_CALLS_PER_PEER": "many"}, "must be a whole number"),
-    ({"PPSVM_MAX_CALLS_PER_PEER": "16"}, "below the server's 16 worker threads, got 16"),
-    ({"PPSVM_MAX_CALLS_PER_PEER": "0"}, "at least 1"),
-    ({STREAM_WRITE_TIMEOUT_ENV: "nan"}, "positive number of seconds"),
-    ({STREAM_WRITE_TIMEOUT_ENV: "0"}, "positive number of seconds"),
-])
+@pytest.mark.parametrize(
+    ("variables", "fragment"),
+    [
+        ({"PPSVM_MAX_CALLS_PER_PEER": "many"}, "must be a whole number"),
+        ({"PPSVM_MAX_CALLS_PER_PEER": "16"}, "below the server's 16 worker threads, got 16"),
+        ({"PPSVM_MAX_CALLS_PER_PEER": "0"}, "at least 1"),
+        ({STREAM_WRITE_TIMEOUT_ENV: "nan"}, "positive number of seconds"),
+        ({STREAM_WRITE_TIMEOUT_ENV: "0"}, "positive number of seconds"),
+    ],
+)
 def test_limits_from_the_environment_are_checked(variables: dict[str, str], fragment: str) -> None:
     with pytest.raises(ConfigError, match=fragment):
         ServerLimits.from_environment(variables).check(16)

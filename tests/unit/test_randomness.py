@@ -82,9 +82,9 @@ def test_features_check_tells_feature_lists_apart() -> None:
     assert features_check(secret, list(names)) == value
     others = [
         ["weight", "age", "blood pressure"],  # same features, other order
-        ["age", "weight"],                    # one fewer
+        ["age", "weight"],  # one fewer
         ["Age", "weight", "blood pressure"],  # other spelling
-        ["age,weight", "blood pressure"],     # joined names are not the same list
+        ["age,weight", "blood pressure"],  # joined names are not the same list
     ]
     assert len({value, *(features_check(secret, other) for other in others)}) == 1 + len(others)
 

@@ -11,8 +11,8 @@ import numpy as np
 import pytest
 
 from ppsvm.data.dataset import Dataset
-from ppsvm.errors import ConfigError
 from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.errors import ConfigError
 from ppsvm.experiments.report import Progress, parse_list, software_versions, write_results
 from ppsvm.experiments.table1 import Table1Options, block_widths, skip_reason
 
@@ -49,7 +49,9 @@ def test_progress_can_be_silenced() -> None:
 
 
 def test_results_are_written_together_with_versions(tmp_path: Path) -> None:
-    paths = write_results(tmp_path / "out", "x", "# table\n", {"settings": {"seed": 3}}, {"x-figure.png": b"\x89PNG..."})
+    paths = write_results(
+        tmp_path / "out", "x", "# table\n", {"settings": {"seed": 3}}, {"x-figure.png": b"\x89PNG..."}
+    )
     assert [p.name for p in paths] == ["x.md", "x.json", "x-figure.png"]
     document = json.loads((tmp_path / "out" / "x.json").read_text())
     assert document["settings"] == {"seed": 3} and document["versions"] == software_versions()
@@ -68,32 +70,48 @@ def test_non_finite_figures_write_nothing(tmp_path: Path) -> None:
 def test_block_widths_are_the_splits(tmp_path: Path, s: int) -> None:
     """Independent: the widths the split itself records for 13 features."""
     rng = np.random.default_rng(0)
-    dataset = Dataset(X=rng.random((40, 13)), y=np.tile([1.0, -1.0], 20), ids=np.array([str(i) for i in range(40)]),
-                      feature_names=tuple(f"f{k}" for k in range(13)), source="synthetic")
+    dataset = Dataset(
+        X=rng.random((40, 13)),
+        y=np.tile([1.0, -1.0], 20),
+        ids=np.array([str(i) for i in range(40)]),
+        feature_names=tuple(f"f{k}" for k in range(13)),
+        source="synthetic",
+    )
     split = split_dataset(dataset, SplitOptions(rows=1, cols=s, out_dir=tmp_path))
     manifest = json.loads((tmp_path / "split.json").read_text())
     assert block_widths(13, s) == [b["stop"] - b["start"] for b in manifest["column_blocks"]]
     assert split.n_train + split.n_test == 40
 
 
-@pytest.mark.parametrize(("n", "s", "reason"), [
-    (6, 1, None), (6, 2, None), (6, 3, None), (6, 4, "a block of 1 feature leaves no mbar < n_j (s = 4, n = 6)"),
-    (13, 8, "a block of 1 feature leaves no mbar < n_j (s = 8, n = 13)"), (34, 8, None), (8, 4, None),
-    (3, 4, "4 partitions of 3 features"),
-])
+@pytest.mark.parametrize(
+    ("n", "s", "reason"),
+    [
+        (6, 1, None),
+        (6, 2, None),
+        (6, 3, None),
+        (6, 4, "a block of 1 feature leaves no mbar < n_j (s = 4, n = 6)"),
+        (13, 8, "a block of 1 feature leaves no mbar < n_j (s = 8, n = 13)"),
+        (34, 8, None),
+        (8, 4, None),
+        (3, 4, "4 partitions of 3 features"),
+    ],
+)
 def test_skip_reason(n: int, s: int, reason: str | None) -> None:
     assert skip_reason(n, s) == reason
 
 
-@pytest.mark.parametrize(("changes", "message"), [
-    ({"datasets": ("wdbc", "iris")}, "datasets must be among .*; got iris"),
-    ({"partitions": (0,)}, "partitions must be whole numbers >= 1"),
-    ({"kernels": ("poly",)}, "kernels must be among linear, gaussian"),
-    ({"bases": ("product",)}, "bases must include 'paper'"),
-    ({"folds": 1}, "folds must be >= 2"),
-    ({"folds_run": 11}, "folds-run must be between 1 and folds = 10"),
-    ({"records_per_entity": 2}, "records per entity must be >= 4"),
-])
+@pytest.mark.parametrize(
+    ("changes", "message"),
+    [
+        ({"datasets": ("wdbc", "iris")}, "datasets must be among .*; got iris"),
+        ({"partitions": (0,)}, "partitions must be whole numbers >= 1"),
+        ({"kernels": ("poly",)}, "kernels must be among linear, gaussian"),
+        ({"bases": ("product",)}, "bases must include 'paper'"),
+        ({"folds": 1}, "folds must be >= 2"),
+        ({"folds_run": 11}, "folds-run must be between 1 and folds = 10"),
+        ({"records_per_entity": 2}, "records per entity must be >= 4"),
+    ],
+)
 def test_table1_options_are_checked(changes: dict, message: str) -> None:
     with pytest.raises(ConfigError, match=message):
         Table1Options(**changes)

@@ -23,34 +23,50 @@ def test_quick_and_full_presets() -> None:
     assert quick.seeds == [0, 1] and quick.epsilons == (1.0, 4.0) and quick.timing_repeats == 1
     assert full.seeds == list(range(10)) and full.epsilons == (0.5, 1.0, 2.0, 4.0)
     assert full.public_sizes == (20, 50, 100, 200) and full.other_C == (10.0, 100.0) and full.exact_rows == 1000
-    assert (full.timing_public, full.timing_frequencies, full.timing_repeats) == ((20, 50, 100, 200), (25, 50, 100, 200), 3)
+    assert (full.timing_public, full.timing_frequencies, full.timing_repeats) == (
+        (20, 50, 100, 200),
+        (25, 50, 100, 200),
+        3,
+    )
 
 
 def test_options_override_the_preset() -> None:
-    settings = dp.resolve_settings(dp.DpReproduceOptions(
-        quick=True, repetitions=3, epsilons=(4.0, 0.25), seed=7, other_C=(), exact_rows=0, raw_capital=True,
-        no_timing=True))
+    settings = dp.resolve_settings(
+        dp.DpReproduceOptions(
+            quick=True,
+            repetitions=3,
+            epsilons=(4.0, 0.25),
+            seed=7,
+            other_C=(),
+            exact_rows=0,
+            raw_capital=True,
+            no_timing=True,
+        )
+    )
     assert settings.seeds == [7, 8, 9]
     assert settings.epsilons == (0.25, 4.0)  # sorted for the tables and the figure
     assert settings.other_C == () and settings.exact_rows == 0 and not settings.log_capital
     assert settings.timing_public == () and settings.timing_frequencies == ()
 
 
-@pytest.mark.parametrize("changes, flag", [
-    ({"repetitions": 0}, "--repetitions"),
-    ({"epsilons": ()}, "--epsilon"),
-    ({"epsilons": (1.0, -1.0)}, "--epsilon"),
-    ({"epsilons": (1.0, math.inf)}, "--epsilon"),
-    ({"epsilons": (1.0, 1.0)}, "distinct"),
-    ({"seed": -1}, "--seed"),
-    ({"C": 0.0}, "--C"),
-    ({"C": math.nan}, "--C"),
-    ({"frequencies": 0}, "--frequencies"),
-    ({"other_C": (10.0, -1.0)}, "--other-C"),
-    ({"other_C": (1.0,)}, "differ from --C"),
-    ({"exact_rows": -1}, "--exact-rows"),
-    ({"exact_rows": dp.N_PRIVATE + 1}, "--exact-rows"),
-])
+@pytest.mark.parametrize(
+    "changes, flag",
+    [
+        ({"repetitions": 0}, "--repetitions"),
+        ({"epsilons": ()}, "--epsilon"),
+        ({"epsilons": (1.0, -1.0)}, "--epsilon"),
+        ({"epsilons": (1.0, math.inf)}, "--epsilon"),
+        ({"epsilons": (1.0, 1.0)}, "distinct"),
+        ({"seed": -1}, "--seed"),
+        ({"C": 0.0}, "--C"),
+        ({"C": math.nan}, "--C"),
+        ({"frequencies": 0}, "--frequencies"),
+        ({"other_C": (10.0, -1.0)}, "--other-C"),
+        ({"other_C": (1.0,)}, "differ from --C"),
+        ({"exact_rows": -1}, "--exact-rows"),
+        ({"exact_rows": dp.N_PRIVATE + 1}, "--exact-rows"),
+    ],
+)
 def test_bad_options_raise_config_error(changes: dict, flag: str) -> None:
     with pytest.raises(ConfigError, match=flag):
         dp.DpReproduceOptions(**changes)
@@ -78,11 +94,25 @@ def test_cmd_rejects_bad_options_before_any_work(tmp_path: Path) -> None:
 
 
 def test_rerun_command_names_what_differs_from_the_defaults() -> None:
-    assert dp.rerun_command(dp.DpReproduceOptions(quick=True, out=Path("x"), no_progress=True)) == "ppsvm reproduce dp --quick"
-    options = dp.DpReproduceOptions(repetitions=3, epsilons=(0.5, 2.0), seed=4, C=10.0, frequencies=50, other_C=(),
-                                    exact_rows=0, raw_capital=True, no_timing=True)
-    assert dp.rerun_command(options) == ("ppsvm reproduce dp --repetitions 3 --epsilon 0.5 2 --seed 4 --C 10 "
-                                         "--frequencies 50 --other-C --exact-rows 0 --raw-capital --no-timing")
+    assert (
+        dp.rerun_command(dp.DpReproduceOptions(quick=True, out=Path("x"), no_progress=True))
+        == "ppsvm reproduce dp --quick"
+    )
+    options = dp.DpReproduceOptions(
+        repetitions=3,
+        epsilons=(0.5, 2.0),
+        seed=4,
+        C=10.0,
+        frequencies=50,
+        other_C=(),
+        exact_rows=0,
+        raw_capital=True,
+        no_timing=True,
+    )
+    assert dp.rerun_command(options) == (
+        "ppsvm reproduce dp --repetitions 3 --epsilon 0.5 2 --seed 4 --C 10 "
+        "--frequencies 50 --other-C --exact-rows 0 --raw-capital --no-timing"
+    )
 
 
 def test_key_formats_numbers_like_the_json() -> None:
@@ -93,7 +123,8 @@ def test_key_formats_numbers_like_the_json() -> None:
 
 
 ADULT_ROWS = [
-    "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K",
+    "39, State-gov, 77516, Bachelors, 13, Never-married, Adm-clerical, "
+    "Not-in-family, White, Male, 2174, 0, 40, United-States, <=50K",
     "50, ?, 83311, Bachelors, 13, Married-civ-spouse, ?, Husband, White, Male, 0, 1902, 13, ?, >50K",
 ]
 
@@ -113,11 +144,17 @@ def test_load_adult_features_labels_and_checks(tmp_path: Path) -> None:
     assert raw[0, 2] == 2174 and raw_names[2] == "capital-gain"
 
 
-@pytest.mark.parametrize("row, message", [
-    ("39, State-gov, 77516, Bachelors", "without 15 fields"),
-    ("?, State-gov, 77516, Bachelors, 13, Never-married, a, b, c, d, 0, 0, 40, US, <=50K", "'?' in the columns used"),
-    ("39, State-gov, 77516, Bachelors, 13, Single, a, b, c, d, 0, 0, 40, US, <=50K", "marital-status"),
-])
+@pytest.mark.parametrize(
+    "row, message",
+    [
+        ("39, State-gov, 77516, Bachelors", "without 15 fields"),
+        (
+            "?, State-gov, 77516, Bachelors, 13, Never-married, a, b, c, d, 0, 0, 40, US, <=50K",
+            "'?' in the columns used",
+        ),
+        ("39, State-gov, 77516, Bachelors, 13, Single, a, b, c, d, 0, 0, 40, US, <=50K", "marital-status"),
+    ],
+)
 def test_load_adult_refuses_what_it_cannot_use(tmp_path: Path, row: str, message: str) -> None:
     path = tmp_path / "adult.data"
     path.write_text(ADULT_ROWS[0] + "\n" + row + "\n", encoding="utf-8")
@@ -148,8 +185,8 @@ def test_kernel_mse_against_the_cosine_form() -> None:
     P, rho, gamma = rng.random((30, 4)), rng.normal(size=(16, 4)), 0.7
     i, j = np.array([0, 3, 7, 7]), np.array([1, 9, 2, 7])
     # zhat(x)'zhat(x') = (1/D) sum_k cos(rho_k'(x - x')), written out independently of fourier_features.
-    approx = [np.mean(np.cos(rho @ (P[a] - P[b]))) for a, b in zip(i, j)]
-    exact = [math.exp(-gamma * float(np.sum((P[a] - P[b]) ** 2))) for a, b in zip(i, j)]
+    approx = [np.mean(np.cos(rho @ (P[a] - P[b]))) for a, b in zip(i, j, strict=True)]
+    exact = [math.exp(-gamma * float(np.sum((P[a] - P[b]) ** 2))) for a, b in zip(i, j, strict=True)]
     expected = np.mean((np.array(approx) - np.array(exact)) ** 2)
     assert dp.kernel_mse(rho, P, i, j, gamma) == pytest.approx(expected, rel=1e-12)
     assert dp.kernel_mse(rho, P, np.array([4]), np.array([4]), gamma) == pytest.approx(0.0, abs=1e-15)
@@ -168,7 +205,11 @@ def test_decomposition_check_holds_for_the_product_mechanisms() -> None:
 
 
 def test_mean_std() -> None:
-    assert dp.mean_std([1.0, 2.0, 4.0]) == {"mean": pytest.approx(7 / 3), "std": pytest.approx(math.sqrt(7 / 3)), "n": 3}
+    assert dp.mean_std([1.0, 2.0, 4.0]) == {
+        "mean": pytest.approx(7 / 3),
+        "std": pytest.approx(math.sqrt(7 / 3)),
+        "n": 3,
+    }
     assert dp.mean_std([0.8]) == {"mean": 0.8, "std": 0.0, "n": 1}
 
 

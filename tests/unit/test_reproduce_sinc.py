@@ -7,15 +7,33 @@ import pytest
 
 from ppsvm.errors import ConfigError
 from ppsvm.experiments.sinc import (
-    GRID, HALF_WIDTH, INNER_HALF_WIDTH, MBARS, QUICK_MBARS, TEST, TRAIN, SincOptions, best, build_data, edge_text,
-    grid_edge, plot_grid, region_of, region_points, sinc_2d,
+    GRID,
+    HALF_WIDTH,
+    INNER_HALF_WIDTH,
+    MBARS,
+    QUICK_MBARS,
+    TEST,
+    TRAIN,
+    SincOptions,
+    best,
+    build_data,
+    edge_text,
+    grid_edge,
+    plot_grid,
+    region_of,
+    region_points,
+    sinc_2d,
 )
 
 
 def test_sinc_is_the_product_form_with_value_one_at_the_origin() -> None:
     X = np.array([[0.0, 0.0], [1.0, 0.0], [0.5, 0.5], [-0.5, 2.5]])
-    expected = [1.0, 0.0, (np.sin(np.pi / 2) / (np.pi / 2)) ** 2,
-                np.sin(-np.pi / 2) / (-np.pi / 2) * np.sin(2.5 * np.pi) / (2.5 * np.pi)]
+    expected = [
+        1.0,
+        0.0,
+        (np.sin(np.pi / 2) / (np.pi / 2)) ** 2,
+        np.sin(-np.pi / 2) / (-np.pi / 2) * np.sin(2.5 * np.pi) / (2.5 * np.pi),
+    ]
     np.testing.assert_allclose(sinc_2d(X), expected, atol=1e-15)
 
 
@@ -79,11 +97,19 @@ def test_options_defaults_and_quick() -> None:
     assert SincOptions(quick=True).plot_steps < SincOptions().plot_steps
 
 
-@pytest.mark.parametrize("changes", [
-    {"mbar": ()}, {"mbar": (0,)}, {"mbar": (3, 3)}, {"mbar": (True,)},
-    {"extra_mu_times_n": (-1.0,)}, {"extra_mu_times_n": (float("nan"),)},
-    {"alone_basis_fraction": 0.0}, {"alone_basis_fraction": 1.5},
-])
+@pytest.mark.parametrize(
+    "changes",
+    [
+        {"mbar": ()},
+        {"mbar": (0,)},
+        {"mbar": (3, 3)},
+        {"mbar": (True,)},
+        {"extra_mu_times_n": (-1.0,)},
+        {"extra_mu_times_n": (float("nan"),)},
+        {"alone_basis_fraction": 0.0},
+        {"alone_basis_fraction": 1.5},
+    ],
+)
 def test_options_refuse_bad_settings(changes: dict) -> None:
     with pytest.raises(ConfigError):
         SincOptions(**changes)

@@ -10,8 +10,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppsvm.errors import WireError
-from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.chunks import decode_arrays, encode_arrays, expect_arrays
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024
 
@@ -301,7 +301,9 @@ headers = st.builds(
 )
 datas = st.builds(data, st.binary(max_size=80))
 # A header that carries its array's first bytes, as encode_arrays sends it.
-headers_with_data = st.builds(lambda h, payload: pb.ArrayChunk(header=h.header, data=payload), headers, st.binary(max_size=80))
+headers_with_data = st.builds(
+    lambda h, payload: pb.ArrayChunk(header=h.header, data=payload), headers, st.binary(max_size=80)
+)
 random_streams = st.lists(st.one_of(headers, headers_with_data, datas, datas, st.just(pb.ArrayChunk())), max_size=8)
 
 
@@ -312,10 +314,14 @@ def near_valid_streams(draw) -> list[pb.ArrayChunk]:
     for name in draw(st.lists(st.sampled_from("abcd"), max_size=3)):
         dtype = draw(st.sampled_from(["<f8", "<i8", "<U3", "|b1", "|u1", "<f4"]))
         shape = draw(st.lists(st.integers(0, 4), max_size=3))
-        payload = draw(st.binary(min_size=int(np.prod(shape)) * np.dtype(dtype).itemsize,
-                                 max_size=int(np.prod(shape)) * np.dtype(dtype).itemsize))
+        payload = draw(
+            st.binary(
+                min_size=int(np.prod(shape)) * np.dtype(dtype).itemsize,
+                max_size=int(np.prod(shape)) * np.dtype(dtype).itemsize,
+            )
+        )
         cuts = sorted(draw(st.lists(st.integers(0, len(payload)), max_size=3)))
-        pieces = [payload[start:end] for start, end in zip([0, *cuts], [*cuts, len(payload)])]
+        pieces = [payload[start:end] for start, end in zip([0, *cuts], [*cuts, len(payload)], strict=True)]
         if draw(st.booleans()):  # the header carries the first piece
             chunks.append(pb.ArrayChunk(header=header(name, dtype, shape).header, data=pieces.pop(0)))
         else:
@@ -383,7 +389,9 @@ def test_fuzz_decode_returns_consistent_arrays_or_wire_error(chunks: list[pb.Arr
 def test_fuzz_roundtrip_any_chunk_size(specs, chunk_bytes: int) -> None:
     arrays = {}
     for index, (dtype, shape, seed) in enumerate(specs):
-        raw = np.random.default_rng(seed).integers(0, 256, size=int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=np.uint8)
+        raw = np.random.default_rng(seed).integers(
+            0, 256, size=int(np.prod(shape)) * np.dtype(dtype).itemsize, dtype=np.uint8
+        )
         if dtype.startswith("<U"):
             raw = raw.view("<u4") % 0xD800 if raw.size else raw.view("<u4")  # valid code points
             raw = raw.astype("<u4").view(np.uint8)
