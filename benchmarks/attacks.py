@@ -39,8 +39,9 @@ import numpy as np
 
 from benchmarks._shared import machine_info, table, write_json
 from ppsvm.config import load_entity_config
-from ppsvm.core.dp import apply_scaling, fourier_features, private_weights
+from ppsvm.core.dp import private_weights
 from ppsvm.core.dp_model import DpModel
+from ppsvm.core.fourier import apply_scaling, fourier_features
 from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
 from ppsvm.core.randomness import derive_B, range_tag
 from ppsvm.core.release_log import create_release_log, head_path

@@ -110,8 +110,9 @@ def _setting(args: argparse.Namespace, task_table: dict[str, Any], name: str, de
 
 def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
     """The differentially private hybrid RBF SVM (Li, Xiong, Ohno-Machado, Jiang 2014) and its baselines."""
-    from ppsvm.core.dp import DEFAULT_C, DEFAULT_N_FREQUENCIES, GUARANTEES, MECHANISMS, NON_PRIVATE
+    from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, GUARANTEES, MECHANISMS, NON_PRIVATE
     from ppsvm.core.dp_model import METHODS
+    from ppsvm.core.linear_svm import DEFAULT_C
 
     group = parser.add_argument_group(
         "differentially private RBF SVM (--method other than random-kernel; row blocks only, s = 1)",

@@ -23,21 +23,11 @@ from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.train import distribute
-from ppsvm.core.dp import (
-    DEFAULT_C,
-    DEFAULT_HUBER_H,
-    DEFAULT_N_FREQUENCIES,
-    MECHANISMS,
-    NON_PRIVATE,
-    apply_scaling,
-    learn_frequencies,
-    public_kernel_width,
-    public_scaling,
-    random_frequencies,
-    train_kernel_svm,
-)
+from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE
 from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
+from ppsvm.core.fourier import apply_scaling, learn_frequencies, public_kernel_width, public_scaling, random_frequencies
 from ppsvm.core.kernels import gaussian_kernel
+from ppsvm.core.linear_svm import DEFAULT_C, train_kernel_svm
 from ppsvm.data.cell import load_cell
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.wire.rpc import ppsvm_pb2 as pb

@@ -85,8 +85,9 @@ class DpModel:
 
     def decision(self, X: np.ndarray) -> np.ndarray:
         """Decision values for raw feature rows X of shape (m, d); returns shape (m,)."""
-        from ppsvm.core.dp import apply_scaling, decision, fourier_features
+        from ppsvm.core.fourier import apply_scaling, fourier_features
         from ppsvm.core.kernels import gaussian_kernel
+        from ppsvm.core.linear_svm import decision
 
         X = np.asarray(X, dtype=np.float64)
         if X.ndim != 2 or X.shape[1] != self.n_features:
@@ -98,8 +99,8 @@ class DpModel:
 
     @property
     def _public_svm(self) -> Any:
-        """The public-only model's dual coefficients as ppsvm.core.dp's KernelSVM, so one function predicts."""
-        from ppsvm.core.dp import KernelSVM
+        """The public-only model's dual coefficients as ppsvm.core.linear_svm's KernelSVM, so one function predicts."""
+        from ppsvm.core.linear_svm import KernelSVM
 
         return KernelSVM(dual_coef=np.asarray(self.dual_coef), objective=float("nan"), sweeps=0)
 

@@ -22,16 +22,9 @@ import numpy as np
 
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
 from ppsvm.constants import MAX_ARRAY_BYTES
-from ppsvm.core.dp import (
-    MECHANISMS,
-    NON_PRIVATE,
-    Release,
-    apply_scaling,
-    fourier_features,
-    is_mechanism,
-    private_weights,
-)
+from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, is_mechanism, private_weights
 from ppsvm.core.dp_model import DpModel, parse_any_model
+from ppsvm.core.fourier import apply_scaling, fourier_features
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.local_svm import fit_local
 from ppsvm.core.lp import Task

@@ -25,11 +25,11 @@ writes repeats them with the values used):
   the first 27,000 records are private, split evenly over 3 entities (9,000 each); the next
   3,000 are the test set; the remaining 2,561 are the public pool. Public sets are nested
   prefixes of the pool: 20 within 50 within 100 within 200.
-- dp-hybrid and private-svm both take the feature scaling (:func:`ppsvm.core.dp.public_scaling`,
-  :func:`ppsvm.core.dp.apply_scaling`) and the kernel width (:func:`ppsvm.core.dp.public_kernel_width`,
+- dp-hybrid and private-svm both take the feature scaling (:func:`ppsvm.core.fourier.public_scaling`,
+  :func:`ppsvm.core.fourier.apply_scaling`) and the kernel width (:func:`ppsvm.core.fourier.public_kernel_width`,
   the median heuristic) from the same 20 public records: neither touches private data for
-  them. dp-hybrid learns rho with :func:`ppsvm.core.dp.learn_frequencies` on those 20 records;
-  private-svm draws rho with :func:`ppsvm.core.dp.random_frequencies`. D = 100 frequencies (the
+  them. dp-hybrid learns rho with :func:`ppsvm.core.fourier.learn_frequencies` on those 20 records;
+  private-svm draws rho with :func:`ppsvm.core.fourier.random_frequencies`. D = 100 frequencies (the
   product default).
 - C = 1 in the (C/n) * sum hinge convention (the product default; the paper's C was not
   available to check, and C is not tuned: tuning it on 20 public records would say nothing
@@ -42,7 +42,7 @@ writes repeats them with the values used):
   ``ppsvm.entity.cell.EntityCore.dp_weights`` does, and releases w through a mechanism; the model
   is the n_i-weighted mean of the 3 releases, as ``ppsvm.coordinator.dp_train.train_dp`` combines
   them (each release is epsilon-DP for its own entity's records; the mean costs nothing
-  more). The exact weights are :func:`ppsvm.core.dp.train_linear_svm`'s, which is what
+  more). The exact weights are :func:`ppsvm.core.linear_svm.train_linear_svm`'s, which is what
   ``private_weights(..., mechanism="none")`` returns; the Laplace and output-gamma releases
   add :func:`ppsvm.core.dp.laplace_output_perturbation` / :func:`ppsvm.core.dp.output_perturbation`
   noise to them, which is what :func:`ppsvm.core.dp.private_weights` does internally (checked bit
@@ -57,7 +57,7 @@ writes repeats them with the values used):
 - Non-private (the solid line): the same pipeline with no noise (the n-weighted mean of the
   3 entities' exact weights, learned rho). Extra rows: the same with private-svm's random
   rho; one linear SVM on the pooled 27,000 mapped rows (learned rho); an exact RBF SVM
-  (:func:`ppsvm.core.dp.train_kernel_svm`, intercept as a constant feature) on a random
+  (:func:`ppsvm.core.linear_svm.train_kernel_svm`, intercept as a constant feature) on a random
   subsample of ``--exact-rows`` private records with the same public scaling and width.
 - public-only: ``train_kernel_svm`` on 20 / 50 / 100 / 200 public records, each set with its
   own public scaling and width (as ``ppsvm.coordinator.dp_train`` does for public-only); no epsilon.
@@ -99,28 +99,27 @@ from typing import Any
 import numpy as np
 
 from ppsvm.core.dp import (
-    DEFAULT_C,
     DEFAULT_HUBER_H,
     DEFAULT_N_FREQUENCIES,
-    MAX_FREQUENCY_ITERATIONS,
-    MAX_FREQUENCY_PAIRS,
-    apply_scaling,
-    decision,
-    fourier_features,
-    frequency_objective,
     l2_sensitivity,
     laplace_output_perturbation,
     laplace_scale,
-    learn_frequencies,
     output_perturbation,
     private_weights,
+)
+from ppsvm.core.fourier import (
+    MAX_FREQUENCY_ITERATIONS,
+    MAX_FREQUENCY_PAIRS,
+    apply_scaling,
+    fourier_features,
+    frequency_objective,
+    learn_frequencies,
     public_kernel_width,
     public_scaling,
     random_frequencies,
-    train_kernel_svm,
-    train_linear_svm,
 )
 from ppsvm.core.kernels import gaussian_kernel
+from ppsvm.core.linear_svm import DEFAULT_C, decision, train_kernel_svm, train_linear_svm
 from ppsvm.core.metrics import evaluate
 from ppsvm.data.shipped import SHIPPED_DATA
 from ppsvm.errors import ConfigError, DataError
@@ -1327,8 +1326,8 @@ def load_average() -> list[float]:
 
 @contextlib.contextmanager
 def quiet_fits() -> Iterator[None]:
-    """Hold back ppsvm.core.dp's per-fit INFO lines (they would interleave with the progress bar) unless debugging."""
-    logger = logging.getLogger("ppsvm.core.dp")
+    """Hold back the per-fit INFO lines of ppsvm.core (they would interleave with the progress bar) unless debugging."""
+    logger = logging.getLogger("ppsvm.core")
     level = logger.level
     if logger.getEffectiveLevel() > logging.DEBUG:
         logger.setLevel(logging.WARNING)

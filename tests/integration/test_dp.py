@@ -12,15 +12,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppsvm.core.dp import (
-    apply_scaling,
-    fourier_features,
-    learn_frequencies,
-    public_kernel_width,
-    public_scaling,
-    train_linear_svm,
-)
 from ppsvm.core.dp_model import DpModel
+from ppsvm.core.fourier import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling
+from ppsvm.core.linear_svm import train_linear_svm
 from ppsvm.data.cell import load_cell
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 

@@ -40,8 +40,8 @@ import numpy as np
 import pytest
 
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.core.dp import apply_scaling, fourier_features
 from ppsvm.core.dp_model import DpModel
+from ppsvm.core.fourier import apply_scaling, fourier_features
 from ppsvm.core.kernels import kernel, scale_to_unit
 from ppsvm.core.privacy import MIXED_MODE_WARNING
 from ppsvm.core.randomness import derive_B, range_tag

@@ -20,7 +20,7 @@ from ppsvm.config import federation_at_addresses, load_entity_config, load_feder
 from ppsvm.coordinator.dp_train import DpOptions, train_dp
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_dp_model, evaluate_model
 from ppsvm.coordinator.train import TrainOptions, train_and_save
-from ppsvm.core.dp import apply_scaling, fourier_features
+from ppsvm.core.fourier import apply_scaling, fourier_features
 from ppsvm.core.kernels import gaussian_fetch_width, gaussian_kernel
 from ppsvm.core.model import Model
 from ppsvm.core.randomness import derive_B

@@ -18,7 +18,7 @@ from scipy.optimize import minimize
 from sklearn.exceptions import ConvergenceWarning
 from sklearn.svm import LinearSVC
 
-from ppsvm.core import dp
+from ppsvm.core import dp, fourier, linear_svm
 from ppsvm.errors import DataError, PrivacyError, SolverError
 
 # --- independent references ---------------------------------------------------------------------
@@ -67,7 +67,7 @@ def dual_objective(alpha: np.ndarray, Z: np.ndarray, y: np.ndarray) -> float:
 
 def certified_l1(C: float, D: int, n: int) -> float:
     """Li et al.'s Delta plus the solver term: each computed w is within sqrt(2 GAP_BOUND) of w* in L2."""
-    return 2**2.5 * C * math.sqrt(D) / n + 2 * math.sqrt(2 * D) * math.sqrt(2 * dp.GAP_BOUND)
+    return 2**2.5 * C * math.sqrt(D) / n + 2 * math.sqrt(2 * D) * math.sqrt(2 * linear_svm.GAP_BOUND)
 
 
 def grid_of(delta: float, epsilon: float) -> float:
@@ -100,7 +100,7 @@ def test_fourier_features_have_unit_norm_and_interleave():
     rng = np.random.default_rng(1)
     X = rng.normal(0, 50, size=(40, 7))  # large projections: cos^2 + sin^2 must still be 1
     rho = rng.normal(0, 3, size=(25, 7))
-    Z = dp.fourier_features(X, rho)
+    Z = fourier.fourier_features(X, rho)
     assert Z.shape == (40, 50)
     np.testing.assert_allclose(np.linalg.norm(Z, axis=1), 1.0, rtol=0, atol=1e-12)
     for i in (0, 17, 39):
@@ -116,18 +116,18 @@ def test_random_frequencies_approximate_the_gaussian_kernel():
     X = rng.random((12, d))
     diffs = X[:, None, :] - X[None, :, :]
     exact = np.exp(-gamma * (diffs**2).sum(axis=2))
-    Z = dp.fourier_features(X, dp.random_frequencies(d, D, gamma, rng))
+    Z = fourier.fourier_features(X, fourier.random_frequencies(d, D, gamma, rng))
     # Each entry of Z Z' is a mean of D cosines in [-1, 1]; Hoeffding: P(|error| > t) <= 2 exp(-D t^2 / 2),
     # about 1e-5 for t = 0.07, so over 66 pairs a failure has probability below 1e-3.
     error = np.abs(Z @ Z.T - exact).max()
     assert error < 0.07, f"max kernel error {error:.3f} with D = {D}"
     # Power: frequencies of variance gamma (not 2 gamma) approximate a different kernel and miss.
-    wrong = dp.fourier_features(X, rng.normal(0, math.sqrt(gamma), size=(D, d)))
+    wrong = fourier.fourier_features(X, rng.normal(0, math.sqrt(gamma), size=(D, d)))
     assert np.abs(wrong @ wrong.T - exact).max() > 0.1
 
 
 def test_random_frequencies_have_variance_two_gamma():
-    rho = dp.random_frequencies(4, 20_000, 0.3, np.random.default_rng(3))
+    rho = fourier.random_frequencies(4, 20_000, 0.3, np.random.default_rng(3))
     assert rho.shape == (20_000, 4)
     # Sample variance of 80,000 normals: relative standard error sqrt(2/80,000) = 0.5%.
     assert rho.var() == pytest.approx(0.6, rel=0.03)
@@ -135,9 +135,9 @@ def test_random_frequencies_have_variance_two_gamma():
 
 def test_fourier_features_reject_mismatched_shapes():
     with pytest.raises(DataError, match=r"\(3, 4\).*\(5, 6\)"):
-        dp.fourier_features(np.zeros((3, 4)), np.zeros((5, 6)))
+        fourier.fourier_features(np.zeros((3, 4)), np.zeros((5, 6)))
     with pytest.raises(DataError, match="non-finite"):
-        dp.fourier_features(np.array([[np.nan, 1.0]]), np.zeros((5, 2)))
+        fourier.fourier_features(np.array([[np.nan, 1.0]]), np.zeros((5, 2)))
 
 
 # --- learning the frequencies ---------------------------------------------------------------------
@@ -156,7 +156,7 @@ def test_frequency_objective_value_and_gradient():
     rho = rng.normal(size=(6, 3))
     delta = rng.normal(size=(15, 3))
     target = rng.random(15)
-    value, grad = dp.frequency_objective(rho, delta, target)
+    value, grad = fourier.frequency_objective(rho, delta, target)
     by_loop = sum((sum(math.cos(float(rho[k] @ delta[p])) for k in range(6)) / 6 - target[p]) ** 2 for p in range(15))
     assert value == pytest.approx(by_loop / 15, rel=1e-12)
     step = 1e-6
@@ -165,7 +165,7 @@ def test_frequency_objective_value_and_gradient():
         up, down = rho.copy(), rho.copy()
         up[index] += step
         down[index] -= step
-        rise = dp.frequency_objective(up, delta, target)[0] - dp.frequency_objective(down, delta, target)[0]
+        rise = fourier.frequency_objective(up, delta, target)[0] - fourier.frequency_objective(down, delta, target)[0]
         numeric[index] = rise / (2 * step)
     np.testing.assert_allclose(grad, numeric, rtol=1e-6, atol=1e-10)
 
@@ -176,9 +176,9 @@ def test_learned_frequencies_beat_random_ones_on_held_out_pairs():
     X = rng.random((160, d))
     train, held_out = X[:80], X[80:]
     gamma = 1.5
-    fit = dp.learn_frequencies(train, gamma, D, np.random.default_rng(6), max_iterations=200)
+    fit = fourier.learn_frequencies(train, gamma, D, np.random.default_rng(6), max_iterations=200)
     assert fit.rho.shape == (D, d)
-    assert fit.n_pairs == min(80 * 79 // 2, dp.MAX_FREQUENCY_PAIRS)
+    assert fit.n_pairs == min(80 * 79 // 2, fourier.MAX_FREQUENCY_PAIRS)
     assert fit.objective_end < 0.2 * fit.objective_start, fit
     # Held-out records never entered the fit; the baseline is the best of five N(0, 2 gamma I) draws.
     learned = pair_error(held_out, fit.rho, gamma)
@@ -189,7 +189,7 @@ def test_learned_frequencies_beat_random_ones_on_held_out_pairs():
 def test_pair_sampling_is_distinct_and_covers_the_triangle():
     m = 60
     total = m * (m - 1) // 2
-    i, j = dp._sample_pairs(m, total - 1, np.random.default_rng(7))  # forces the sampling path
+    i, j = fourier._sample_pairs(m, total - 1, np.random.default_rng(7))  # forces the sampling path
     assert i.size == total - 1
     assert ((0 <= j) & (j < i) & (i < m)).all()
     pairs = set(zip(i.tolist(), j.tolist(), strict=True))
@@ -201,25 +201,25 @@ def test_public_kernel_width_is_the_median_heuristic():
     rng = np.random.default_rng(8)
     X = rng.random((21, 3))
     squared = [float(((X[a] - X[b]) ** 2).sum()) for a in range(21) for b in range(a)]
-    assert dp.public_kernel_width(X) == pytest.approx(1.0 / float(np.median(squared)), rel=1e-12)
+    assert fourier.public_kernel_width(X) == pytest.approx(1.0 / float(np.median(squared)), rel=1e-12)
     with pytest.raises(DataError, match="median"):
-        dp.public_kernel_width(np.ones((5, 2)))
+        fourier.public_kernel_width(np.ones((5, 2)))
 
 
 def test_public_scaling_maps_public_range_to_unit_interval():
     rng = np.random.default_rng(9)
     public = rng.normal(3, 2, size=(30, 4))
     public[:, 2] = 7.0  # constant on public data
-    low, high = dp.public_scaling(public)
-    scaled = dp.apply_scaling(public, low, high)
+    low, high = fourier.public_scaling(public)
+    scaled = fourier.apply_scaling(public, low, high)
     np.testing.assert_allclose(scaled[:, [0, 1, 3]].min(axis=0), 0.0, atol=1e-15)
     np.testing.assert_allclose(scaled[:, [0, 1, 3]].max(axis=0), 1.0, atol=1e-15)
     np.testing.assert_array_equal(scaled[:, 2], 0.0)
     private = np.array([[public[:, 0].max() + 10, 0, 8.0, 0]])
-    out = dp.apply_scaling(private, low, high)
+    out = fourier.apply_scaling(private, low, high)
     assert out[0, 0] > 1.0 and out[0, 2] == 1.0  # outside the public range: kept, not clipped
     with pytest.raises(DataError, match=r"\(3,\)"):
-        dp.apply_scaling(public, low[:3], high)
+        fourier.apply_scaling(public, low[:3], high)
 
 
 # --- exact SVM solvers ----------------------------------------------------------------------------
@@ -238,14 +238,14 @@ def test_linear_svm_matches_clarabel_and_liblinear(case: str, C: float):
         margin = Z[:, 0] + (0.0 if case == "separable" else 0.4 * rng.standard_normal(120))
         keep = np.abs(margin) > 0.2 if case == "separable" else np.ones(120, dtype=bool)
         Z, y = Z[keep], np.where(margin[keep] > 0, 1.0, -1.0)
-    model = dp.train_linear_svm(Z, y, C)
+    model = linear_svm.train_linear_svm(Z, y, C)
     w_ref, value_ref = cvxpy_hinge_svm(Z, y, C)
     np.testing.assert_allclose(model.w, w_ref, atol=1e-6)
     assert model.objective == pytest.approx(value_ref, rel=1e-9, abs=1e-12)
     assert hinge_objective(model.w, Z, y, C) == pytest.approx(value_ref, rel=1e-9, abs=1e-12)
     # What the stopping rule certifies (the old rule, projected gradient <= 1e-10 alone, left 6.6e-10 at C = 1000).
-    assert model.duality_gap <= dp.GAP_BOUND
-    assert hinge_objective(model.w, Z, y, C) - dual_objective(model.alpha, Z, y) <= dp.GAP_BOUND + 1e-15
+    assert model.duality_gap <= linear_svm.GAP_BOUND
+    assert hinge_objective(model.w, Z, y, C) - dual_objective(model.alpha, Z, y) <= linear_svm.GAP_BOUND + 1e-15
     np.testing.assert_allclose(model.alpha.clip(0, C / len(y)), model.alpha)
     np.testing.assert_allclose((model.alpha * y) @ Z, model.w, atol=1e-12)
 
@@ -259,11 +259,11 @@ def test_linear_svm_matches_clarabel_and_liblinear(case: str, C: float):
 
 def test_linear_svm_handles_zero_rows_and_single_records():
     # A zero row has gradient -1 forever: its dual variable sits at C/n.
-    model = dp.train_linear_svm(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([1.0, -1.0]), 1.0)
+    model = linear_svm.train_linear_svm(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([1.0, -1.0]), 1.0)
     assert model.alpha[0] == pytest.approx(0.5)
     # One record, C <= 1: w = C y z exactly (minimise t^2/2 + C max(0, 1 - t) along y z).
     z = np.array([0.6, 0.8])
-    np.testing.assert_allclose(dp.train_linear_svm(z[None], np.array([-1.0]), 0.7).w, -0.7 * z, atol=1e-12)
+    np.testing.assert_allclose(linear_svm.train_linear_svm(z[None], np.array([-1.0]), 0.7).w, -0.7 * z, atol=1e-12)
 
 
 def test_linear_svm_refuses_what_it_cannot_certify():
@@ -274,10 +274,10 @@ def test_linear_svm_refuses_what_it_cannot_certify():
         y = np.where(Z[:, 0] + 0.4 * rng.standard_normal(30) > 0, 1.0, -1.0)
         # At C = 1e4 the computed gap stays above GAP_BOUND at rounding level: refuse rather than release.
         with pytest.raises(SolverError, match="cannot certify a duality gap") as caught:
-            dp.train_linear_svm(Z, y, 1e4)
+            linear_svm.train_linear_svm(Z, y, 1e4)
         messages.append(str(caught.value))
         with pytest.raises(SolverError, match="in 3 sweeps"):
-            dp.train_linear_svm(Z, y, 100.0, max_sweeps=3)
+            linear_svm.train_linear_svm(Z, y, 100.0, max_sweeps=3)
     assert messages[0] == messages[1]  # nothing derived from the data in the message (DESIGN.md rule 6)
 
 
@@ -287,7 +287,7 @@ def test_kernel_svm_matches_clarabel_with_folded_intercept():
     y = np.where(((X - 0.5) ** 2).sum(axis=1) + 0.02 * rng.standard_normal(80) < 0.1, 1.0, -1.0)
     gamma, C = 10.0, 200.0
     K = np.exp(-gamma * ((X[:, None] - X[None]) ** 2).sum(axis=2))
-    model = dp.train_kernel_svm(K, y, C)
+    model = linear_svm.train_kernel_svm(K, y, C)
     # Reference: the dual with the intercept as a constant feature, min (1/2) a'Qa - sum a over the box.
     L = np.linalg.cholesky(K + 1.0 + 1e-12 * np.eye(80))
     a = cp.Variable(80)
@@ -299,15 +299,15 @@ def test_kernel_svm_matches_clarabel_with_folded_intercept():
     X_new = rng.random((30, 2))
     K_new = np.exp(-gamma * ((X_new[:, None] - X[None]) ** 2).sum(axis=2))
     reference = (K_new + 1.0) @ (np.asarray(a.value) * y)
-    np.testing.assert_allclose(dp.decision(K_new, model), reference, atol=1e-5)
-    assert (np.sign(dp.decision(K, model)) == y).mean() > 0.9
+    np.testing.assert_allclose(linear_svm.decision(K_new, model), reference, atol=1e-5)
+    assert (np.sign(linear_svm.decision(K, model)) == y).mean() > 0.9
     with pytest.raises(DataError, match=r"\(30, 79\)"):
-        dp.decision(K_new[:, :79], model)
+        linear_svm.decision(K_new[:, :79], model)
 
 
 def test_linear_svm_at_full_size_is_exact():
     Z, y = rff_problem(9000, 10, 100, seed=12, noise=0.5)
-    model = dp.train_linear_svm(Z, y, 100.0)
+    model = linear_svm.train_linear_svm(Z, y, 100.0)
     assert math.sqrt(2 * model.duality_gap) < 1e-5
     G = y * (Z @ model.w) - 1.0
     upper = 100.0 / 9000
@@ -333,14 +333,14 @@ def test_random_neighbours_stay_within_the_sensitivity_bounds():
         Z2, y2 = Z.copy(), y.copy()
         k = int(rng.integers(n))
         Z2[k], y2[k] = unit_rows(1, 2 * D, rng)[0], -y[k] if rng.random() < 0.5 else y[k]
-        a, b = dp.train_linear_svm(Z, y, C), dp.train_linear_svm(Z2, y2, C)
+        a, b = linear_svm.train_linear_svm(Z, y, C), linear_svm.train_linear_svm(Z2, y2, C)
         slack = math.sqrt(2 * a.duality_gap) + math.sqrt(2 * b.duality_gap) + 1e-12
         diff = a.w - b.w
         l2_bound = 2 * C / n
         paper = 2**2.5 * C * math.sqrt(D) / n
         assert np.linalg.norm(diff) <= l2_bound + slack
         # What the mechanisms use: the fixed certified terms, not the achieved gaps.
-        assert np.linalg.norm(diff) <= l2_bound + 2 * math.sqrt(2 * dp.GAP_BOUND)
+        assert np.linalg.norm(diff) <= l2_bound + 2 * math.sqrt(2 * linear_svm.GAP_BOUND)
         assert np.abs(diff).sum() <= certified_l1(C, D, n)
         assert np.abs(diff).sum() <= math.sqrt(2 * D) * (l2_bound + slack)  # Cauchy-Schwarz: 2^1.5 C sqrt(D)/n
         assert np.abs(diff).sum() <= paper
@@ -363,14 +363,14 @@ def test_adversarial_neighbours_come_close_to_the_l2_bound():
         n, D, C = 30, 5, float([0.5, 2.0, 10.0][trial % 3])
         Z = unit_rows(n, 2 * D, rng)
         y = np.where(Z[:, 0] + 0.8 * rng.standard_normal(n) > 0, 1.0, -1.0)
-        base = dp.train_linear_svm(Z, y, C)
+        base = linear_svm.train_linear_svm(Z, y, C)
         bounded = np.flatnonzero(base.alpha >= C / n * (1 - 1e-12))
         assert bounded.size, "no bounded support vector to attack"
         best = 0.0
         for k in bounded:
             y2 = y.copy()
             y2[k] = -y[k]
-            diff = base.w - dp.train_linear_svm(Z, y2, C).w
+            diff = base.w - linear_svm.train_linear_svm(Z, y2, C).w
             if np.linalg.norm(diff) > best:
                 best = float(np.linalg.norm(diff))
                 best_l1 = float(np.abs(diff).sum())
@@ -381,7 +381,9 @@ def test_adversarial_neighbours_come_close_to_the_l2_bound():
     print(f"adversarial: L2/(2C/n) = {np.round(ratios, 3)}, L1/paper Delta = {np.round(l1_paper, 3)}")
     # One record, C <= 1: flipping its label moves w from C z to -C z, exactly 2C/n.
     z = unit_rows(1, 4, rng)
-    flip = dp.train_linear_svm(z, np.array([1.0]), 0.9).w - dp.train_linear_svm(z, np.array([-1.0]), 0.9).w
+    flip = (
+        linear_svm.train_linear_svm(z, np.array([1.0]), 0.9).w - linear_svm.train_linear_svm(z, np.array([-1.0]), 0.9).w
+    )
     assert np.linalg.norm(flip) == pytest.approx(2 * 0.9, rel=1e-9)
 
 
@@ -389,10 +391,10 @@ def test_adversarial_neighbours_come_close_to_the_l2_bound():
 
 
 def test_sensitivities_add_the_certified_solver_error():
-    assert dp.SOLVER_L2_ERROR == math.sqrt(2 * dp.GAP_BOUND) and dp.GAP_BOUND <= 1e-10
+    assert linear_svm.SOLVER_L2_ERROR == math.sqrt(2 * linear_svm.GAP_BOUND) and linear_svm.GAP_BOUND <= 1e-10
     for C, D, n in [(1.0, 100, 9000), (2.0, 4000, 250), (100.0, 100, 569)]:
         assert dp.exact_l2_sensitivity(C, n) == pytest.approx(2 * C / n, rel=1e-15)
-        assert dp.l2_sensitivity(C, n) == pytest.approx(2 * C / n + 2 * math.sqrt(2 * dp.GAP_BOUND), rel=1e-15)
+        assert dp.l2_sensitivity(C, n) == pytest.approx(2 * C / n + 2 * math.sqrt(2 * linear_svm.GAP_BOUND), rel=1e-15)
         assert dp.laplace_sensitivity(C, D, n) == pytest.approx(certified_l1(C, D, n), rel=1e-15)
     # The Adult reproduction's entity (n = 9,000, D = 100, C = 1): the solver term costs under 1% of the noise.
     extra_l1 = dp.laplace_sensitivity(1.0, 100, 9000) / (2**2.5 * math.sqrt(100) / 9000) - 1
@@ -422,7 +424,7 @@ def test_laplace_noise_has_the_stated_scale():
 
 def test_laplace_release_in_production_uses_the_os_csprng(data):
     Z, y = data
-    exact = dp.train_linear_svm(Z, y, 1.0).w
+    exact = linear_svm.train_linear_svm(Z, y, 1.0).w
     first = dp.private_weights(Z, y, epsilon=1.0, mechanism="laplace", rng=None)
     second = dp.private_weights(Z, y, epsilon=1.0, mechanism="laplace", rng=None)
     assert first.mechanism == "laplace" and first.private and "discrete Laplace" in first.noise
@@ -434,7 +436,7 @@ def test_laplace_release_in_production_uses_the_os_csprng(data):
 
 def test_gamma_norm_noise_has_gamma_norms_and_uniform_directions():
     p, n, C, epsilon = 6, 40, 3.0, 0.8
-    scale = (2 * C / n + 2 * math.sqrt(2 * dp.GAP_BOUND)) / epsilon
+    scale = (2 * C / n + 2 * math.sqrt(2 * linear_svm.GAP_BOUND)) / epsilon
     rng = np.random.default_rng(16)
     w = np.arange(p, dtype=float)
     noise = np.array([dp.output_perturbation(w, n=n, C=C, epsilon=epsilon, rng=rng) - w for _ in range(3000)])
@@ -455,7 +457,7 @@ def test_gamma_norm_noise_has_gamma_norms_and_uniform_directions():
 
 def test_released_noise_matches_each_mechanism():
     Z, y = rff_problem(60, 3, 500, seed=17)
-    exact = dp.train_linear_svm(Z, y, 1.0).w
+    exact = linear_svm.train_linear_svm(Z, y, 1.0).w
     release = dp.private_weights(Z, y, C=1.0, epsilon=2.0, mechanism="laplace", rng=np.random.default_rng(18))
     delta = certified_l1(1.0, 500, 60)
     g = grid_of(delta, 2.0)
@@ -466,11 +468,11 @@ def test_released_noise_matches_each_mechanism():
     assert "floating-point safe" in release.guarantee
 
     Z, y = rff_problem(12, 2, 2, seed=19)
-    exact = dp.train_linear_svm(Z, y, 1.0).w
+    exact = linear_svm.train_linear_svm(Z, y, 1.0).w
     rng = np.random.default_rng(20)
     releases = [dp.private_weights(Z, y, C=1.0, epsilon=1.0, mechanism="output-gamma", rng=rng) for _ in range(400)]
     norms = [np.linalg.norm(release.weights - exact) for release in releases]
-    scale = 2 * 1.0 / 12 + 2 * math.sqrt(2 * dp.GAP_BOUND)
+    scale = 2 * 1.0 / 12 + 2 * math.sqrt(2 * linear_svm.GAP_BOUND)
     assert stats.kstest(norms, stats.gamma(a=4, scale=scale).cdf).pvalue > 0.01
     assert "not hardened" in releases[0].guarantee and "continuous" in releases[0].noise
 
@@ -621,9 +623,9 @@ def test_refuses_bad_data(data):
     with pytest.raises(DataError, match=r"y has shape \(19,\).*20 rows"):
         dp.private_weights(Z, y[:19], epsilon=1.0, mechanism="laplace", rng=rng)
     with pytest.raises(DataError, match=r"2-D.*\(6,\)"):
-        dp.train_linear_svm(Z[0], y)
+        linear_svm.train_linear_svm(Z[0], y)
     with pytest.raises(DataError, match="square"):
-        dp.train_kernel_svm(np.ones((3, 4)), np.ones(3))
+        linear_svm.train_kernel_svm(np.ones((3, 4)), np.ones(3))
 
 
 # --- generator ------------------------------------------------------------------------------------

@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppsvm.core.dp import train_linear_svm
+from ppsvm.core.linear_svm import train_linear_svm
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.experiments import dp
 
@@ -237,7 +237,7 @@ def test_with_error() -> None:
 
 
 def test_quiet_fits_holds_back_info_and_restores_the_level() -> None:
-    logger = logging.getLogger("ppsvm.core.dp")
+    logger = logging.getLogger("ppsvm.core")
     before = logger.level
     with dp.quiet_fits():
         assert not logger.isEnabledFor(logging.INFO) or logger.getEffectiveLevel() <= logging.DEBUG
