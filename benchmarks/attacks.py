@@ -39,7 +39,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._shared import machine_info, table, write_json
-from ppsvm.experiments.inprocess import fixed_secret
+from ppsvm.api.inprocess import fixed_secret
 from ppsvm.experiments.attacks import (
     FIT_TOLERANCE, Reconstruction, bisect_change, float_laplace_reachable, reconstruct_by_peer_scalings,
     reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear, reconstruct_two_views,

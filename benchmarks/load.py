@@ -70,7 +70,7 @@ import numpy as np
 from benchmarks._shared import (
     load_average, machine_info, package_versions, peak_rss_mib, print_machine, table, write_json,
 )
-from ppsvm.experiments.inprocess import fixed_secret
+from ppsvm.api.inprocess import fixed_secret
 
 NAME = "load"
 TEST_FRACTION = 0.05

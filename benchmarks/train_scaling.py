@@ -39,7 +39,7 @@ from benchmarks._shared import (
     AGREEMENT_RTOL, MBAR, MU, N_FEATURES, NU, SKIP_ABOVE, load_average, machine_info, median, peak_rss_mib,
     print_machine, relative_gap, seconds_text, synthetic, table, timed, write_json,
 )
-from ppsvm.experiments.inprocess import fixed_secret
+from ppsvm.api.inprocess import fixed_secret
 
 NAME = "train_scaling"
 ENTITY_ROWS, ENTITY_COLS = 4, 1

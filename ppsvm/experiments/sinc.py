@@ -3,7 +3,7 @@
 Two entities, horizontal partition (2 row blocks x 1 column block, n = 2 features):
 entity r0c0 owns points in the inner square [-1.5, 1.5]^2, entity r1c0 points in
 the rest of [-3, 3]^2. The joint random-kernel regression is trained over real
-gRPC entity servers (in this process, ``ppsvm.experiments.inprocess``) and
+gRPC entity servers (in this process, ``ppsvm.api.inprocess``) and
 compared with each entity's model of its own points alone and with a pooled
 reference, all evaluated on points from the whole square.
 
@@ -44,7 +44,7 @@ from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import search_grid
 from ppsvm.coordinator.evaluate import assembled_decisions
 from ppsvm.coordinator.reference import pool_cells
-from ppsvm.experiments.inprocess import fixed_secret, serve_split, set_secrets
+from ppsvm.api.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.experiments.report import (
     DEFAULT_OUT, Progress, add_common_arguments, parse_list, png, require_matplotlib, versions_markdown, write_results,
 )

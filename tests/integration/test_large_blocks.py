@@ -12,7 +12,7 @@ from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.core.randomness import derive_B
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.reference import pool_cells
-from ppsvm.experiments.inprocess import serve_split
+from ppsvm.api.inprocess import serve_split
 
 GRPC_MAX_MESSAGE = 4 * 1024 * 1024
 
