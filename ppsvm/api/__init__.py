@@ -1,4 +1,6 @@
 """The Python API, above the entity and the coordinator (DESIGN.md section 3).
 
-``inprocess`` serves a split's cells as gRPC entity servers inside this process.
+``estimators``: scikit-learn estimators fitted on a federation simulated in this process
+(``inprocess``); ``datasets``: the datasets that ship with ppsvm.
+Import the public names from ``ppsvm`` itself.
 """
