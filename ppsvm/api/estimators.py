@@ -533,9 +533,10 @@ def _setting(value: Any) -> Any:
 
 
 def _positive(value: Any, name: str) -> float:
-    if isinstance(value, bool) or not isinstance(value, numbers.Real) or not (np.isfinite(value) and value > 0):
+    number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
+    if not (math.isfinite(number) and number > 0):
         raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
-    return float(value)
+    return number
 
 
 def _whole(value: Any, name: str, minimum: int) -> int:

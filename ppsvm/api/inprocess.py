@@ -14,12 +14,11 @@ import dataclasses
 import hashlib
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import cast
 
 import numpy as np
 
 from ppsvm.config import Federation, federation_at_addresses, load_entity_config, load_federation
-from ppsvm.core.kernels import KernelName, assemble, gaussian_fetch_width, kernel, rescale_gaussian, scale_to_unit
+from ppsvm.core.kernels import assemble, gaussian_fetch_width, kernel, rescale_gaussian, scale_to_unit
 from ppsvm.core.lp import Task
 from ppsvm.core.model import Model
 from ppsvm.core.randomness import derive_B, new_secret_hex
@@ -155,7 +154,7 @@ def new_record_kernel(
     -------
     ndarray, shape (m, len(model.u))
     """
-    name = cast(KernelName, model.kernel)
+    name = model.kernel
     mu_fetch = gaussian_fetch_width(X.shape[1]) if name == "gaussian" else 0.0
     blocks = [
         kernel(

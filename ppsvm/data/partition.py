@@ -113,7 +113,7 @@ def split_dataset(
     *,
     held_out: np.ndarray | None = None,
     row_blocks: np.ndarray | None = None,
-    column_blocks: Sequence[Sequence[int]] | None = None,
+    column_blocks: Sequence[Sequence[int] | np.ndarray] | None = None,
 ) -> SplitResult:
     """Split `dataset` into checkerboard cells and write the federation's files.
 
@@ -273,7 +273,7 @@ def _validate(dataset: Dataset, options: SplitOptions) -> None:
         raise ConfigError(f"output directory {out_dir} is not empty; choose another or pass --overwrite")
 
 
-def feature_blocks(n: int, cols: int, given: Sequence[Sequence[int]] | None = None) -> list[np.ndarray]:
+def feature_blocks(n: int, cols: int, given: Sequence[Sequence[int] | np.ndarray] | None = None) -> list[np.ndarray]:
     """The feature indices of each of `cols` column blocks of `n` features: contiguous ones, or `given` checked.
 
     Raises

@@ -7,6 +7,7 @@ section lists the same ones (a test below keeps the two in step).
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -59,7 +60,7 @@ def expected_failures(estimator: BaseEstimator) -> dict[str, str]:
     ],
     expected_failed_checks=expected_failures,
 )
-def test_scikit_learn_estimator_checks(estimator: BaseEstimator, check) -> None:  # noqa: ANN001
+def test_scikit_learn_estimator_checks(estimator: BaseEstimator, check: Callable[[BaseEstimator], None]) -> None:
     check(estimator)
 
 
