@@ -1,6 +1,6 @@
 """ppsvm: privacy-preserving SVMs over checkerboard-partitioned data via random kernels.
 
-The Python API (``from ppsvm import RandomKernelClassifier, ...``) is imported on first
+The Python API (``from ppsvm import RandomKernelClassifier, Federation, ...``) is imported on first
 use, so ``import ppsvm`` stays light and an entity process never loads it (nor scikit-learn).
 """
 
@@ -16,10 +16,12 @@ _API = {
     "RandomKernelClassifier": "ppsvm.api.estimators",
     "RandomKernelRegressor": "ppsvm.api.estimators",
     "DpHybridClassifier": "ppsvm.api.estimators",
+    "Federation": "ppsvm.api.federation",
     "load_dataset": "ppsvm.api.datasets",
 }
 __all__ = [
     "DpHybridClassifier",
+    "Federation",
     "RandomKernelClassifier",
     "RandomKernelRegressor",
     "__version__",
@@ -29,6 +31,7 @@ __all__ = [
 if TYPE_CHECKING:
     from ppsvm.api.datasets import load_dataset
     from ppsvm.api.estimators import DpHybridClassifier, RandomKernelClassifier, RandomKernelRegressor
+    from ppsvm.api.federation import Federation
 
 
 def __getattr__(name: str) -> Any:

@@ -14,13 +14,12 @@ from typing import Any
 
 from ppsvm import __version__
 from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
-from ppsvm.config import Federation, load_federation, toml_string
+from ppsvm.config import load_federation, toml_string
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.data.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
 from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import FORMULATIONS
-from ppsvm.core.model import Model
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.experiments import cli as reproduce_cli
 from ppsvm.entity import cli as entity_cli
@@ -71,13 +70,6 @@ def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = T
                             help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)")
 
 
-def _setting(args: argparse.Namespace, task_table: dict[str, Any], name: str, default: Any = AUTO) -> Any:
-    """The flag, else the federation file's [task] value, else ``default``; 'auto' becomes None."""
-    value = getattr(args, name)
-    value = task_table.get(name, default) if value is None else value
-    return None if value == AUTO else value
-
-
 def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
     """The differentially private hybrid RBF SVM (Li, Xiong, Ohno-Machado, Jiang 2014) and its baselines."""
     from ppsvm.core.dp import DEFAULT_C, DEFAULT_N_FREQUENCIES, GUARANTEES, MECHANISMS, NON_PRIVATE
@@ -110,16 +102,10 @@ def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool 
                         help="plaintext instead of mutual TLS (trusted networks only; logged as a warning)")
 
 
-def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distribute: bool = True) -> Any:
-    """Command-line flags, then the federation file's [task] table, then defaults ('auto' means tuned)."""
-    from ppsvm.coordinator.train import TrainOptions
-
-    return TrainOptions(
-        task=_setting(args, task_table, "task", "classify"), kernel=_setting(args, task_table, "kernel", "gaussian"),
-        mbar=_setting(args, task_table, "mbar"), nu=_setting(args, task_table, "nu"), mu=_setting(args, task_table, "mu"),
-        folds=args.folds, seed=args.seed, formulation=args.lp_formulation, deadline=args.deadline, distribute=distribute,
-        basis=args.basis,
-    )
+def _training_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The random-kernel training flags as keyword arguments of ppsvm.api.federation's train functions."""
+    return {"task": args.task, "kernel": args.kernel, "mbar": args.mbar, "nu": args.nu, "mu": args.mu,
+            "folds": args.folds, "seed": args.seed, "formulation": args.lp_formulation, "basis": args.basis}
 
 
 def _add_basis_argument(parser: argparse.ArgumentParser) -> None:
@@ -131,17 +117,17 @@ def _add_basis_argument(parser: argparse.ArgumentParser) -> None:
              "a small mbar")
 
 
-def _federation(args: argparse.Namespace) -> Federation:
-    return dataclasses.replace(load_federation(args.federation), insecure=args.insecure)
+def _federation(args: argparse.Namespace) -> Any:
+    """The federation file as a :class:`ppsvm.api.federation.Federation`, with the connection flags."""
+    from ppsvm.api.federation import Federation
+
+    return Federation.from_toml(args.federation, insecure=args.insecure, deadline=args.deadline)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     if args.method != "random-kernel":
         return _train_dp(args)
-    from ppsvm.coordinator.train import train_and_save
-
-    federation = _federation(args)
-    model = train_and_save(federation, _train_options(args, federation.task, distribute=not args.no_distribute), Path(args.model_out))
+    model = _federation(args).train(args.model_out, distribute=not args.no_distribute, **_training_flags(args))
     summary = {"model": str(args.model_out), "task": model.task, "kernel": model.kernel, "mbar": model.mbar,
                "nu": model.nu, "mu": model.mu, "n_train": model.training["n_train"], "private": model.private,
                "seconds": round(model.training["seconds"], 3)}
@@ -158,7 +144,8 @@ def _train_dp(args: argparse.Namespace) -> int:
         method=args.method, public=Path(args.public), mechanism=args.mechanism, epsilon=args.epsilon,
         n_frequencies=args.frequencies, C=args.C, seed=args.seed, deadline=args.deadline, distribute=not args.no_distribute,
     )
-    federation = _federation(args) if args.method != "public-only" else None
+    # public-only asks no entity, so it does not read the federation file either.
+    federation = _federation(args).config if args.method != "public-only" else None
     model = train_dp_and_save(federation, options, Path(args.model_out))
     summary = {"model": str(args.model_out), "method": model.method, "mechanism": model.mechanism, "epsilon": model.epsilon,
                "frequencies": len(model.rho), "n_public": model.training["n_public"],
@@ -168,10 +155,7 @@ def _train_dp(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ppsvm.core.dp_model import load_any_model
-    from ppsvm.coordinator.evaluate import evaluate_model
-
-    result = evaluate_model(_federation(args), load_any_model(args.model), args.deadline, epsilon=args.epsilon)
+    result = _federation(args).evaluate(args.model, epsilon=args.epsilon)
     if args.json:
         print(json.dumps(result))
     else:
@@ -180,12 +164,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
-    from ppsvm.coordinator.evaluate import entity_alone, mean_figures
+    from ppsvm.coordinator.evaluate import mean_figures
 
-    federation = _federation(args)
-    table = federation.task
-    results = entity_alone(federation, _setting(args, table, "task", "classify"), _setting(args, table, "kernel", "gaussian"),
-                           nu=_setting(args, table, "nu"), mu=_setting(args, table, "mu"), seed=args.seed, deadline=args.deadline)
+    results = _federation(args).baselines(task=args.task, kernel=args.kernel, nu=args.nu, mu=args.mu, seed=args.seed)
     rows = [{"entity": r.entity_id, "n_train": r.n_train, "n_test": r.n_test, **r.figures} for r in results]
     if args.json:
         print(json.dumps({"entities": rows, "mean": mean_figures(results)}))
@@ -197,13 +178,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ppsvm.core.dp_model import load_any_model
-    from ppsvm.coordinator.serve import serve_coordinator
-
-    model = load_any_model(args.model)
-    if not isinstance(model, Model):
-        raise ConfigError(f"{args.model} is a DP model: `coordinator serve` answers random-kernel models only")
-    return serve_coordinator(_federation(args), model, args.listen, args.deadline)
+    return _federation(args).serve(args.model, args.listen)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -245,26 +220,29 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from ppsvm.config import load_entity_config
-    from ppsvm.coordinator.audit import audit, format_report
+    from ppsvm.coordinator.audit import format_report
 
     configs = [load_entity_config(path) for path in args.entity_config]
-    report = audit(_federation(args), configs, args.deadline)
+    report = _federation(args).audit(configs)
     print(json.dumps(report) if args.json else format_report(report))
     return 0 if report["ok"] else 1
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
+    from ppsvm.api.federation import task_setting
     from ppsvm.coordinator.reference import LABEL, pooled_reference
 
-    federation = load_federation(Path(args.split_dir) / "federation.toml")
-    table = federation.task
-    result = pooled_reference(Path(args.split_dir), _setting(args, table, "task", "classify"), _setting(args, table, "kernel", "gaussian"),
-                              nu=_setting(args, table, "nu"), mu=_setting(args, table, "mu"), seed=args.seed)
+    table = load_federation(Path(args.split_dir) / "federation.toml").task
+    result = pooled_reference(Path(args.split_dir), task_setting(table, "task", args.task, "classify"),
+                              task_setting(table, "kernel", args.kernel, "gaussian"),
+                              nu=task_setting(table, "nu", args.nu), mu=task_setting(table, "mu", args.mu),
+                              seed=args.seed)
     print(json.dumps(result) if args.json else LABEL + "\n" + "\n".join(f"{k:>15}: {v}" for k, v in result.items()))
     return 0
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from ppsvm.api.federation import train_options
     from ppsvm.demo import DEFAULT_DATA, DEFAULT_DATASET_OPTIONS, DemoOptions, run_demo
 
     if args.data is None:
@@ -274,7 +252,8 @@ def cmd_demo(args: argparse.Namespace) -> int:
         data, dataset_options = Path(args.data), dataset_options_from_args(args, args.task or "classify")
     options = DemoOptions(
         data=data, dataset=dataset_options, rows=args.rows, cols=args.cols, test_fraction=args.test_fraction,
-        seed=args.seed, train=_train_options(args, {}), out=Path(args.out) if args.out else None, json=args.json,
+        seed=args.seed, train=train_options({}, deadline=args.deadline, **_training_flags(args)),
+        out=Path(args.out) if args.out else None, json=args.json,
         insecure=args.insecure,
     )
     # Ctrl-C, `kill` and `docker stop` all unwind through the cleanup that stops the entities, even

@@ -20,7 +20,8 @@ from ppsvm.core.metrics import auc, error_rate, evaluate, relative_error, rmse
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.privacy import check_mbar
 from ppsvm.core.tuning import cross_validation_score, fold_indices, tune
-from ppsvm.cli import build_parser, _train_options
+from ppsvm.api.federation import train_options
+from ppsvm.cli import build_parser, _training_flags
 from ppsvm.coordinator.train import TrainOptions, default_mbar
 
 
@@ -350,7 +351,8 @@ BASE = ["coordinator", "train", "--federation", "fed.toml", "--model-out", "m.js
 
 
 def options(flags: list[str], table: dict[str, object]) -> TrainOptions:
-    return _train_options(build_parser().parse_args(BASE + flags), table)
+    """The flags, then the [task] table, then defaults: the rule ppsvm.api.federation applies for the CLI."""
+    return train_options(table, **_training_flags(build_parser().parse_args(BASE + flags)))
 
 
 def test_cli_defaults_without_flags_or_table() -> None:

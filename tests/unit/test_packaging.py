@@ -86,6 +86,7 @@ def test_the_api_names_load_on_first_use() -> None:
 
     assert set(ppsvm.__all__) <= set(dir(ppsvm))
     assert ppsvm.RandomKernelClassifier.__module__ == "ppsvm.api.estimators"
+    assert ppsvm.Federation.__module__ == "ppsvm.api.federation"
     with pytest.raises(AttributeError, match="no attribute 'Regressor'"):
         ppsvm.Regressor  # noqa: B018
 
