@@ -55,19 +55,43 @@ def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = T
     ``random_kernel=False`` (entities alone) leaves out what only the coordinator's random-kernel
     training uses: mbar, the fold count and the LP formulation.
     """
-    parser.add_argument("--task", choices=TASKS, help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify")
-    parser.add_argument("--kernel", choices=KERNELS, help="linear (blocks summed) or gaussian (blocks multiplied elementwise); default gaussian")
+    parser.add_argument(
+        "--task", choices=TASKS, help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify"
+    )
+    parser.add_argument(
+        "--kernel",
+        choices=KERNELS,
+        help="linear (blocks summed) or gaussian (blocks multiplied elementwise); default gaussian",
+    )
     if random_kernel:
-        parser.add_argument("--mbar", type=_auto_int, help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) - 1, at most 10%% of the training rows")
-    parser.add_argument("--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)")
-    tuned = "on the assembled kernel by the power identity, no new entity requests" if random_kernel else "by each entity on its own cell"
-    parser.add_argument("--mu", type=_auto_float, help=f"Gaussian width (a number, or 'auto': tuned {tuned}; default auto)")
+        parser.add_argument(
+            "--mbar",
+            type=_auto_int,
+            help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) - 1, at most 10%% of the training rows",
+        )
+    parser.add_argument(
+        "--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)"
+    )
+    tuned = (
+        "on the assembled kernel by the power identity, no new entity requests"
+        if random_kernel
+        else "by each entity on its own cell"
+    )
+    parser.add_argument(
+        "--mu", type=_auto_float, help=f"Gaussian width (a number, or 'auto': tuned {tuned}; default auto)"
+    )
     if random_kernel:
-        parser.add_argument("--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)")
+        parser.add_argument(
+            "--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)"
+        )
     parser.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default %(default)s)")
     if random_kernel:
-        parser.add_argument("--lp-formulation", choices=FORMULATIONS, default="highs-dual",
-                            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)")
+        parser.add_argument(
+            "--lp-formulation",
+            choices=FORMULATIONS,
+            default="highs-dual",
+            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, cvxpy-primal (as the papers write it)",
+        )
 
 
 def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
@@ -82,39 +106,72 @@ def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
         "come from the public records only; each entity releases its weights through --mechanism, charged to its own "
         "privacy budget ([privacy] epsilon_total); the model averages them weighted by record counts.",
     )
-    group.add_argument("--method", choices=("random-kernel", *METHODS), default="random-kernel",
-                       help="random-kernel (default): the papers' K(A, B') LP; or a DP method")
+    group.add_argument(
+        "--method",
+        choices=("random-kernel", *METHODS),
+        default="random-kernel",
+        help="random-kernel (default): the papers' K(A, B') LP; or a DP method",
+    )
     group.add_argument("--public", help="public records (CSV: id,label,features...), all used")
     group.add_argument("--epsilon", type=float, help="epsilon of each entity's release (its records' guarantee)")
-    group.add_argument("--mechanism", choices=(*MECHANISMS, NON_PRIVATE), default="laplace",
-                       help=" | ".join(f"{name}: {GUARANTEES[name].rstrip('.')}" for name in (*MECHANISMS, NON_PRIVATE)).replace("%", "%%"))
-    group.add_argument("--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)")
+    group.add_argument(
+        "--mechanism",
+        choices=(*MECHANISMS, NON_PRIVATE),
+        default="laplace",
+        help=" | ".join(f"{name}: {GUARANTEES[name].rstrip('.')}" for name in (*MECHANISMS, NON_PRIVATE)).replace(
+            "%", "%%"
+        ),
+    )
+    group.add_argument(
+        "--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)"
+    )
     group.add_argument("--C", type=float, default=DEFAULT_C, help="SVM cost in (C/n) sum hinge (default %(default)s)")
 
 
 def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool = True) -> None:
     """How the coordinator reaches the entities: the federation file, deadlines, TLS."""
     if federation:
-        parser.add_argument("--federation", required=True, help="the federation file (entity ids, addresses, grid positions, [tls])")
-    parser.add_argument("--deadline", type=float, default=DEFAULT_DEADLINE_S,
-                        help="seconds allowed per entity call before it fails (default %(default)s); unreachable entities are retried a few times first")
-    parser.add_argument("--insecure", action="store_true",
-                        help="plaintext instead of mutual TLS (trusted networks only; logged as a warning)")
+        parser.add_argument(
+            "--federation", required=True, help="the federation file (entity ids, addresses, grid positions, [tls])"
+        )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=DEFAULT_DEADLINE_S,
+        help="seconds allowed per entity call before it fails (default %(default)s); unreachable entities are retried a few times first",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext instead of mutual TLS (trusted networks only; logged as a warning)",
+    )
 
 
 def _training_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The random-kernel training flags as keyword arguments of ppsvm.api.federation's train functions."""
-    return {"task": args.task, "kernel": args.kernel, "mbar": args.mbar, "nu": args.nu, "mu": args.mu,
-            "folds": args.folds, "seed": args.seed, "formulation": args.lp_formulation, "basis": args.basis}
+    return {
+        "task": args.task,
+        "kernel": args.kernel,
+        "mbar": args.mbar,
+        "nu": args.nu,
+        "mu": args.mu,
+        "folds": args.folds,
+        "seed": args.seed,
+        "formulation": args.lp_formulation,
+        "basis": args.basis,
+    }
 
 
 def _add_basis_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
-        "--basis", choices=("paper", "product"), default="paper",
+        "--basis",
+        choices=("paper", "product"),
+        default="paper",
         help="paper (default): B = [B_1 ... B_s], mbar random points. product (our addition): also points "
-             "pairing rows of different B_j's, formed by the coordinator from the same blocks (no new request, "
-             "nothing more leaves an entity), up to 10%% of the training rows; helps when many partitions leave "
-             "a small mbar")
+        "pairing rows of different B_j's, formed by the coordinator from the same blocks (no new request, "
+        "nothing more leaves an entity), up to 10%% of the training rows; helps when many partitions leave "
+        "a small mbar",
+    )
 
 
 def _federation(args: argparse.Namespace) -> Any:
@@ -128,9 +185,17 @@ def cmd_train(args: argparse.Namespace) -> int:
     if args.method != "random-kernel":
         return _train_dp(args)
     model = _federation(args).train(args.model_out, distribute=not args.no_distribute, **_training_flags(args))
-    summary = {"model": str(args.model_out), "task": model.task, "kernel": model.kernel, "mbar": model.mbar,
-               "nu": model.nu, "mu": model.mu, "n_train": model.training["n_train"], "private": model.private,
-               "seconds": round(model.training["seconds"], 3)}
+    summary = {
+        "model": str(args.model_out),
+        "task": model.task,
+        "kernel": model.kernel,
+        "mbar": model.mbar,
+        "nu": model.nu,
+        "mu": model.mu,
+        "n_train": model.training["n_train"],
+        "private": model.private,
+        "seconds": round(model.training["seconds"], 3),
+    }
     print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
     return 0
 
@@ -141,15 +206,30 @@ def _train_dp(args: argparse.Namespace) -> int:
     if args.public is None:
         raise ConfigError(f"--method {args.method} needs --public PUBLIC.csv (public records: id,label,features...)")
     options = DpOptions(
-        method=args.method, public=Path(args.public), mechanism=args.mechanism, epsilon=args.epsilon,
-        n_frequencies=args.frequencies, C=args.C, seed=args.seed, deadline=args.deadline, distribute=not args.no_distribute,
+        method=args.method,
+        public=Path(args.public),
+        mechanism=args.mechanism,
+        epsilon=args.epsilon,
+        n_frequencies=args.frequencies,
+        C=args.C,
+        seed=args.seed,
+        deadline=args.deadline,
+        distribute=not args.no_distribute,
     )
     # public-only asks no entity, so it does not read the federation file either.
     federation = _federation(args).config if args.method != "public-only" else None
     model = train_dp_and_save(federation, options, Path(args.model_out))
-    summary = {"model": str(args.model_out), "method": model.method, "mechanism": model.mechanism, "epsilon": model.epsilon,
-               "frequencies": len(model.rho), "n_public": model.training["n_public"],
-               "n_train": model.training.get("n_train", 0), "private": model.private, "seconds": round(model.training["seconds"], 3)}
+    summary = {
+        "model": str(args.model_out),
+        "method": model.method,
+        "mechanism": model.mechanism,
+        "epsilon": model.epsilon,
+        "frequencies": len(model.rho),
+        "n_public": model.training["n_public"],
+        "n_train": model.training.get("n_train", 0),
+        "private": model.private,
+        "seconds": round(model.training["seconds"], 3),
+    }
     print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
     return 0
 
@@ -186,13 +266,25 @@ def cmd_split(args: argparse.Namespace) -> int:
     dataset = load_dataset(args.data, dataset_options)
     result = split_dataset(
         dataset,
-        SplitOptions(rows=args.rows, cols=args.cols, out_dir=Path(args.out), test_fraction=args.test_fraction, seed=args.seed,
-                     task=args.task, kernel=args.kernel, host=args.host, base_port=args.base_port, overwrite=args.overwrite),
+        SplitOptions(
+            rows=args.rows,
+            cols=args.cols,
+            out_dir=Path(args.out),
+            test_fraction=args.test_fraction,
+            seed=args.seed,
+            task=args.task,
+            kernel=args.kernel,
+            host=args.host,
+            base_port=args.base_port,
+            overwrite=args.overwrite,
+        ),
         provenance=dataclasses.asdict(dataset_options),
     )
-    print(f"wrote {len(result.entity_config_paths)} cells ({result.n_train} training, {result.n_test} held-out records) "
-          f"and {result.federation_path}; prediction clients of `coordinator serve` use {DEFAULT_CLIENT_NAME}.pem and "
-          f"{DEFAULT_CLIENT_NAME}.key")
+    print(
+        f"wrote {len(result.entity_config_paths)} cells ({result.n_train} training, {result.n_test} held-out records) "
+        f"and {result.federation_path}; prediction clients of `coordinator serve` use {DEFAULT_CLIENT_NAME}.pem and "
+        f"{DEFAULT_CLIENT_NAME}.key"
+    )
     return 0
 
 
@@ -207,14 +299,21 @@ def cmd_certs(args: argparse.Namespace) -> int:
     existing = sorted(name for name in files if (out / name).exists())
     if existing and not args.overwrite:
         raise ConfigError(f"{out} already holds {', '.join(existing)}; pass --overwrite to replace them")
-    write_all(out, {name: (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE) for name, pem in files.items()})
+    write_all(
+        out,
+        {name: (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE) for name, pem in files.items()},
+    )
     print(f"wrote a CA and {len(parties)} certificates to {out}, valid for {args.days} days:")
     print(f"  {CA_FILE}: to every party;  {CA_KEY_FILE}: keep offline (it can mint identities this federation trusts)")
     for name, roles in parties.items():
         holder = "prediction clients" if roles == (CLIENT,) else f"{name} only"
-        print(f"  {certificate_file(name)} and {key_file(name)}: to {holder} (role{'s' if len(roles) > 1 else ''}: {', '.join(roles)})")
-    print(f"each entity's [tls] table names ca, cert, key and coordinator = {toml_string(args.coordinator)}; "
-          "the federation file's names the coordinator's ca, cert and key")
+        print(
+            f"  {certificate_file(name)} and {key_file(name)}: to {holder} (role{'s' if len(roles) > 1 else ''}: {', '.join(roles)})"
+        )
+    print(
+        f"each entity's [tls] table names ca, cert, key and coordinator = {toml_string(args.coordinator)}; "
+        "the federation file's names the coordinator's ca, cert and key"
+    )
     return 0
 
 
@@ -233,10 +332,14 @@ def cmd_reference(args: argparse.Namespace) -> int:
     from ppsvm.coordinator.reference import LABEL, pooled_reference
 
     table = load_federation(Path(args.split_dir) / "federation.toml").task
-    result = pooled_reference(Path(args.split_dir), task_setting(table, "task", args.task, "classify"),
-                              task_setting(table, "kernel", args.kernel, "gaussian"),
-                              nu=task_setting(table, "nu", args.nu), mu=task_setting(table, "mu", args.mu),
-                              seed=args.seed)
+    result = pooled_reference(
+        Path(args.split_dir),
+        task_setting(table, "task", args.task, "classify"),
+        task_setting(table, "kernel", args.kernel, "gaussian"),
+        nu=task_setting(table, "nu", args.nu),
+        mu=task_setting(table, "mu", args.mu),
+        seed=args.seed,
+    )
     print(json.dumps(result) if args.json else LABEL + "\n" + "\n".join(f"{k:>15}: {v}" for k, v in result.items()))
     return 0
 
@@ -251,9 +354,15 @@ def cmd_demo(args: argparse.Namespace) -> int:
     else:
         data, dataset_options = Path(args.data), dataset_options_from_args(args, args.task or "classify")
     options = DemoOptions(
-        data=data, dataset=dataset_options, rows=args.rows, cols=args.cols, test_fraction=args.test_fraction,
-        seed=args.seed, train=train_options({}, deadline=args.deadline, **_training_flags(args)),
-        out=Path(args.out) if args.out else None, json=args.json,
+        data=data,
+        dataset=dataset_options,
+        rows=args.rows,
+        cols=args.cols,
+        test_fraction=args.test_fraction,
+        seed=args.seed,
+        train=train_options({}, deadline=args.deadline, **_training_flags(args)),
+        out=Path(args.out) if args.out else None,
+        json=args.json,
         insecure=args.insecure,
     )
     # Ctrl-C, `kill` and `docker stop` all unwind through the cleanup that stops the entities, even
@@ -268,9 +377,9 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="ppsvm",
         description="Privacy-preserving SVM classification and regression over checkerboard-partitioned data via "
-                    "random kernels (Mangasarian & Wild; Fung & Mangasarian): entities publish only K(A_ij, B_j'). "
-                    "Also a differentially private hybrid RBF SVM (Li et al. 2014; coordinator train --method dp-hybrid), "
-                    "where entities publish noised weights within their privacy budget. Every channel is mutual TLS.",
+        "random kernels (Mangasarian & Wild; Fung & Mangasarian): entities publish only K(A_ij, B_j'). "
+        "Also a differentially private hybrid RBF SVM (Li et al. 2014; coordinator train --method dp-hybrid), "
+        "where entities publish noised weights within their privacy budget. Every channel is mutual TLS.",
     )
     parser.add_argument("--version", action="version", version=f"ppsvm {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
@@ -281,7 +390,9 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
     coordinator = commands.add_parser("coordinator", help="train, evaluate and serve models over a federation")
     actions = coordinator.add_subparsers(dest="action", required=True, metavar="ACTION")
-    train = actions.add_parser("train", help="assemble K(A, B') from the entities, solve the LP, write and distribute the model")
+    train = actions.add_parser(
+        "train", help="assemble K(A, B') from the entities, solve the LP, write and distribute the model"
+    )
     _add_connection_arguments(train)
     train.add_argument("--model-out", required=True, help="where to write the model (JSON, written atomically)")
     train.add_argument("--no-distribute", action="store_true", help="do not send the model to the entities")
@@ -294,12 +405,21 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")
     _add_connection_arguments(evaluate)
     evaluate.add_argument("--model", required=True)
-    evaluate.add_argument("--json", action="store_true", help="print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private")
-    evaluate.add_argument("--epsilon", type=float,
-                          help="DP models only, required for them: the epsilon each entity spends on its noised error count")
+    evaluate.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private",
+    )
+    evaluate.add_argument(
+        "--epsilon",
+        type=float,
+        help="DP models only, required for them: the epsilon each entity spends on its noised error count",
+    )
     evaluate.set_defaults(run=cmd_evaluate)
 
-    baselines = actions.add_parser("baselines", help="each entity trains on its own cell alone and reports only its held-out error")
+    baselines = actions.add_parser(
+        "baselines", help="each entity trains on its own cell alone and reports only its held-out error"
+    )
     _add_connection_arguments(baselines)
     baselines.add_argument("--json", action="store_true")
     _add_task_arguments(baselines, random_kernel=False)
@@ -308,11 +428,16 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
     _add_connection_arguments(serve)
     serve.add_argument("--model", required=True)
-    serve.add_argument("--listen", default="127.0.0.1:0",
-                       help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate from the federation CA")
+    serve.add_argument(
+        "--listen",
+        default="127.0.0.1:0",
+        help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate from the federation CA",
+    )
     serve.set_defaults(run=cmd_serve)
 
-    split = commands.add_parser("split", help="partition a dataset into a checkerboard of entity cells, configs and secrets")
+    split = commands.add_parser(
+        "split", help="partition a dataset into a checkerboard of entity cells, configs and secrets"
+    )
     split.add_argument("data", help="dataset file (e.g. ../shared/datasets/wdbc.data)")
     split.add_argument("--rows", type=int, required=True, help="row blocks r")
     split.add_argument("--cols", type=int, required=True, help="column blocks s")
@@ -328,44 +453,65 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     split.set_defaults(run=cmd_split)
 
     certs = commands.add_parser(
-        "certs", help="make a federation CA and a TLS certificate and key for the coordinator, every entity and prediction clients",
+        "certs",
+        help="make a federation CA and a TLS certificate and key for the coordinator, every entity and prediction clients",
         description="Mutual TLS material for a federation: a CA, and for each party a certificate whose name is its id "
-                    "in the federation file and whose roles say what it may call (the coordinator checks entities by these "
-                    "names; entities accept only the coordinator name in their [tls] table, with the coordinator role; "
-                    "`coordinator serve` answers Predict only to the client role, which the coordinator's certificate and "
-                    "the client certificate hold). Names are lowercase. Keys are EC P-256, written with mode 0600.",
+        "in the federation file and whose roles say what it may call (the coordinator checks entities by these "
+        "names; entities accept only the coordinator name in their [tls] table, with the coordinator role; "
+        "`coordinator serve` answers Predict only to the client role, which the coordinator's certificate and "
+        "the client certificate hold). Names are lowercase. Keys are EC P-256, written with mode 0600.",
     )
     certs.add_argument("--federation", required=True, help="the federation file: one certificate per entity id")
     certs.add_argument("--out", required=True, help="directory for ca.pem, ca.key and NAME.pem / NAME.key")
-    certs.add_argument("--coordinator", default=DEFAULT_COORDINATOR_NAME, help="the coordinator's identity (default %(default)s)")
-    certs.add_argument("--client", default=DEFAULT_CLIENT_NAME,
-                       help="the identity of the prediction clients' certificate, which may only ask for predictions (default %(default)s)")
+    certs.add_argument(
+        "--coordinator", default=DEFAULT_COORDINATOR_NAME, help="the coordinator's identity (default %(default)s)"
+    )
+    certs.add_argument(
+        "--client",
+        default=DEFAULT_CLIENT_NAME,
+        help="the identity of the prediction clients' certificate, which may only ask for predictions (default %(default)s)",
+    )
     certs.add_argument("--days", type=int, default=DEFAULT_VALID_DAYS, help="validity in days (default %(default)s)")
     certs.add_argument("--overwrite", action="store_true", help="replace existing files of the same names")
     certs.set_defaults(run=cmd_certs)
 
     audit = commands.add_parser(
-        "audit", help="report which privacy conditions hold for a federation and what each party can learn",
+        "audit",
+        help="report which privacy conditions hold for a federation and what each party can learn",
         description="Asks the live entities for their metadata over the training channels (nothing else) and, with "
-                    "--entity-config, checks entity configs available here. Exits 1 when a condition fails.",
+        "--entity-config, checks entity configs available here. Exits 1 when a condition fails.",
     )
     _add_connection_arguments(audit)
-    audit.add_argument("--entity-config", action="append", default=[], metavar="TOML",
-                       help="an entity config to check as well (repeatable; a data owner audits its own)")
+    audit.add_argument(
+        "--entity-config",
+        action="append",
+        default=[],
+        metavar="TOML",
+        help="an entity config to check as well (repeatable; a data owner audits its own)",
+    )
     audit.add_argument("--json", action="store_true", help="print the report as one JSON object")
     audit.set_defaults(run=cmd_audit)
 
-    reference = commands.add_parser("reference", help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on a split directory (benchmarks only)")
+    reference = commands.add_parser(
+        "reference",
+        help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on a split directory (benchmarks only)",
+    )
     reference.add_argument("split_dir", help="output directory of 'ppsvm split'")
     reference.add_argument("--task", choices=TASKS)
     reference.add_argument("--kernel", choices=KERNELS)
-    reference.add_argument("--nu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)")
-    reference.add_argument("--mu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)")
+    reference.add_argument(
+        "--nu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)"
+    )
+    reference.add_argument(
+        "--mu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)"
+    )
     reference.add_argument("--seed", type=int, default=0)
     reference.add_argument("--json", action="store_true")
     reference.set_defaults(run=cmd_reference)
 
-    demo = commands.add_parser("demo", help="split a dataset, run its entities as processes, train, evaluate and compare")
+    demo = commands.add_parser(
+        "demo", help="split a dataset, run its entities as processes, train, evaluate and compare"
+    )
     demo.add_argument("--data", help="dataset file (default: the shipped WDBC, label M/B)")
     demo.add_argument("--rows", type=int, default=2, help="row blocks (default %(default)s)")
     demo.add_argument("--cols", type=int, default=2, help="column blocks (default %(default)s)")

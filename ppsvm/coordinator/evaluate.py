@@ -31,7 +31,10 @@ def check_model_matches(model: Model, federation: Federation) -> None:
 
 
 def assembled_decisions(
-    federation: Federation, model: Model, parts: tuple[str, ...] = ("test",), deadline: float = DEFAULT_DEADLINE_S,
+    federation: Federation,
+    model: Model,
+    parts: tuple[str, ...] = ("test",),
+    deadline: float = DEFAULT_DEADLINE_S,
 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
     """Decision values of the training and/or held-out records, from kernel rows the entities assemble.
 
@@ -48,19 +51,26 @@ def assembled_decisions(
             if part == "test" and not any(len(b.test_ids) for b in blocks):
                 raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")
             K = session.kernel(model.kernel, model.mbar, model.mu, model.scaling, blocks, part, model.column_index)
-            found[part] = (np.concatenate([getattr(b, f"{part}_ids") for b in blocks]),
-                           np.concatenate([getattr(b, f"{part}_labels") for b in blocks]), model.decision(K))
+            found[part] = (
+                np.concatenate([getattr(b, f"{part}_ids") for b in blocks]),
+                np.concatenate([getattr(b, f"{part}_labels") for b in blocks]),
+                model.decision(K),
+            )
     return found
 
 
 def record_row_blocks(blocks: Sequence[RowBlockRecords]) -> dict[str, int]:
     """Which row block holds each record (training and held-out), from the ids the entities publish."""
-    return {record: block.row_block for block in blocks
-            for record in [*block.train_ids.tolist(), *block.test_ids.tolist()]}
+    return {
+        record: block.row_block for block in blocks for record in [*block.train_ids.tolist(), *block.test_ids.tolist()]
+    }
 
 
 def decisions_for_ids(
-    session: Session, model: Model, row_block_of: Mapping[str, int], ids: Sequence[str],
+    session: Session,
+    model: Model,
+    row_block_of: Mapping[str, int],
+    ids: Sequence[str],
 ) -> dict[str, float]:
     """Decision values of records named by id, from kernel rows their row block's entities compute.
 
@@ -83,14 +93,25 @@ def decisions_for_ids(
     decision: dict[str, float] = {}
     for row_block, members in by_block.items():
         K = session.kernel_rows_for_ids(
-            model.kernel, model.mbar, model.mu, model.scaling, row_block, members, model.column_index,
+            model.kernel,
+            model.mbar,
+            model.mu,
+            model.scaling,
+            row_block,
+            members,
+            model.column_index,
         )
         decision.update(zip(members, model.decision(K).tolist()))
     return decision
 
 
-def evaluate_model(federation: Federation, model: Model | DpModel, deadline: float = DEFAULT_DEADLINE_S, *,
-                   epsilon: float | None = None) -> dict[str, Any]:
+def evaluate_model(
+    federation: Federation,
+    model: Model | DpModel,
+    deadline: float = DEFAULT_DEADLINE_S,
+    *,
+    epsilon: float | None = None,
+) -> dict[str, Any]:
     """Decision values of the held-out records, assembled from the entities, and their figures.
 
     A DP model is scored inside each entity from a noised error count that spends ``epsilon``
@@ -103,8 +124,9 @@ def evaluate_model(federation: Federation, model: Model | DpModel, deadline: flo
     """
     if isinstance(model, DpModel):
         if epsilon is None:
-            raise ConfigError("evaluating a DP model spends privacy budget at every entity (a noised error count): "
-                              "pass --epsilon")
+            raise ConfigError(
+                "evaluating a DP model spends privacy budget at every entity (a noised error count): pass --epsilon"
+            )
         return evaluate_dp_model(federation, model, epsilon, deadline)
     if epsilon is not None:
         raise ConfigError("--epsilon applies to DP models only; random-kernel models are scored from kernel rows")
@@ -112,8 +134,9 @@ def evaluate_model(federation: Federation, model: Model | DpModel, deadline: flo
     return {**figures_for(model.task, targets, decision), "n_test": len(ids), "private": model.private}
 
 
-def evaluate_dp_model(federation: Federation, model: DpModel, epsilon: float,
-                      deadline: float = DEFAULT_DEADLINE_S) -> dict[str, Any]:
+def evaluate_dp_model(
+    federation: Federation, model: DpModel, epsilon: float, deadline: float = DEFAULT_DEADLINE_S
+) -> dict[str, Any]:
     """Each entity releases its held-out error count with discrete Laplace noise, spending ``epsilon``.
 
     The error rate is the held-out-count-weighted mean of the noised rates. No AUC: ranking
@@ -125,8 +148,12 @@ def evaluate_dp_model(federation: Federation, model: DpModel, epsilon: float,
     counts = np.array([replies[e.id].n_test for e in federation.entities], dtype=float)
     return {
         "error_rate": float(np.average([replies[e.id].error_rate for e in federation.entities], weights=counts)),
-        "error_noise": replies[federation.entities[0].id].noise, "evaluation_epsilon": epsilon,
-        "n_test": int(counts.sum()), "private": model.private, "method": model.method, "epsilon": model.epsilon,
+        "error_noise": replies[federation.entities[0].id].noise,
+        "evaluation_epsilon": epsilon,
+        "n_test": int(counts.sum()),
+        "private": model.private,
+        "method": model.method,
+        "epsilon": model.epsilon,
     }
 
 
@@ -141,7 +168,13 @@ class BaselineFigures:
 
 
 def entity_alone(
-    federation: Federation, task: str, kernel: str, *, nu: float | None, mu: float | None, seed: int,
+    federation: Federation,
+    task: str,
+    kernel: str,
+    *,
+    nu: float | None,
+    mu: float | None,
+    seed: int,
     deadline: float = DEFAULT_DEADLINE_S,
 ) -> list[BaselineFigures]:
     """Ask every entity to train on its own cell and report its held-out error (only figures leave it)."""

@@ -24,7 +24,9 @@ logger = logging.getLogger(__name__)
 # Predict answers about any record the entities hold, so only a prediction client's certificate
 # may ask: an entity's may not, since a decision value is a function of other entities' private features.
 # Status tells the model's public settings and a request count: any party of the federation.
-PREDICTION_ROLES = method_roles(pb.DESCRIPTOR.services_by_name["Coordinator"].full_name, {"Predict": (CLIENT,), "Status": ROLES})
+PREDICTION_ROLES = method_roles(
+    pb.DESCRIPTOR.services_by_name["Coordinator"].full_name, {"Predict": (CLIENT,), "Status": ROLES}
+)
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
@@ -44,16 +46,26 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         with self._lock:
             self.served += len(ids)
         classify = self.model.task == "classify"
-        return pb.PredictReply(predictions=[
-            pb.Prediction(id=r, decision=decision[r], prediction=(1.0 if decision[r] >= 0 else -1.0) if classify else decision[r])
-            for r in ids
-        ])
+        return pb.PredictReply(
+            predictions=[
+                pb.Prediction(
+                    id=r,
+                    decision=decision[r],
+                    prediction=(1.0 if decision[r] >= 0 else -1.0) if classify else decision[r],
+                )
+                for r in ids
+            ]
+        )
 
     @unary_handler
     def Status(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.StatusReply:
         return pb.StatusReply(
-            task=self.model.task, kernel=self.model.kernel, mbar=self.model.mbar,
-            n_entities=len(self.session.federation.entities), private=self.model.private, requests_served=self.served,
+            task=self.model.task,
+            kernel=self.model.kernel,
+            mbar=self.model.mbar,
+            n_entities=len(self.session.federation.entities),
+            private=self.model.private,
+            requests_served=self.served,
         )
 
 
@@ -66,8 +78,12 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
         # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
         session.ranges_for(model.scaling)
         servicer = CoordinatorServicer(session, model, blocks)
-        server, port = create_server(listen, lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s), tls=session.tls,
-                                     roles=PREDICTION_ROLES)
+        server, port = create_server(
+            listen,
+            lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
+            tls=session.tls,
+            roles=PREDICTION_ROLES,
+        )
         print(f"listening on {host_of(listen)}:{port}", flush=True)
         # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
         while not stop.wait(timeout=0.5):

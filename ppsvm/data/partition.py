@@ -25,7 +25,15 @@ from typing import Any
 
 import numpy as np
 
-from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, DEFAULT_COORDINATOR_NAME, certificate_file, federation_parties, key_file, make_certificates
+from ppsvm.wire.certs import (
+    CA_FILE,
+    CA_KEY_FILE,
+    DEFAULT_COORDINATOR_NAME,
+    certificate_file,
+    federation_parties,
+    key_file,
+    make_certificates,
+)
 from ppsvm.config import FederationEntity, federation_toml, release_log_name, toml_document
 from ppsvm.constants import TASKS
 from ppsvm.data.dataset import Dataset
@@ -42,7 +50,9 @@ logger = logging.getLogger(__name__)
 FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
 # Files a previous split may have left that this one does not rewrite.
-_SPLIT_OUTPUT = re.compile(r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret")
+_SPLIT_OUTPUT = re.compile(
+    r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret"
+)
 
 
 @dataclass(frozen=True)
@@ -395,9 +405,13 @@ def _tls_files(name: str) -> dict[str, str]:
 
 def _federation_toml(options: SplitOptions) -> str:
     entities = [
-        FederationEntity(f"r{i}c{j}", _address(options, i, j), i, j) for i in range(options.rows) for j in range(options.cols)
+        FederationEntity(f"r{i}c{j}", _address(options, i, j), i, j)
+        for i in range(options.rows)
+        for j in range(options.cols)
     ]
-    return federation_toml({"task": options.task, "kernel": options.kernel}, entities, _tls_files(DEFAULT_COORDINATOR_NAME))
+    return federation_toml(
+        {"task": options.task, "kernel": options.kernel}, entities, _tls_files(DEFAULT_COORDINATOR_NAME)
+    )
 
 
 def _sha256(source: str) -> str | None:

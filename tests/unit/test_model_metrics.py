@@ -27,7 +27,14 @@ from ppsvm.coordinator.train import TrainOptions, default_mbar
 
 def make_model(**changes: object) -> Model:
     fields: dict[str, object] = dict(
-        task="classify", kernel="gaussian", mu=0.375, nu=12.5, mbar=3, u=(0.1, -2.0, 1e-300), gamma=-0.3, private=False,
+        task="classify",
+        kernel="gaussian",
+        mu=0.375,
+        nu=12.5,
+        mbar=3,
+        u=(0.1, -2.0, 1e-300),
+        gamma=-0.3,
+        private=False,
         scaling=(ColumnScaling(0, (0.0, -1.5), (1.0, 2.5)), ColumnScaling(1, (3.0,), (4.0,))),
         entities=(ModelEntity('a "quoted"', 0, 0), ModelEntity("b", 0, 1)),
         training={"n_train": 10, "tuning": {"grid": [[1.0, 0.5, 0.25]]}},
@@ -58,12 +65,15 @@ def test_model_with_product_columns_round_trips_and_predicts() -> None:
     np.testing.assert_allclose(again.decision(K), K @ np.array([0.5, -1.0, 2.0, 0.25]) + 0.3)
 
 
-@pytest.mark.parametrize(("columns", "message"), [
-    (((0, 0), (1, 1)), "u has 3 entries but there are 2 columns"),
-    (((0, 0), (1, 1), (3, 0)), r"each in \[0, mbar = 3\)"),
-    (((0,), (1,), (2,)), "must list 2 block rows"),
-    (((0, 0), (1, 1), (2, True)), "whole numbers"),
-])
+@pytest.mark.parametrize(
+    ("columns", "message"),
+    [
+        (((0, 0), (1, 1)), "u has 3 entries but there are 2 columns"),
+        (((0, 0), (1, 1), (3, 0)), r"each in \[0, mbar = 3\)"),
+        (((0,), (1,), (2,)), "must list 2 block rows"),
+        (((0, 0), (1, 1), (2, True)), "whole numbers"),
+    ],
+)
 def test_model_columns_are_validated(columns: tuple, message: str) -> None:
     document = json.loads(make_model().to_json())
     document["columns"] = [list(row) for row in columns]
@@ -185,7 +195,9 @@ def test_regression_metrics_against_numpy() -> None:
     rng = np.random.default_rng(3)
     targets, predictions = rng.standard_normal(50), rng.standard_normal(50)
     diff = predictions - targets
-    assert relative_error(targets, predictions) == pytest.approx(math.sqrt((diff**2).sum()) / math.sqrt((targets**2).sum()), rel=1e-13)
+    assert relative_error(targets, predictions) == pytest.approx(
+        math.sqrt((diff**2).sum()) / math.sqrt((targets**2).sum()), rel=1e-13
+    )
     assert rmse(targets, predictions) == pytest.approx(math.sqrt((diff**2).sum() / 50), rel=1e-13)
     assert relative_error(targets, targets) == 0.0
     assert relative_error(np.zeros(3), np.zeros(3)) == 0.0
@@ -267,11 +279,31 @@ def test_tune_gaussian_by_rescaling_equals_direct_kernels() -> None:
     X, y, B = tiny_problem(m=36, seed=11)
     nus, mus, mu_ref = [0.1, 10.0, 1e3], [0.25, 2.0, 8.0], 1.0
     calls: list[tuple[int, int]] = []
-    rescaled = tune("classify", "gaussian", gaussian_kernel(X, B, mu_ref), y, mu_ref=mu_ref, nu_values=nus,
-                    mu_values=mus, folds=3, seed=2, progress=lambda done, total: calls.append((done, total)))
+    rescaled = tune(
+        "classify",
+        "gaussian",
+        gaussian_kernel(X, B, mu_ref),
+        y,
+        mu_ref=mu_ref,
+        nu_values=nus,
+        mu_values=mus,
+        folds=3,
+        seed=2,
+        progress=lambda done, total: calls.append((done, total)),
+    )
     direct_scores = []
     for mu in mus:
-        one = tune("classify", "gaussian", gaussian_kernel(X, B, mu), y, mu_ref=mu, nu_values=nus, mu_values=[mu], folds=3, seed=2)
+        one = tune(
+            "classify",
+            "gaussian",
+            gaussian_kernel(X, B, mu),
+            y,
+            mu_ref=mu,
+            nu_values=nus,
+            mu_values=[mu],
+            folds=3,
+            seed=2,
+        )
         direct_scores += list(one.scores)
     assert [(nu, mu) for nu, mu, _ in rescaled.scores] == [(nu, mu) for mu in mus for nu in nus]
     np.testing.assert_allclose([s[2] for s in rescaled.scores], [s[2] for s in direct_scores], atol=1e-9)
@@ -288,7 +320,9 @@ def test_check_mbar() -> None:
     assert check_mbar(4, 5, True, "e") is True
     assert check_mbar(5, 5, True, "e") is False
     assert check_mbar(9, 5, True, "e") is False
-    with pytest.raises(PrivacyError, match=r"entity e refuses mbar = 5: it holds only n_j = 5 features.*privacy rule 3 needs mbar <= 4"):
+    with pytest.raises(
+        PrivacyError, match=r"entity e refuses mbar = 5: it holds only n_j = 5 features.*privacy rule 3 needs mbar <= 4"
+    ):
         check_mbar(5, 5, False, "e")
     with pytest.raises(PrivacyError, match="mbar must be >= 1, got 0"):
         check_mbar(0, 5, True, "e")
@@ -296,7 +330,15 @@ def test_check_mbar() -> None:
 
 @pytest.mark.parametrize(
     ("widths", "n_train", "expected"),
-    [([10, 20], 1000, 9), ([10, 20], 50, 5), ([10, 20], 51, 6), ([30], 5, 1), ([1, 5], 1000, 1), ([2], 1, 1), ([8, 3, 9], 400, 2)],
+    [
+        ([10, 20], 1000, 9),
+        ([10, 20], 50, 5),
+        ([10, 20], 51, 6),
+        ([30], 5, 1),
+        ([1, 5], 1000, 1),
+        ([2], 1, 1),
+        ([8, 3, 9], 400, 2),
+    ],
 )
 def test_default_mbar_cases(widths: list[int], n_train: int, expected: int) -> None:
     assert default_mbar(widths, n_train) == expected
@@ -319,7 +361,10 @@ def test_default_mbar_rule(widths: list[int], n_train: int) -> None:
     [
         ({"task": "cluster"}, "task must be 'classify' or 'regress', got 'cluster'"),
         ({"kernel": "poly"}, "kernel must be one of linear, gaussian, got 'poly'"),
-        ({"formulation": "simplex"}, "LP formulation must be one of highs-dual, cvxpy-dual, cvxpy-primal, got 'simplex'"),
+        (
+            {"formulation": "simplex"},
+            "LP formulation must be one of highs-dual, cvxpy-dual, cvxpy-primal, got 'simplex'",
+        ),
         ({"mbar": 0}, "mbar must be a whole number >= 1 or 'auto', got 0"),
         ({"nu": 0.0}, "nu must be a number > 0 or 'auto', got 0.0"),
         ({"nu": -1.0}, "nu must be a number > 0 or 'auto', got -1.0"),
@@ -336,7 +381,13 @@ def test_train_options_validation(changes: dict[str, object], fragment: str) -> 
 
 def test_train_options_defaults_valid() -> None:
     options = TrainOptions()
-    assert (options.task, options.kernel, options.mbar, options.nu, options.mu) == ("classify", "gaussian", None, None, None)
+    assert (options.task, options.kernel, options.mbar, options.nu, options.mu) == (
+        "classify",
+        "gaussian",
+        None,
+        None,
+        None,
+    )
     assert TrainOptions(task="regress", kernel="linear", mbar=1, nu=1e-9, mu=3.0).mbar == 1
 
 
@@ -368,8 +419,27 @@ def test_cli_table_used_when_no_flags() -> None:
 
 def test_cli_flags_override_table() -> None:
     table = {"task": "regress", "kernel": "linear", "mbar": 4, "nu": 2.5, "mu": 0.125}
-    got = options(["--task", "classify", "--kernel", "gaussian", "--mbar", "7", "--nu", "30", "--mu", "0.5",
-                   "--folds", "4", "--seed", "9", "--lp-formulation", "cvxpy-dual"], table)
+    got = options(
+        [
+            "--task",
+            "classify",
+            "--kernel",
+            "gaussian",
+            "--mbar",
+            "7",
+            "--nu",
+            "30",
+            "--mu",
+            "0.5",
+            "--folds",
+            "4",
+            "--seed",
+            "9",
+            "--lp-formulation",
+            "cvxpy-dual",
+        ],
+        table,
+    )
     assert (got.task, got.kernel, got.mbar, got.nu, got.mu) == ("classify", "gaussian", 7, 30.0, 0.5)
     assert (got.folds, got.seed, got.formulation) == (4, 9, "cvxpy-dual")
 
@@ -430,7 +500,9 @@ def test_a_grid_point_whose_lp_fails_is_skipped(monkeypatch: pytest.MonkeyPatch)
         return real(task, K, target, nu, formulation)
 
     monkeypatch.setattr(tuning, "solve_lp", flaky)
-    result = tuning.tune("classify", "linear", K, y, mu_ref=1.0, nu_values=(0.1, 1.0, 10.0), mu_values=(0.0,), folds=4, seed=0)
+    result = tuning.tune(
+        "classify", "linear", K, y, mu_ref=1.0, nu_values=(0.1, 1.0, 10.0), mu_values=(0.0,), folds=4, seed=0
+    )
     scores = {nu: score for nu, _, score in result.scores}
     assert scores[1.0] == float("inf") and result.nu != 1.0 and np.isfinite(result.score)
 

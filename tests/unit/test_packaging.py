@@ -25,8 +25,16 @@ ALLOWED = {
     "entity": ("ppsvm.entity", "ppsvm.core", "ppsvm.data", "ppsvm.wire", "ppsvm.config", "ppsvm", *FOUNDATION),
     "coordinator": ("ppsvm.coordinator", "ppsvm.core", "ppsvm.data", "ppsvm.wire", "ppsvm.config", *FOUNDATION),
     # The in-process simulation sits above both sides; the CLI, demo and experiments are its clients.
-    "api": ("ppsvm.api", "ppsvm.entity", "ppsvm.coordinator", "ppsvm.core", "ppsvm.data", "ppsvm.wire", "ppsvm.config",
-            *FOUNDATION),
+    "api": (
+        "ppsvm.api",
+        "ppsvm.entity",
+        "ppsvm.coordinator",
+        "ppsvm.core",
+        "ppsvm.data",
+        "ppsvm.wire",
+        "ppsvm.config",
+        *FOUNDATION,
+    ),
 }
 
 
@@ -36,8 +44,15 @@ def ppsvm_imports(path: Path) -> set[str]:
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
         if isinstance(node, ast.Import):
             found.update(alias.name for alias in node.names if alias.name.split(".")[0] == "ppsvm")
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0 and node.module.split(".")[0] == "ppsvm":
-            found.update(f"{node.module}.{alias.name}" if node.module == "ppsvm" else node.module for alias in node.names)
+        elif (
+            isinstance(node, ast.ImportFrom)
+            and node.module
+            and node.level == 0
+            and node.module.split(".")[0] == "ppsvm"
+        ):
+            found.update(
+                f"{node.module}.{alias.name}" if node.module == "ppsvm" else node.module for alias in node.names
+            )
     return found
 
 
@@ -51,16 +66,22 @@ def allowed(module: str, prefixes: tuple[str, ...]) -> bool:
 def test_each_layer_imports_only_what_is_below_it(layer: str) -> None:
     files = sorted((PACKAGE / layer).rglob("*.py"))
     assert files, f"ppsvm/{layer} has no modules"
-    wrong = {f"{path.relative_to(REPO)} imports {module}"
-             for path in files for module in ppsvm_imports(path) if not allowed(module, ALLOWED[layer])}
+    wrong = {
+        f"{path.relative_to(REPO)} imports {module}"
+        for path in files
+        for module in ppsvm_imports(path)
+        if not allowed(module, ALLOWED[layer])
+    }
     assert not wrong, "\n".join(sorted(wrong))
 
 
 def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     """Control: the coordinator importing the entity, in each spelling, is caught."""
     module = tmp_path / "bad.py"
-    module.write_text("from ppsvm.entity.cell import EntityCore\nimport ppsvm.entity.guard\ndef f():\n"
-                      "    from ppsvm import entity\n", encoding="utf-8")
+    module.write_text(
+        "from ppsvm.entity.cell import EntityCore\nimport ppsvm.entity.guard\ndef f():\n    from ppsvm import entity\n",
+        encoding="utf-8",
+    )
     imports = ppsvm_imports(module)
     assert imports == {"ppsvm.entity.cell", "ppsvm.entity.guard", "ppsvm.entity"}
     assert not any(allowed(m, ALLOWED["coordinator"]) for m in imports)
@@ -75,8 +96,10 @@ def test_the_import_check_sees_the_api_import_the_cli(tmp_path: Path) -> None:
 @pytest.mark.parametrize("module", ["ppsvm", "ppsvm.cli", "ppsvm.entity.server"])
 def test_importing_ppsvm_or_running_an_entity_loads_neither_the_api_nor_scikit_learn(module: str) -> None:
     """The API is loaded on first use of a name from it (``ppsvm.__getattr__``); an entity never uses one."""
-    probe = (f"import sys, {module}; "
-             "print(sorted(m for m in sys.modules if m.startswith(('ppsvm.api', 'sklearn', 'pandas'))))")
+    probe = (
+        f"import sys, {module}; "
+        "print(sorted(m for m in sys.modules if m.startswith(('ppsvm.api', 'sklearn', 'pandas'))))"
+    )
     result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "[]"
 
@@ -92,9 +115,13 @@ def test_the_api_names_load_on_first_use() -> None:
 
 
 def test_no_module_edits_the_import_path() -> None:
-    offenders = [str(path.relative_to(REPO)) for folder in ("ppsvm", "tests", "benchmarks")
-                 for path in (REPO / folder).rglob("*.py") if path != Path(__file__).resolve()
-                 and ("sys.path" in path.read_text(encoding="utf-8") or "PYTHONPATH" in path.read_text(encoding="utf-8"))]
+    offenders = [
+        str(path.relative_to(REPO))
+        for folder in ("ppsvm", "tests", "benchmarks")
+        for path in (REPO / folder).rglob("*.py")
+        if path != Path(__file__).resolve()
+        and ("sys.path" in path.read_text(encoding="utf-8") or "PYTHONPATH" in path.read_text(encoding="utf-8"))
+    ]
     assert not offenders, offenders
 
 
@@ -102,8 +129,23 @@ def test_no_module_edits_the_import_path() -> None:
 def test_the_wheel_holds_only_the_ppsvm_package(tmp_path: Path) -> None:
     """`pip wheel .` (what `pip install .` installs): no top-level name but ppsvm and its dist-info; the bundled
     data and the stubs' type hints are inside, the tests and benchmarks are not."""
-    subprocess.run([sys.executable, "-m", "pip", "wheel", "--no-deps", "--no-build-isolation", "-q", "-w", str(tmp_path),
-                    str(REPO)], check=True, capture_output=True, cwd=tmp_path)
+    subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "pip",
+            "wheel",
+            "--no-deps",
+            "--no-build-isolation",
+            "-q",
+            "-w",
+            str(tmp_path),
+            str(REPO),
+        ],
+        check=True,
+        capture_output=True,
+        cwd=tmp_path,
+    )
     (wheel,) = tmp_path.glob("ppsvm-*.whl")
     names = zipfile.ZipFile(wheel).namelist()
     top = {name.split("/")[0] for name in names}

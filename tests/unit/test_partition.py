@@ -68,8 +68,14 @@ def test_cells_round_trip_exactly(dataset: Dataset, tmp_path: Path) -> None:
     X, y, _ = reassemble(result, dataset)
     assert (X == dataset.X).all() and (y == dataset.y).all()
     assert np.signbit(X[0, 1])  # -0.0 survives too
-    assert [p.name for p in result.entity_config_paths] == ["r0c0.toml", "r0c1.toml", "r1c0.toml", "r1c1.toml",
-                                                            "r2c0.toml", "r2c1.toml"]
+    assert [p.name for p in result.entity_config_paths] == [
+        "r0c0.toml",
+        "r0c1.toml",
+        "r1c0.toml",
+        "r1c1.toml",
+        "r2c0.toml",
+        "r2c1.toml",
+    ]
     header, _ = read_cell(tmp_path / "out" / "r0c1.csv")
     assert header == ["id", "label", "split", "f4", "f5", "f6"]
 
@@ -192,8 +198,14 @@ def test_manifest(dataset: Dataset, tmp_path: Path) -> None:
     assert manifest["options"]["rows"] == 2 and manifest["options"]["test_fraction"] == 0.3
     assert (manifest["m"], manifest["n"], manifest["n_train"], manifest["n_test"]) == (40, 7, 28, 12)
     assert [(b["start"], b["stop"]) for b in manifest["column_blocks"]] == [(0, 3), (3, 5), (5, 7)]
-    assert manifest["cells"][0] == {"id": "r0c0", "row_block": 0, "column_block": 0, "n_train": 14, "n_test": 6,
-                                    "n_features": 3}
+    assert manifest["cells"][0] == {
+        "id": "r0c0",
+        "row_block": 0,
+        "column_block": 0,
+        "n_train": 14,
+        "n_test": 6,
+        "n_features": 3,
+    }
     for path in (tmp_path / "out").glob("*.secret"):
         assert path.read_text().strip() not in text
     assert repr(float(data.X[5, 5])) not in text
@@ -208,7 +220,11 @@ def test_given_column_blocks_round_trip_and_are_recorded(dataset: Dataset, tmp_p
     assert read_cell(tmp_path / "out" / "r1c0.csv")[0] == ["id", "label", "split", "f5", "f0", "f2"]
     manifest = json.loads((tmp_path / "out" / "split.json").read_text())
     assert [b["columns"] for b in manifest["column_blocks"]] == blocks
-    assert [("start" in b, b.get("stop")) for b in manifest["column_blocks"]] == [(False, None), (False, None), (True, 5)]
+    assert [("start" in b, b.get("stop")) for b in manifest["column_blocks"]] == [
+        (False, None),
+        (False, None),
+        (True, 5),
+    ]
     assert manifest["options"]["column_blocks"] == "given"
 
 
@@ -319,7 +335,7 @@ def test_classification_needs_plus_minus_one_labels(dataset: Dataset, tmp_path: 
     X=st.lists(
         st.lists(st.floats(allow_nan=False, allow_infinity=False), min_size=3, max_size=3), min_size=4, max_size=9
     ),
-    prefix=st.text(alphabet=st.sampled_from('ab ,"\'\\é\t'), max_size=6),
+    prefix=st.text(alphabet=st.sampled_from("ab ,\"'\\é\t"), max_size=6),
 )
 def test_any_finite_values_and_odd_ids_round_trip(X: list[list[float]], prefix: str) -> None:
     m = len(X)
