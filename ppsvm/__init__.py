@@ -15,7 +15,7 @@ __version__ = "0.1.0"
 _API = {
     "RandomKernelClassifier": "ppsvm.api.estimators",
     "RandomKernelRegressor": "ppsvm.api.estimators",
-    "DpHybridClassifier": "ppsvm.api.estimators",
+    "DpHybridClassifier": "ppsvm.api.dp_estimator",
     "Federation": "ppsvm.api.federation",
     "load_dataset": "ppsvm.api.datasets",
 }
@@ -30,7 +30,8 @@ __all__ = [
 
 if TYPE_CHECKING:
     from ppsvm.api.datasets import load_dataset
-    from ppsvm.api.estimators import DpHybridClassifier, RandomKernelClassifier, RandomKernelRegressor
+    from ppsvm.api.dp_estimator import DpHybridClassifier
+    from ppsvm.api.estimators import RandomKernelClassifier, RandomKernelRegressor
     from ppsvm.api.federation import Federation
 
 

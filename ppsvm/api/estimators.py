@@ -1,16 +1,16 @@
-"""scikit-learn estimators for the three methods, each fitted on a federation simulated in this process.
+"""scikit-learn estimators for the random-kernel methods, fitted on a federation simulated in this process.
 
 ``fit(X, y)`` cuts X into a checkerboard of cells as ``ppsvm split`` does, serves every cell with the
 entity's own gRPC server and release guard inside this process (:mod:`ppsvm.api.inprocess`), and
 trains with the coordinator's own functions: the networked path's math and privacy checks, without
 child processes. The fitted model (``model_``) is the model file a networked run writes.
 
-scikit-learn is the ``api`` extra: entities and coordinators never import this module.
+scikit-learn is the ``api`` extra: entities and coordinators never import this module. The input checks
+and seeding below (two_classes, simulation_seeds, ...) serve :mod:`ppsvm.api.dp_estimator` too.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import math
 import numbers
 import secrets
@@ -23,7 +23,6 @@ import numpy as np
 
 try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
-    from sklearn.model_selection import train_test_split
     from sklearn.utils import Tags, check_random_state
     from sklearn.utils.multiclass import check_classification_targets, type_of_target
     from sklearn.utils.validation import check_is_fitted, validate_data
@@ -31,21 +30,15 @@ except ImportError as error:
     raise ImportError("ppsvm's estimators need scikit-learn: pip install 'ppsvm[api]'") from error
 
 from ppsvm.api.inprocess import new_record_kernel, simulate, simulation_secrets
-from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
 from ppsvm.constants import DEFAULT_FOLDS
-from ppsvm.coordinator.dp_train import DpOptions, train_dp
 from ppsvm.coordinator.train import TrainOptions, train
-from ppsvm.core.dp import DEFAULT_C, DEFAULT_N_FREQUENCIES, NON_PRIVATE
 from ppsvm.core.kernels import KernelName
 from ppsvm.core.lp import Formulation, Task
-from ppsvm.core.release_log import MICRO_PER_EPSILON
 from ppsvm.data.dataset import Dataset
-from ppsvm.data.partition import cell_csv, feature_blocks
-from ppsvm.entity.cell import CONTINUOUS_NOISE_MECHANISMS
-from ppsvm.entity.guard import epsilon_micro
+from ppsvm.data.partition import feature_blocks
 from ppsvm.errors import ConfigError, DataError
 
-__all__ = ["DpHybridClassifier", "RandomKernelClassifier", "RandomKernelRegressor"]
+__all__ = ["RandomKernelClassifier", "RandomKernelRegressor"]
 
 AUTO = "auto"
 RandomStateLike = int | np.random.RandomState | None
@@ -133,7 +126,7 @@ class _RandomKernelEstimator(BaseEstimator):
                     f"column block {j} has {len(block)} feature(s): the random kernel needs mbar < n_j "
                     "random points per block (privacy rule 3), so at least 2 features in each"
                 )
-        seed, run_seed = _seeds(self.random_state)
+        seed, run_seed = simulation_seeds(self.random_state)
         options = TrainOptions(
             task=self._task,
             # TrainOptions checks the names and numbers, with messages naming the setting.
@@ -141,7 +134,7 @@ class _RandomKernelEstimator(BaseEstimator):
             mbar=_setting(self.mbar),
             nu=_setting(self.nu),
             mu=_setting(self.mu),
-            folds=_whole(self.folds, "folds", 2),
+            folds=whole_number(self.folds, "folds", 2),
             seed=run_seed,
             formulation=cast(Formulation, self.lp_formulation),
             distribute=False,
@@ -150,9 +143,9 @@ class _RandomKernelEstimator(BaseEstimator):
         column_secrets = simulation_secrets(seed, len(blocks))
         with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as work:
             with simulate(
-                _dataset(X, target),
+                fit_records(X, target),
                 Path(work),
-                rows=_whole(self.row_blocks, "row_blocks", 1),
+                rows=whole_number(self.row_blocks, "row_blocks", 1),
                 column_blocks=blocks,
                 task=self._task,
                 seed=run_seed,
@@ -165,7 +158,7 @@ class _RandomKernelEstimator(BaseEstimator):
     def _feature_blocks(self, n: int) -> list[np.ndarray]:
         spec = self.column_blocks
         if isinstance(spec, numbers.Integral) and not isinstance(spec, bool):
-            count = _whole(spec, "column_blocks", 1)
+            count = whole_number(spec, "column_blocks", 1)
             if count > n:
                 raise ConfigError(f"column_blocks = {count} but X has {n} features")
             return feature_blocks(n, count)
@@ -220,7 +213,7 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
         self
         """
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        self.classes_, signed = _two_classes(y, type(self).__name__)
+        self.classes_, signed = two_classes(y, type(self).__name__)
         self._fit(X, signed)
         return self
 
@@ -252,7 +245,7 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
         return self.classes_[(decision >= 0).astype(np.int64)]
 
     def __sklearn_tags__(self) -> Tags:
-        return _two_class_tags(super().__sklearn_tags__())
+        return two_class_tags(super().__sklearn_tags__())
 
 
 class RandomKernelRegressor(RegressorMixin, _RandomKernelEstimator):
@@ -295,179 +288,7 @@ class RandomKernelRegressor(RegressorMixin, _RandomKernelEstimator):
         return self._decision(X)
 
 
-class DpHybridClassifier(ClassifierMixin, BaseEstimator):
-    """Hybrid differentially private RBF SVM (Li, Xiong, Ohno-Machado & Jiang 2014) and its baselines.
-
-    From public records only: the [0, 1] scaling, the kernel width and the Fourier frequencies rho.
-    Each simulated entity (a row block holding every feature) maps its records with zhat, trains
-    the hinge-loss linear SVM and releases its weights through ``mechanism``, charged to its
-    release log; the model averages the releases weighted by record counts.
-
-    Parameters
-    ----------
-    method : {"dp-hybrid", "private-svm", "public-only"}, default="dp-hybrid"
-        dp-hybrid learns rho from the public records; private-svm (Rubinstein et al.) draws it at
-        random; public-only trains an RBF SVM on the public records alone.
-    epsilon : float, default=1.0
-        Each entity's release is epsilon-DP for its records (its budget allows exactly one release).
-        Not used by public-only or mechanism "none".
-    mechanism : {"laplace", "output-gamma", "objective", "none"}, default="laplace"
-        laplace: the paper's, drawn exactly on a power-of-two grid. output-gamma and objective
-        (Chaudhuri, Monteleoni & Sarwate 2011): less noise, drawn in floating point. none: the
-        non-private SVM (NOT PRIVATE). The simulated entities are given the consent the latter three need.
-    n_frequencies : int, default=100
-        D, Fourier frequencies (2D features).
-    C : float, default=1.0
-        SVM cost in (1/2)||w||^2 + (C/n) sum hinge.
-    row_blocks : int, default=1
-        Entities, each holding a row block of the private records.
-    public_size : float or int, default=0.1
-        When ``fit`` gets no public records: the share (float, rounded up, at least 2) or number
-        (int) of X's records, drawn at random in both classes, that are public; the rest are private.
-    random_state : int, RandomState or None, default=None
-        Seeds the public draw, the shuffle into row blocks and rho. The noise is never seeded: it
-        comes from the operating system's generator, as in production.
-
-    Attributes
-    ----------
-    model_ : ppsvm.core.dp_model.DpModel
-        The DP model file (rho, public scaling and width, averaged weights, mechanism, epsilon).
-    classes_ : ndarray, shape (2,)
-    n_features_in_ : int
-    feature_names_in_ : ndarray of str, shape (n_features_in_,)
-        Only when X had column names.
-    """
-
-    def __init__(
-        self,
-        *,
-        method: str = "dp-hybrid",
-        epsilon: float = 1.0,
-        mechanism: str = "laplace",
-        n_frequencies: int = DEFAULT_N_FREQUENCIES,
-        C: float = DEFAULT_C,
-        row_blocks: int = 1,
-        public_size: float | int = 0.1,
-        random_state: RandomStateLike = None,
-    ) -> None:
-        self.method = method
-        self.epsilon = epsilon
-        self.mechanism = mechanism
-        self.n_frequencies = n_frequencies
-        self.C = C
-        self.row_blocks = row_blocks
-        self.public_size = public_size
-        self.random_state = random_state
-
-    def fit(self, X: Any, y: Any, X_public: Any = None, y_public: Any = None) -> DpHybridClassifier:
-        """Train on X's records as private ones, with public records given or drawn from X.
-
-        Parameters
-        ----------
-        X : array-like, shape (m, d)
-        y : array-like, shape (m,)
-            Two distinct labels.
-        X_public : array-like, shape (k, d), optional
-            Public records (scaling, kernel width and rho come from them alone).
-        y_public : array-like, shape (k,), optional
-            Their labels, among y's.
-
-        Returns
-        -------
-        self
-        """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        self.classes_, signed = _two_classes(y, type(self).__name__)
-        _, run_seed = _seeds(self.random_state)
-        noised = self.method != "public-only" and self.mechanism != NON_PRIVATE
-        options = DpOptions(
-            method=self.method,
-            public=Path(),
-            mechanism=self.mechanism,
-            epsilon=_positive(self.epsilon, "epsilon") if noised else None,
-            n_frequencies=_whole(self.n_frequencies, "n_frequencies", 1),
-            C=_positive(self.C, "C"),
-            seed=run_seed,
-            distribute=False,
-        )
-        public, private = self._public_and_private(X, signed, X_public, y_public, run_seed)
-        with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:
-            work = Path(name)
-            options = dataclasses.replace(options, public=work / "public.csv")
-            every, none = np.arange(len(public.y)), np.empty(0, dtype=np.int64)
-            options.public.write_text(
-                cell_csv(public, every, none, np.arange(X.shape[1]), "classify"), encoding="utf-8"
-            )
-            if self.method == "public-only":
-                self.model_ = train_dp(None, options)
-            else:
-                settings = _dp_entity_settings(self.mechanism, options.epsilon)
-                with simulate(
-                    private,
-                    work,
-                    rows=_whole(self.row_blocks, "row_blocks", 1),
-                    column_blocks=[np.arange(X.shape[1])],
-                    task="classify",
-                    seed=run_seed,
-                    entity_settings=settings,
-                ) as federation:
-                    self.model_ = train_dp(federation, options)
-        return self
-
-    def _public_and_private(
-        self, X: np.ndarray, signed: np.ndarray, X_public: Any, y_public: Any, seed: int
-    ) -> tuple[Dataset, Dataset]:
-        """The public and the private records (labels +-1): the given public ones, or a share of X drawn at random."""
-        if X_public is None:
-            if y_public is not None:
-                raise ConfigError("y_public was given without X_public")
-            count = _public_count(self.public_size, len(signed))
-            private, public = train_test_split(
-                np.arange(len(signed)), test_size=count, stratify=signed, random_state=seed
-            )
-            return _dataset(X[public], signed[public]), _dataset(X[private], signed[private])
-        X_public, labels = validate_data(self, X_public, y_public, reset=False, dtype=np.float64)
-        unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()))
-        if unknown:
-            raise DataError(f"y_public holds labels {unknown[:5]} that y does not: {self.classes_.tolist()}")
-        return _dataset(X_public, np.where(labels == self.classes_[1], 1.0, -1.0)), _dataset(X, signed)
-
-    def decision_function(self, X: Any) -> np.ndarray:
-        """w' zhat(x) (or the public-only SVM's value) for each row; positive values predict ``classes_[1]``.
-
-        Parameters
-        ----------
-        X : array-like, shape (m, n_features_in_)
-
-        Returns
-        -------
-        ndarray, shape (m,)
-        """
-        check_is_fitted(self)
-        return self.model_.decision(validate_data(self, X, reset=False, dtype=np.float64))
-
-    def predict(self, X: Any) -> np.ndarray:
-        """The class of each row: ``classes_[1]`` where the decision value is >= 0.
-
-        Parameters
-        ----------
-        X : array-like, shape (m, n_features_in_)
-
-        Returns
-        -------
-        ndarray, shape (m,)
-        """
-        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
-        return self.classes_[(decision >= 0).astype(np.int64)]
-
-    def __sklearn_tags__(self) -> Tags:
-        tags = _two_class_tags(super().__sklearn_tags__())
-        # The released weights carry noise from the OS generator, which no random_state repeats.
-        tags.non_deterministic = self.method != "public-only" and self.mechanism != NON_PRIVATE
-        return tags
-
-
-def _dataset(X: np.ndarray, y: np.ndarray) -> Dataset:
+def fit_records(X: np.ndarray, y: np.ndarray) -> Dataset:
     """Records as ``ppsvm split`` reads them: ids are row numbers, features x0, x1, ... (names stay out of the
     cells, where ``id``, ``label`` or ``split`` would clash with the cell's own columns)."""
     return Dataset(
@@ -479,7 +300,7 @@ def _dataset(X: np.ndarray, y: np.ndarray) -> Dataset:
     )
 
 
-def _two_classes(y: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
+def two_classes(y: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     """y's two classes, sorted, shape (2,), and y as the LP's labels, shape (m,): -1 for ``classes[0]``, else +1."""
     check_classification_targets(y)
     kind = type_of_target(y, input_name="y")
@@ -494,21 +315,14 @@ def _two_classes(y: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     return classes, np.where(index == 1, 1.0, -1.0)
 
 
-def _public_count(public_size: Any, m: int) -> Any:
-    """A share of m records as a count of at least 2, so that both classes can be public; a count as given."""
-    if isinstance(public_size, float) and 0 < public_size < 1:
-        return max(2, math.ceil(public_size * m))
-    return public_size  # train_test_split refuses what cannot be drawn
-
-
-def _two_class_tags(tags: Tags) -> Tags:
+def two_class_tags(tags: Tags) -> Tags:
     """A two-class classifier's tags: scikit-learn's checks then leave out the multi-class cases."""
     assert tags.classifier_tags is not None  # ClassifierMixin sets them
     tags.classifier_tags.multi_class = False
     return tags
 
 
-def _seeds(random_state: RandomStateLike) -> tuple[int | None, int]:
+def simulation_seeds(random_state: RandomStateLike) -> tuple[int | None, int]:
     """The simulation's seed (an int as given, a draw from a RandomState, None for None: fresh secrets), and the
     seed of its shuffle and folds (the same, or a fresh one for None)."""
     generator = check_random_state(random_state)  # refuses what scikit-learn refuses
@@ -532,27 +346,14 @@ def _setting(value: Any) -> Any:
     return value
 
 
-def _positive(value: Any, name: str) -> float:
+def positive_number(value: Any, name: str) -> float:
     number = float(value) if isinstance(value, numbers.Real) and not isinstance(value, bool) else math.nan
     if not (math.isfinite(number) and number > 0):
         raise ConfigError(f"{name} must be a finite number > 0, got {value!r}")
     return number
 
 
-def _whole(value: Any, name: str, minimum: int) -> int:
+def whole_number(value: Any, name: str, minimum: int) -> int:
     if isinstance(value, bool) or not isinstance(value, numbers.Integral) or value < minimum:
         raise ConfigError(f"{name} must be a whole number >= {minimum}, got {value!r}")
     return int(value)
-
-
-def _dp_entity_settings(mechanism: str, epsilon: float | None) -> str:
-    """The simulated entities' ``[privacy]`` table: the DP protocol, a budget of exactly one release, and the
-    consent a mechanism other than Laplace needs (whoever simulates holds every entity's data, so it is theirs)."""
-    # Half a micro-epsilon above the charge: the guard rounds the budget down, so float error cannot refuse it.
-    budget = 0.0 if epsilon is None else (epsilon_micro(epsilon) + 0.5) / MICRO_PER_EPSILON
-    lines = ["", "[privacy]", 'mode = "dp"', f"epsilon_total = {budget!r}"]
-    if mechanism == NON_PRIVATE:
-        lines.append(f"{NON_PRIVATE_WEIGHTS_KEY} = true")
-    if mechanism in CONTINUOUS_NOISE_MECHANISMS:
-        lines.append(f"{CONTINUOUS_NOISE_KEY} = true")
-    return "\n".join(lines) + "\n"

@@ -276,6 +276,14 @@ def test_dp_public_only_and_public_records_checked(wdbc) -> None:
         DpHybridClassifier(epsilon=0).fit(X, y)
 
 
+@pytest.mark.parametrize("name", ["RandomKernelClassifier", "DpHybridClassifier"])
+def test_without_scikit_learn_the_error_names_the_extra(name: str) -> None:
+    blocked = "import sys\nsys.modules['sklearn'] = None  # as if not installed\nimport ppsvm\n"
+    probe = blocked + f"try:\n    ppsvm.{name}\nexcept ImportError as e:\n    print(e)"
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "ppsvm's estimators need scikit-learn: pip install 'ppsvm[api]'"
+
+
 def test_readme_example_runs_and_reports_its_time() -> None:
     """The README's Python example, run as a user would in a fresh interpreter (imports included)."""
     readme = (REPO / "README.md").read_text(encoding="utf-8")
