@@ -38,6 +38,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._shared import machine_info, table, write_json
+from ppsvm.api.inprocess import fixed_secret
 from ppsvm.config import load_entity_config
 from ppsvm.core.dp import private_weights
 from ppsvm.core.dp_model import DpModel
@@ -61,7 +62,6 @@ from ppsvm.experiments.attacks import (
     reconstruct_linear,
     reconstruct_two_views,
 )
-from ppsvm.experiments.inprocess import fixed_secret
 
 NAME = "attacks"
 RECOVERED = 1e-6  # a row counts as recovered when the best solution is this close (max abs, [0, 1] units)

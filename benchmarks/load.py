@@ -74,7 +74,7 @@ from benchmarks._shared import (
     table,
     write_json,
 )
-from ppsvm.experiments.inprocess import fixed_secret
+from ppsvm.api.inprocess import fixed_secret
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "load"

@@ -53,7 +53,7 @@ from benchmarks._shared import (
     timed,
     write_json,
 )
-from ppsvm.experiments.inprocess import fixed_secret
+from ppsvm.api.inprocess import fixed_secret
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "train_scaling"

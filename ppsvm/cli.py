@@ -13,11 +13,10 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm import __version__
-from ppsvm.config import Federation, load_federation, toml_string
+from ppsvm.config import load_federation, toml_string
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import FORMULATIONS
-from ppsvm.core.model import Model
 from ppsvm.data.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity import cli as entity_cli
@@ -68,10 +67,8 @@ def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = T
         parser.add_argument(
             "--mbar",
             type=_auto_int,
-            help=(
-                "random points per column block, < n_j for every block; 'auto' (default): "
-                "min(n_j) - 1, at most 10%% of the training rows"
-            ),
+            help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) "
+            "- 1, at most 10%% of the training rows",
         )
     parser.add_argument(
         "--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)"
@@ -94,18 +91,9 @@ def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = T
             "--lp-formulation",
             choices=FORMULATIONS,
             default="highs-dual",
-            help=(
-                "how the LP is solved: highs-dual (default, fastest measured), "
-                "cvxpy-dual, cvxpy-primal (as the papers write it)"
-            ),
+            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, "
+            "cvxpy-primal (as the papers write it)",
         )
-
-
-def _setting(args: argparse.Namespace, task_table: dict[str, Any], name: str, default: Any = AUTO) -> Any:
-    """The flag, else the federation file's [task] value, else ``default``; 'auto' becomes None."""
-    value = getattr(args, name)
-    value = task_table.get(name, default) if value is None else value
-    return None if value == AUTO else value
 
 
 def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
@@ -153,10 +141,8 @@ def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool 
         "--deadline",
         type=float,
         default=DEFAULT_DEADLINE_S,
-        help=(
-            "seconds allowed per entity call before it fails (default %(default)s); "
-            "unreachable entities are retried a few times first"
-        ),
+        help="seconds allowed per entity call before it fails (default %(default)s); unreachable "
+        "entities are retried a few times first",
     )
     parser.add_argument(
         "--insecure",
@@ -165,23 +151,19 @@ def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool 
     )
 
 
-def _train_options(args: argparse.Namespace, task_table: dict[str, Any], distribute: bool = True) -> Any:
-    """Command-line flags, then the federation file's [task] table, then defaults ('auto' means tuned)."""
-    from ppsvm.coordinator.train import TrainOptions
-
-    return TrainOptions(
-        task=_setting(args, task_table, "task", "classify"),
-        kernel=_setting(args, task_table, "kernel", "gaussian"),
-        mbar=_setting(args, task_table, "mbar"),
-        nu=_setting(args, task_table, "nu"),
-        mu=_setting(args, task_table, "mu"),
-        folds=args.folds,
-        seed=args.seed,
-        formulation=args.lp_formulation,
-        deadline=args.deadline,
-        distribute=distribute,
-        basis=args.basis,
-    )
+def _training_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The random-kernel training flags as keyword arguments of ppsvm.api.federation's train functions."""
+    return {
+        "task": args.task,
+        "kernel": args.kernel,
+        "mbar": args.mbar,
+        "nu": args.nu,
+        "mu": args.mu,
+        "folds": args.folds,
+        "seed": args.seed,
+        "formulation": args.lp_formulation,
+        "basis": args.basis,
+    }
 
 
 def _add_basis_argument(parser: argparse.ArgumentParser) -> None:
@@ -196,19 +178,17 @@ def _add_basis_argument(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def _federation(args: argparse.Namespace) -> Federation:
-    return dataclasses.replace(load_federation(args.federation), insecure=args.insecure)
+def _federation(args: argparse.Namespace) -> Any:
+    """The federation file as a :class:`ppsvm.api.federation.Federation`, with the connection flags."""
+    from ppsvm.api.federation import Federation
+
+    return Federation.from_toml(args.federation, insecure=args.insecure, deadline=args.deadline)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
     if args.method != "random-kernel":
         return _train_dp(args)
-    from ppsvm.coordinator.train import train_and_save
-
-    federation = _federation(args)
-    model = train_and_save(
-        federation, _train_options(args, federation.task, distribute=not args.no_distribute), Path(args.model_out)
-    )
+    model = _federation(args).train(args.model_out, distribute=not args.no_distribute, **_training_flags(args))
     summary = {
         "model": str(args.model_out),
         "task": model.task,
@@ -240,7 +220,8 @@ def _train_dp(args: argparse.Namespace) -> int:
         deadline=args.deadline,
         distribute=not args.no_distribute,
     )
-    federation = _federation(args) if args.method != "public-only" else None
+    # public-only asks no entity, so it does not read the federation file either.
+    federation = _federation(args).config if args.method != "public-only" else None
     model = train_dp_and_save(federation, options, Path(args.model_out))
     summary = {
         "model": str(args.model_out),
@@ -258,10 +239,7 @@ def _train_dp(args: argparse.Namespace) -> int:
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
-    from ppsvm.coordinator.evaluate import evaluate_model
-    from ppsvm.core.dp_model import load_any_model
-
-    result = evaluate_model(_federation(args), load_any_model(args.model), args.deadline, epsilon=args.epsilon)
+    result = _federation(args).evaluate(args.model, epsilon=args.epsilon)
     if args.json:
         print(json.dumps(result))
     else:
@@ -270,19 +248,9 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
-    from ppsvm.coordinator.evaluate import entity_alone, mean_figures
+    from ppsvm.coordinator.evaluate import mean_figures
 
-    federation = _federation(args)
-    table = federation.task
-    results = entity_alone(
-        federation,
-        _setting(args, table, "task", "classify"),
-        _setting(args, table, "kernel", "gaussian"),
-        nu=_setting(args, table, "nu"),
-        mu=_setting(args, table, "mu"),
-        seed=args.seed,
-        deadline=args.deadline,
-    )
+    results = _federation(args).baselines(task=args.task, kernel=args.kernel, nu=args.nu, mu=args.mu, seed=args.seed)
     rows = [{"entity": r.entity_id, "n_train": r.n_train, "n_test": r.n_test, **r.figures} for r in results]
     if args.json:
         print(json.dumps({"entities": rows, "mean": mean_figures(results)}))
@@ -294,13 +262,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
-    from ppsvm.coordinator.serve import serve_coordinator
-    from ppsvm.core.dp_model import load_any_model
-
-    model = load_any_model(args.model)
-    if not isinstance(model, Model):
-        raise ConfigError(f"{args.model} is a DP model: `coordinator serve` answers random-kernel models only")
-    return serve_coordinator(_federation(args), model, args.listen, args.deadline)
+    return _federation(args).serve(args.model, args.listen)
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -350,8 +312,8 @@ def cmd_certs(args: argparse.Namespace) -> int:
     for name, roles in parties.items():
         holder = "prediction clients" if roles == (CLIENT,) else f"{name} only"
         print(
-            f"  {certificate_file(name)} and {key_file(name)}: "
-            f"to {holder} (role{'s' if len(roles) > 1 else ''}: {', '.join(roles)})"
+            f"  {certificate_file(name)} and {key_file(name)}: to {holder} "
+            f"(role{'s' if len(roles) > 1 else ''}: {', '.join(roles)})"
         )
     print(
         f"each entity's [tls] table names ca, cert, key and coordinator = {toml_string(args.coordinator)}; "
@@ -362,25 +324,25 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 def cmd_audit(args: argparse.Namespace) -> int:
     from ppsvm.config import load_entity_config
-    from ppsvm.coordinator.audit import audit, format_report
+    from ppsvm.coordinator.audit import format_report
 
     configs = [load_entity_config(path) for path in args.entity_config]
-    report = audit(_federation(args), configs, args.deadline)
+    report = _federation(args).audit(configs)
     print(json.dumps(report) if args.json else format_report(report))
     return 0 if report["ok"] else 1
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
+    from ppsvm.api.federation import task_setting
     from ppsvm.coordinator.reference import LABEL, pooled_reference
 
-    federation = load_federation(Path(args.split_dir) / "federation.toml")
-    table = federation.task
+    table = load_federation(Path(args.split_dir) / "federation.toml").task
     result = pooled_reference(
         Path(args.split_dir),
-        _setting(args, table, "task", "classify"),
-        _setting(args, table, "kernel", "gaussian"),
-        nu=_setting(args, table, "nu"),
-        mu=_setting(args, table, "mu"),
+        task_setting(table, "task", args.task, "classify"),
+        task_setting(table, "kernel", args.kernel, "gaussian"),
+        nu=task_setting(table, "nu", args.nu),
+        mu=task_setting(table, "mu", args.mu),
         seed=args.seed,
     )
     print(json.dumps(result) if args.json else LABEL + "\n" + "\n".join(f"{k:>15}: {v}" for k, v in result.items()))
@@ -388,6 +350,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    from ppsvm.api.federation import train_options
     from ppsvm.demo import DEFAULT_DATA, DEFAULT_DATASET_OPTIONS, DemoOptions, run_demo
 
     if args.data is None:
@@ -402,7 +365,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         cols=args.cols,
         test_fraction=args.test_fraction,
         seed=args.seed,
-        train=_train_options(args, {}),
+        train=train_options({}, deadline=args.deadline, **_training_flags(args)),
         out=Path(args.out) if args.out else None,
         json=args.json,
         insecure=args.insecure,
@@ -450,9 +413,8 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     evaluate.add_argument(
         "--json",
         action="store_true",
-        help=(
-            "print one JSON object: error_rate and auc (classify) or relative_error and rmse (regress), n_test, private"
-        ),
+        help="print one JSON object: error_rate and auc (classify) or relative_error and rmse "
+        "(regress), n_test, private",
     )
     evaluate.add_argument(
         "--epsilon",
@@ -475,9 +437,8 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     serve.add_argument(
         "--listen",
         default="127.0.0.1:0",
-        help=(
-            "HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate from the federation CA"
-        ),
+        help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate "
+        "from the federation CA",
     )
     serve.set_defaults(run=cmd_serve)
 
@@ -500,10 +461,8 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
     certs = commands.add_parser(
         "certs",
-        help=(
-            "make a federation CA and a TLS certificate and key "
-            "for the coordinator, every entity and prediction clients"
-        ),
+        help="make a federation CA and a TLS certificate and key for the coordinator, every entity "
+        "and prediction clients",
         description="Mutual TLS material for a federation: a CA, and for each party a certificate whose name is its id "
         "in the federation file and whose roles say what it may call (the coordinator checks entities by these "
         "names; entities accept only the coordinator name in their [tls] table, with the coordinator role; "
@@ -518,10 +477,8 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     certs.add_argument(
         "--client",
         default=DEFAULT_CLIENT_NAME,
-        help=(
-            "the identity of the prediction clients' certificate, "
-            "which may only ask for predictions (default %(default)s)"
-        ),
+        help="the identity of the prediction clients' certificate, which may only ask for "
+        "predictions (default %(default)s)",
     )
     certs.add_argument("--days", type=int, default=DEFAULT_VALID_DAYS, help="validity in days (default %(default)s)")
     certs.add_argument("--overwrite", action="store_true", help="replace existing files of the same names")

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -10,7 +11,7 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.coordinator.federation import KERNEL_KINDS, Session
+from ppsvm.coordinator.federation import KERNEL_KINDS, RowBlockRecords, Session
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import evaluate as figures_for
 from ppsvm.core.model import Model
@@ -56,6 +57,52 @@ def assembled_decisions(
                 model.decision(K),
             )
     return found
+
+
+def record_row_blocks(blocks: Sequence[RowBlockRecords]) -> dict[str, int]:
+    """Which row block holds each record (training and held-out), from the ids the entities publish."""
+    return {
+        record: block.row_block for block in blocks for record in [*block.train_ids.tolist(), *block.test_ids.tolist()]
+    }
+
+
+def decisions_for_ids(
+    session: Session,
+    model: Model,
+    row_block_of: Mapping[str, int],
+    ids: Sequence[str],
+) -> dict[str, float]:
+    """Decision values of records named by id, from kernel rows their row block's entities compute.
+
+    Returns
+    -------
+    dict
+        Each of ``ids`` to its decision value.
+
+    Raises
+    ------
+    DataError
+        An id that no entity holds (up to five named).
+    """
+    unknown = [record for record in ids if record not in row_block_of]
+    if unknown:
+        raise DataError(f"no entity holds record id(s) {unknown[:5]}")
+    by_block: dict[int, list[str]] = {}
+    for record in ids:
+        by_block.setdefault(row_block_of[record], []).append(record)
+    decision: dict[str, float] = {}
+    for row_block, members in by_block.items():
+        K = session.kernel_rows_for_ids(
+            model.kernel,
+            model.mbar,
+            model.mu,
+            model.scaling,
+            row_block,
+            members,
+            model.column_index,
+        )
+        decision.update(zip(members, model.decision(K).tolist(), strict=True))
+    return decision
 
 
 def evaluate_model(

@@ -10,10 +10,9 @@ import grpc
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.coordinator.evaluate import check_model_matches
+from ppsvm.coordinator.evaluate import check_model_matches, decisions_for_ids, record_row_blocks
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.model import Model
-from ppsvm.errors import DataError
 from ppsvm.wire.certs import CLIENT, ROLES
 from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals, unary_handler
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
@@ -38,33 +37,12 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self.model = model
         self.served = 0
         self._lock = threading.Lock()
-        # Which row block holds each record: from the ids the entities publish.
-        self.row_block_of: dict[str, int] = {}
-        for block in blocks:
-            for record in [*block.train_ids.tolist(), *block.test_ids.tolist()]:
-                self.row_block_of[record] = block.row_block
+        self.row_block_of = record_row_blocks(blocks)
 
     @unary_handler
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictReply:
         ids = list(request.ids)
-        unknown = [record for record in ids if record not in self.row_block_of]
-        if unknown:
-            raise DataError(f"no entity holds record id(s) {unknown[:5]}")
-        by_block: dict[int, list[str]] = {}
-        for record in ids:
-            by_block.setdefault(self.row_block_of[record], []).append(record)
-        decision: dict[str, float] = {}
-        for row_block, members in by_block.items():
-            K = self.session.kernel_rows_for_ids(
-                self.model.kernel,
-                self.model.mbar,
-                self.model.mu,
-                self.model.scaling,
-                row_block,
-                members,
-                self.model.column_index,
-            )
-            decision.update(zip(members, self.model.decision(K).tolist(), strict=True))
+        decision = decisions_for_ids(self.session, self.model, self.row_block_of, ids)
         with self._lock:
             self.served += len(ids)
         classify = self.model.task == "classify"

@@ -18,7 +18,7 @@ import io
 import json
 import logging
 import re
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -43,7 +43,7 @@ from ppsvm.wire.certs import (
     make_certificates,
 )
 
-__all__ = ["SplitOptions", "SplitResult", "split_dataset"]
+__all__ = ["SplitOptions", "SplitResult", "cell_csv", "feature_blocks", "split_dataset"]
 
 logger = logging.getLogger(__name__)
 
@@ -123,6 +123,7 @@ def split_dataset(
     *,
     held_out: np.ndarray | None = None,
     row_blocks: np.ndarray | None = None,
+    column_blocks: Sequence[Sequence[int] | np.ndarray] | None = None,
 ) -> SplitResult:
     """Split `dataset` into checkerboard cells and write the federation's files.
 
@@ -130,7 +131,7 @@ def split_dataset(
     first ``round(test_fraction * m)`` of the shuffled order (per class, in
     proportion, for classification) are held out. Training and held-out records
     are each dealt into `rows` nearly equal row blocks in shuffled order, and
-    the features into `cols` contiguous column blocks.
+    the features into `cols` contiguous column blocks (or as `column_blocks` says).
 
     Parameters
     ----------
@@ -147,6 +148,9 @@ def split_dataset(
     row_blocks : ndarray of int, shape (m,), optional
         The row block of each record, instead of dealing them out evenly (e.g.
         a partition by region, as in Fung & Mangasarian's sinc experiment).
+    column_blocks : sequence of sequences of int, length `cols`, optional
+        The feature indices of each column block, instead of contiguous ones (e.g. the
+        features each hospital records); together they hold every feature once.
 
     Returns
     -------
@@ -188,16 +192,16 @@ def split_dataset(
             raise ConfigError(f"row block(s) {empty} receive no training records")
     if options.task == "classify":
         _check_both_classes(dataset.y, train_blocks)
-    column_blocks = np.array_split(np.arange(n), options.cols)
+    blocks = feature_blocks(n, options.cols, column_blocks)
 
     files: dict[str, tuple[str, int]] = {}
     entity_names: list[str] = []
     cells: list[dict[str, Any]] = []
     for i in range(options.rows):
-        for j, columns in enumerate(column_blocks):
+        for j, columns in enumerate(blocks):
             name = f"r{i}c{j}"
             entity_names.append(name)
-            cell = _cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
+            cell = cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
             files[f"{name}.csv"] = (cell, PRIVATE_MODE)
             members = [f"r{row}c{j}" for row in range(options.rows)]
             files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j, members), PRIVATE_MODE)
@@ -231,6 +235,7 @@ def split_dataset(
             "seed": options.seed,
             "held_out": "given" if held_out is not None else "random",
             "row_blocks": "given" if row_blocks is not None else "even",
+            "column_blocks": "given" if column_blocks is not None else "contiguous",
             "task": options.task,
             "kernel": options.kernel,
         },
@@ -238,15 +243,7 @@ def split_dataset(
         "n": n,
         "n_train": len(train),
         "n_test": len(test),
-        "column_blocks": [
-            {
-                "column_block": j,
-                "start": int(columns[0]),
-                "stop": int(columns[-1]) + 1,
-                "features": [dataset.feature_names[c] for c in columns],
-            }
-            for j, columns in enumerate(column_blocks)
-        ],
+        "column_blocks": [_manifest_block(j, columns, dataset.feature_names) for j, columns in enumerate(blocks)],
         "cells": cells,
     }
     files[MANIFEST_FILE] = (json.dumps(manifest, indent=2) + "\n", PUBLIC_MODE)
@@ -286,6 +283,36 @@ def _validate(dataset: Dataset, options: SplitOptions) -> None:
         raise ConfigError(f"output directory {out_dir} is not empty; choose another or pass --overwrite")
 
 
+def feature_blocks(n: int, cols: int, given: Sequence[Sequence[int] | np.ndarray] | None = None) -> list[np.ndarray]:
+    """The feature indices of each of `cols` column blocks of `n` features: contiguous ones, or `given` checked.
+
+    Raises
+    ------
+    ConfigError
+        `given` is not `cols` non-empty blocks that together hold each feature exactly once.
+    """
+    if given is None:
+        return np.array_split(np.arange(n), cols)
+    blocks = [np.asarray(block, dtype=np.int64).reshape(-1) for block in given]
+    if len(blocks) != cols:
+        raise ConfigError(f"{len(blocks)} column blocks given for cols = {cols}")
+    if any(len(block) == 0 for block in blocks):
+        raise ConfigError("every column block needs at least one feature")
+    counts = np.bincount(np.concatenate(blocks), minlength=n) if min(map(np.min, blocks)) >= 0 else None
+    if counts is None or len(counts) != n or not (counts == 1).all():
+        raise ConfigError(f"column blocks must hold each of the {n} features (0..{n - 1}) exactly once")
+    return blocks
+
+
+def _manifest_block(j: int, columns: np.ndarray, feature_names: Sequence[str]) -> dict[str, Any]:
+    """A column block in ``split.json``: its feature indices and names; start and stop when they are contiguous."""
+    entry: dict[str, Any] = {"column_block": j}
+    if np.array_equal(columns, np.arange(columns[0], columns[0] + len(columns))):
+        entry.update(start=int(columns[0]), stop=int(columns[0]) + len(columns))
+    entry.update(columns=columns.tolist(), features=[feature_names[c] for c in columns])
+    return entry
+
+
 def _per_record(values: np.ndarray, m: int, name: str) -> np.ndarray:
     values = np.asarray(values)
     if values.shape != (m,):
@@ -323,7 +350,9 @@ def _check_both_classes(y: np.ndarray, train_blocks: list[np.ndarray]) -> None:
             )
 
 
-def _cell_csv(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: np.ndarray, task: str) -> str:
+def cell_csv(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: np.ndarray, task: str) -> str:
+    """A cell file's text: header ``id,label,split,<features>``, the `train` then the `test` records (index arrays)
+    with the features `columns`."""
     buffer = io.StringIO()
     writer = csv.writer(buffer, lineterminator="\n")
     writer.writerow(["id", "label", "split", *(dataset.feature_names[c] for c in columns)])

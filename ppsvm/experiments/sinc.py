@@ -3,7 +3,7 @@
 Two entities, horizontal partition (2 row blocks x 1 column block, n = 2 features):
 entity r0c0 owns points in the inner square [-1.5, 1.5]^2, entity r1c0 points in
 the rest of [-3, 3]^2. The joint random-kernel regression is trained over real
-gRPC entity servers (in this process, ``ppsvm.experiments.inprocess``) and
+gRPC entity servers (in this process, ``ppsvm.api.inprocess``) and
 compared with each entity's model of its own points alone and with a pooled
 reference, all evaluated on points from the whole square.
 
@@ -32,6 +32,7 @@ from typing import Any
 
 import numpy as np
 
+from ppsvm.api.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
 from ppsvm.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, REFERENCE_ROW_FRACTION
 from ppsvm.coordinator.evaluate import assembled_decisions
@@ -45,7 +46,6 @@ from ppsvm.core.tuning import search_grid
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.errors import ConfigError
-from ppsvm.experiments.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.experiments.report import (
     DEFAULT_OUT,
     Progress,

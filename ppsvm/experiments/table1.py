@@ -3,7 +3,7 @@
 For each dataset and each number s of vertical partitions (column blocks), ten-fold
 cross-validation: every outer fold is split into a checkerboard of r x s cells with
 about 25 training records per entity, each cell is served as a real gRPC entity
-(in this process, ``ppsvm.experiments.inprocess``), and three classifiers are
+(in this process, ``ppsvm.api.inprocess``), and three classifiers are
 trained on the training folds and scored on the held-out fold:
 
 - pooled reduced kernel K(A, Abar'), Abar a random 10% of the training rows (not private);
@@ -31,6 +31,7 @@ from typing import Any, cast
 
 import numpy as np
 
+from ppsvm.api.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N, NU_GRID_CLASSIFY, REFERENCE_ROW_FRACTION
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_model, mean_figures
 from ppsvm.coordinator.reference import pooled_reference
@@ -41,7 +42,6 @@ from ppsvm.data.dataset import Dataset, load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.data.shipped import TABLE1_DATASETS, ShippedDataset
 from ppsvm.errors import ConfigError
-from ppsvm.experiments.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.experiments.report import (
     DEFAULT_OUT,
     Progress,

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import numpy as np
 
+from ppsvm.api.inprocess import serve_split
 from ppsvm.config import load_entity_config
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.reference import pool_cells
 from ppsvm.core.randomness import derive_B
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.experiments.inprocess import serve_split
 
 GRPC_MAX_MESSAGE = 4 * 1024 * 1024
 

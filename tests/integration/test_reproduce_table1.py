@@ -10,11 +10,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppsvm.api.inprocess import fixed_secret, set_secrets
 from ppsvm.core.tuning import fold_indices
 from ppsvm.data.dataset import load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.data.shipped import TABLE1_DATASETS
-from ppsvm.experiments.inprocess import fixed_secret, set_secrets
 
 from .conftest import REPO, without_run_details
 from .test_training import central_model

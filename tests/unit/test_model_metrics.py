@@ -1,5 +1,5 @@
-"""Model file, metrics, cross-validation, the mbar rule, TrainOptions and CLI precedence, against independent
-computations."""
+"""Model file, metrics, cross-validation, the mbar rule, TrainOptions and CLI precedence, against "
+"independent computations."""
 
 from __future__ import annotations
 
@@ -14,7 +14,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
-from ppsvm.cli import _train_options, build_parser
+from ppsvm.api.federation import train_options
+from ppsvm.cli import _training_flags, build_parser
 from ppsvm.coordinator.train import TrainOptions, default_mbar
 from ppsvm.core.kernels import gaussian_kernel, linear_kernel
 from ppsvm.core.lp import solve_lp
@@ -402,7 +403,8 @@ BASE = ["coordinator", "train", "--federation", "fed.toml", "--model-out", "m.js
 
 
 def options(flags: list[str], table: dict[str, object]) -> TrainOptions:
-    return _train_options(build_parser().parse_args(BASE + flags), table)
+    """The flags, then the [task] table, then defaults: the rule ppsvm.api.federation applies for the CLI."""
+    return train_options(table, **_training_flags(build_parser().parse_args(BASE + flags)))
 
 
 def test_cli_defaults_without_flags_or_table() -> None:

@@ -1,7 +1,7 @@
 """What `pip install .` puts into site-packages, and which layer may import which.
 
 DESIGN.md section 3: one import namespace (`ppsvm`), and layers that point one way:
-core (math) <- wire <- entity | coordinator <- CLI / demo / experiments.
+core (math) <- wire <- entity | coordinator <- API <- CLI / demo / experiments.
 """
 
 from __future__ import annotations
@@ -24,6 +24,17 @@ ALLOWED = {
     "wire": ("ppsvm.wire", *FOUNDATION),
     "entity": ("ppsvm.entity", "ppsvm.core", "ppsvm.data", "ppsvm.wire", "ppsvm.config", "ppsvm", *FOUNDATION),
     "coordinator": ("ppsvm.coordinator", "ppsvm.core", "ppsvm.data", "ppsvm.wire", "ppsvm.config", *FOUNDATION),
+    # The in-process simulation sits above both sides; the CLI, demo and experiments are its clients.
+    "api": (
+        "ppsvm.api",
+        "ppsvm.entity",
+        "ppsvm.coordinator",
+        "ppsvm.core",
+        "ppsvm.data",
+        "ppsvm.wire",
+        "ppsvm.config",
+        *FOUNDATION,
+    ),
 }
 
 
@@ -74,6 +85,33 @@ def test_the_import_check_sees_a_forbidden_import(tmp_path: Path) -> None:
     imports = ppsvm_imports(module)
     assert imports == {"ppsvm.entity.cell", "ppsvm.entity.guard", "ppsvm.entity"}
     assert not any(allowed(m, ALLOWED["coordinator"]) for m in imports)
+
+
+def test_the_import_check_sees_the_api_import_the_cli(tmp_path: Path) -> None:
+    module = tmp_path / "bad.py"
+    module.write_text("from ppsvm.cli import main\nimport ppsvm.experiments.table1\n", encoding="utf-8")
+    assert not any(allowed(m, ALLOWED["api"]) for m in ppsvm_imports(module))
+
+
+@pytest.mark.parametrize("module", ["ppsvm", "ppsvm.cli", "ppsvm.entity.server"])
+def test_importing_ppsvm_or_running_an_entity_loads_neither_the_api_nor_scikit_learn(module: str) -> None:
+    """The API is loaded on first use of a name from it (``ppsvm.__getattr__``); an entity never uses one."""
+    probe = (
+        f"import sys, {module}; "
+        "print(sorted(m for m in sys.modules if m.startswith(('ppsvm.api', 'sklearn', 'pandas'))))"
+    )
+    result = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "[]"
+
+
+def test_the_api_names_load_on_first_use() -> None:
+    import ppsvm
+
+    assert set(ppsvm.__all__) <= set(dir(ppsvm))
+    assert ppsvm.RandomKernelClassifier.__module__ == "ppsvm.api.estimators"
+    assert ppsvm.Federation.__module__ == "ppsvm.api.federation"
+    with pytest.raises(AttributeError, match="no attribute 'Regressor'"):
+        ppsvm.Regressor  # noqa: B018
 
 
 def test_no_module_edits_the_import_path() -> None:

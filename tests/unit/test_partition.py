@@ -211,6 +211,42 @@ def test_manifest(dataset: Dataset, tmp_path: Path) -> None:
     assert repr(float(data.X[5, 5])) not in text
 
 
+def test_given_column_blocks_round_trip_and_are_recorded(dataset: Dataset, tmp_path: Path) -> None:
+    """Column blocks as the features each owner records, not contiguous ranges."""
+    blocks = [[5, 0, 2], [1, 6], [3, 4]]
+    result = split_dataset(dataset, SplitOptions(rows=2, cols=3, out_dir=tmp_path / "out"), column_blocks=blocks)
+    X, y, _ = reassemble(result, dataset)
+    assert (X == dataset.X).all() and (y == dataset.y).all()
+    assert read_cell(tmp_path / "out" / "r1c0.csv")[0] == ["id", "label", "split", "f5", "f0", "f2"]
+    manifest = json.loads((tmp_path / "out" / "split.json").read_text())
+    assert [b["columns"] for b in manifest["column_blocks"]] == blocks
+    assert [("start" in b, b.get("stop")) for b in manifest["column_blocks"]] == [
+        (False, None),
+        (False, None),
+        (True, 5),
+    ]
+    assert manifest["options"]["column_blocks"] == "given"
+
+
+@pytest.mark.parametrize(
+    ("blocks", "message"),
+    [
+        ([[0, 1, 2], [3, 4, 5]], "exactly once"),  # feature 6 left out
+        ([[0, 1, 2, 3], [3, 4, 5, 6]], "exactly once"),
+        ([[0, 1, 2, 3, 4, 5, 7], [6]], "exactly once"),
+        ([[-1, 0, 1, 2, 3, 4, 5], [6]], "exactly once"),
+        ([[0, 1, 2, 3, 4, 5, 6], []], "at least one feature"),
+        ([[0, 1, 2, 3, 4, 5, 6]], "1 column blocks given for cols = 2"),
+    ],
+)
+def test_given_column_blocks_must_hold_each_feature_once(
+    dataset: Dataset, tmp_path: Path, blocks: list[list[int]], message: str
+) -> None:
+    with pytest.raises(ConfigError, match=message):
+        split_dataset(dataset, SplitOptions(rows=1, cols=2, out_dir=tmp_path / "out"), column_blocks=blocks)
+    assert not (tmp_path / "out").exists()
+
+
 def test_refuses_non_empty_out_dir(dataset: Dataset, tmp_path: Path) -> None:
     (tmp_path / "notes.txt").write_text("keep")
     with pytest.raises(ConfigError, match="is not empty; choose another or pass --overwrite"):

@@ -1,0 +1,235 @@
+"""The hybrid differentially private RBF SVM (Li et al. 2014) as a scikit-learn estimator, fitted on a simulated
+federation of row-block entities (see :mod:`ppsvm.api.estimators` for the simulation and the shared checks)."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import tempfile
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+try:
+    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.model_selection import train_test_split
+    from sklearn.utils import Tags
+    from sklearn.utils.validation import check_is_fitted, validate_data
+except ImportError as error:
+    raise ImportError("ppsvm's estimators need scikit-learn: pip install 'ppsvm[api]'") from error
+
+from ppsvm.api.estimators import (
+    RandomStateLike,
+    fit_records,
+    positive_number,
+    simulation_seeds,
+    two_class_tags,
+    two_classes,
+    whole_number,
+)
+from ppsvm.api.inprocess import simulate
+from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
+from ppsvm.coordinator.dp_train import DpOptions, train_dp
+from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, NON_PRIVATE
+from ppsvm.core.linear_svm import DEFAULT_C
+from ppsvm.core.release_log import MICRO_PER_EPSILON
+from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import cell_csv
+from ppsvm.entity.cell import CONTINUOUS_NOISE_MECHANISMS
+from ppsvm.entity.guard import epsilon_micro
+from ppsvm.errors import ConfigError, DataError
+
+__all__ = ["DpHybridClassifier"]
+
+
+class DpHybridClassifier(ClassifierMixin, BaseEstimator):
+    """Hybrid differentially private RBF SVM (Li, Xiong, Ohno-Machado & Jiang 2014) and its baselines.
+
+    From public records only: the [0, 1] scaling, the kernel width and the Fourier frequencies rho.
+    Each simulated entity (a row block holding every feature) maps its records with zhat, trains
+    the hinge-loss linear SVM and releases its weights through ``mechanism``, charged to its
+    release log; the model averages the releases weighted by record counts.
+
+    Parameters
+    ----------
+    method : {"dp-hybrid", "private-svm", "public-only"}, default="dp-hybrid"
+        dp-hybrid learns rho from the public records; private-svm (Rubinstein et al.) draws it at
+        random; public-only trains an RBF SVM on the public records alone.
+    epsilon : float, default=1.0
+        Each entity's release is epsilon-DP for its records (its budget allows exactly one release).
+        Not used by public-only or mechanism "none".
+    mechanism : {"laplace", "output-gamma", "objective", "none"}, default="laplace"
+        laplace: the paper's, drawn exactly on a power-of-two grid. output-gamma and objective
+        (Chaudhuri, Monteleoni & Sarwate 2011): less noise, drawn in floating point. none: the
+        non-private SVM (NOT PRIVATE). The simulated entities are given the consent the latter three need.
+    n_frequencies : int, default=100
+        D, Fourier frequencies (2D features).
+    C : float, default=1.0
+        SVM cost in (1/2)||w||^2 + (C/n) sum hinge.
+    row_blocks : int, default=1
+        Entities, each holding a row block of the private records.
+    public_size : float or int, default=0.1
+        When ``fit`` gets no public records: the share (float, rounded up, at least 2) or number
+        (int) of X's records, drawn at random in both classes, that are public; the rest are private.
+    random_state : int, RandomState or None, default=None
+        Seeds the public draw, the shuffle into row blocks and rho. The noise is never seeded: it
+        comes from the operating system's generator, as in production.
+
+    Attributes
+    ----------
+    model_ : ppsvm.core.dp_model.DpModel
+        The DP model file (rho, public scaling and width, averaged weights, mechanism, epsilon).
+    classes_ : ndarray, shape (2,)
+    n_features_in_ : int
+    feature_names_in_ : ndarray of str, shape (n_features_in_,)
+        Only when X had column names.
+    """
+
+    def __init__(
+        self,
+        *,
+        method: str = "dp-hybrid",
+        epsilon: float = 1.0,
+        mechanism: str = "laplace",
+        n_frequencies: int = DEFAULT_N_FREQUENCIES,
+        C: float = DEFAULT_C,
+        row_blocks: int = 1,
+        public_size: float | int = 0.1,
+        random_state: RandomStateLike = None,
+    ) -> None:
+        self.method = method
+        self.epsilon = epsilon
+        self.mechanism = mechanism
+        self.n_frequencies = n_frequencies
+        self.C = C
+        self.row_blocks = row_blocks
+        self.public_size = public_size
+        self.random_state = random_state
+
+    def fit(self, X: Any, y: Any, X_public: Any = None, y_public: Any = None) -> DpHybridClassifier:
+        """Train on X's records as private ones, with public records given or drawn from X.
+
+        Parameters
+        ----------
+        X : array-like, shape (m, d)
+        y : array-like, shape (m,)
+            Two distinct labels.
+        X_public : array-like, shape (k, d), optional
+            Public records (scaling, kernel width and rho come from them alone).
+        y_public : array-like, shape (k,), optional
+            Their labels, among y's.
+
+        Returns
+        -------
+        self
+        """
+        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        self.classes_, signed = two_classes(y, type(self).__name__)
+        _, run_seed = simulation_seeds(self.random_state)
+        noised = self.method != "public-only" and self.mechanism != NON_PRIVATE
+        options = DpOptions(
+            method=self.method,
+            public=Path(),
+            mechanism=self.mechanism,
+            epsilon=positive_number(self.epsilon, "epsilon") if noised else None,
+            n_frequencies=whole_number(self.n_frequencies, "n_frequencies", 1),
+            C=positive_number(self.C, "C"),
+            seed=run_seed,
+            distribute=False,
+        )
+        public, private = self._public_and_private(X, signed, X_public, y_public, run_seed)
+        with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:
+            work = Path(name)
+            options = dataclasses.replace(options, public=work / "public.csv")
+            every, none = np.arange(len(public.y)), np.empty(0, dtype=np.int64)
+            options.public.write_text(
+                cell_csv(public, every, none, np.arange(X.shape[1]), "classify"), encoding="utf-8"
+            )
+            if self.method == "public-only":
+                self.model_ = train_dp(None, options)
+            else:
+                settings = _dp_entity_settings(self.mechanism, options.epsilon)
+                with simulate(
+                    private,
+                    work,
+                    rows=whole_number(self.row_blocks, "row_blocks", 1),
+                    column_blocks=[np.arange(X.shape[1])],
+                    task="classify",
+                    seed=run_seed,
+                    entity_settings=settings,
+                ) as federation:
+                    self.model_ = train_dp(federation, options)
+        return self
+
+    def _public_and_private(
+        self, X: np.ndarray, signed: np.ndarray, X_public: Any, y_public: Any, seed: int
+    ) -> tuple[Dataset, Dataset]:
+        """The public and the private records (labels +-1): the given public ones, or a share of X drawn at random."""
+        if X_public is None:
+            if y_public is not None:
+                raise ConfigError("y_public was given without X_public")
+            count = _public_count(self.public_size, len(signed))
+            private, public = train_test_split(
+                np.arange(len(signed)), test_size=count, stratify=signed, random_state=seed
+            )
+            return fit_records(X[public], signed[public]), fit_records(X[private], signed[private])
+        X_public, labels = validate_data(self, X_public, y_public, reset=False, dtype=np.float64)
+        unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()))
+        if unknown:
+            raise DataError(f"y_public holds labels {unknown[:5]} that y does not: {self.classes_.tolist()}")
+        return fit_records(X_public, np.where(labels == self.classes_[1], 1.0, -1.0)), fit_records(X, signed)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """w' zhat(x) (or the public-only SVM's value) for each row; positive values predict ``classes_[1]``.
+
+        Parameters
+        ----------
+        X : array-like, shape (m, n_features_in_)
+
+        Returns
+        -------
+        ndarray, shape (m,)
+        """
+        check_is_fitted(self)
+        return self.model_.decision(validate_data(self, X, reset=False, dtype=np.float64))
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of each row: ``classes_[1]`` where the decision value is >= 0.
+
+        Parameters
+        ----------
+        X : array-like, shape (m, n_features_in_)
+
+        Returns
+        -------
+        ndarray, shape (m,)
+        """
+        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
+        return self.classes_[(decision >= 0).astype(np.int64)]
+
+    def __sklearn_tags__(self) -> Tags:
+        tags = two_class_tags(super().__sklearn_tags__())
+        # The released weights carry noise from the OS generator, which no random_state repeats.
+        tags.non_deterministic = self.method != "public-only" and self.mechanism != NON_PRIVATE
+        return tags
+
+
+def _public_count(public_size: Any, m: int) -> Any:
+    """A share of m records as a count of at least 2, so that both classes can be public; a count as given."""
+    if isinstance(public_size, float) and 0 < public_size < 1:
+        return max(2, math.ceil(public_size * m))
+    return public_size  # train_test_split refuses what cannot be drawn
+
+
+def _dp_entity_settings(mechanism: str, epsilon: float | None) -> str:
+    """The simulated entities' ``[privacy]`` table: the DP protocol, a budget of exactly one release, and the
+    consent a mechanism other than Laplace needs (whoever simulates holds every entity's data, so it is theirs)."""
+    # Half a micro-epsilon above the charge: the guard rounds the budget down, so float error cannot refuse it.
+    budget = 0.0 if epsilon is None else (epsilon_micro(epsilon) + 0.5) / MICRO_PER_EPSILON
+    lines = ["", "[privacy]", 'mode = "dp"', f"epsilon_total = {budget!r}"]
+    if mechanism == NON_PRIVATE:
+        lines.append(f"{NON_PRIVATE_WEIGHTS_KEY} = true")
+    if mechanism in CONTINUOUS_NOISE_MECHANISMS:
+        lines.append(f"{CONTINUOUS_NOISE_KEY} = true")
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,353 @@
+"""A client for a running, networked federation: the coordinator's functions behind one object.
+
+``Federation.from_toml(path)`` reads the federation file the coordinator uses (entity ids,
+addresses, grid positions, the coordinator's TLS material); every method opens mutual-TLS
+channels to the entities and calls the same coordinator function as the ``ppsvm coordinator``
+command of the same name, which goes through this class.
+
+Task settings follow the command line's rule: an argument left as None takes the federation
+file's ``[task]`` value, else the default; "auto" (or no value anywhere) lets the coordinator
+choose or tune it.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any, cast
+
+import numpy as np
+
+from ppsvm.config import EntityConfig, load_entity_config, load_federation
+from ppsvm.config import Federation as FederationConfig
+from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS
+from ppsvm.coordinator.audit import audit
+from ppsvm.coordinator.dp_train import DpOptions, train_dp, train_dp_and_save
+from ppsvm.coordinator.evaluate import (
+    BaselineFigures,
+    check_model_matches,
+    decisions_for_ids,
+    entity_alone,
+    evaluate_model,
+    record_row_blocks,
+)
+from ppsvm.coordinator.federation import Session
+from ppsvm.coordinator.serve import serve_coordinator
+from ppsvm.coordinator.train import TrainOptions, train, train_and_save
+from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
+from ppsvm.core.dp_model import DpModel, load_any_model
+from ppsvm.core.linear_svm import DEFAULT_C
+from ppsvm.core.lp import Formulation
+from ppsvm.core.model import Model
+from ppsvm.errors import ConfigError
+
+__all__ = ["AUTO", "Federation", "task_setting", "train_options"]
+
+AUTO = "auto"
+# A model object, or the path of a model file.
+ModelLike = Model | DpModel | str | Path
+
+
+def task_setting(table: Mapping[str, Any], name: str, value: Any, default: Any = AUTO) -> Any:
+    """``value``, else the federation file's ``[task]`` value ``table[name]``, else ``default``; "auto" becomes None."""
+    value = table.get(name, default) if value is None else value
+    return None if value == AUTO else value
+
+
+def train_options(
+    table: Mapping[str, Any],
+    *,
+    task: str | None = None,
+    kernel: str | None = None,
+    mbar: int | str | None = None,
+    nu: float | str | None = None,
+    mu: float | str | None = None,
+    folds: int = DEFAULT_FOLDS,
+    seed: int = 0,
+    formulation: str = "highs-dual",
+    basis: str = "paper",
+    deadline: float = DEFAULT_DEADLINE_S,
+    distribute: bool = True,
+) -> TrainOptions:
+    """Random-kernel training settings: the arguments, then the ``[task]`` table, then the defaults (see module).
+
+    Raises
+    ------
+    ConfigError
+        A setting out of range, naming it.
+    """
+    return TrainOptions(
+        # TrainOptions checks every name and number, with messages naming the setting.
+        task=task_setting(table, "task", task, "classify"),
+        kernel=task_setting(table, "kernel", kernel, "gaussian"),
+        mbar=task_setting(table, "mbar", mbar),
+        nu=task_setting(table, "nu", nu),
+        mu=task_setting(table, "mu", mu),
+        folds=folds,
+        seed=seed,
+        formulation=cast(Formulation, formulation),
+        deadline=deadline,
+        distribute=distribute,
+        basis=basis,
+    )
+
+
+class Federation:
+    """A running federation of entities, seen from the coordinator.
+
+    Parameters
+    ----------
+    config : ppsvm.config.Federation
+        The parsed federation file (see :meth:`from_toml`).
+    deadline : float, default=120
+        Seconds allowed per entity call.
+
+    Examples
+    --------
+    >>> federation = Federation.from_toml("split/federation.toml")  # doctest: +SKIP
+    >>> model = federation.train("model.json", kernel="gaussian")  # doctest: +SKIP
+    >>> federation.evaluate(model)["error_rate"]  # doctest: +SKIP
+    """
+
+    def __init__(self, config: FederationConfig, *, deadline: float = DEFAULT_DEADLINE_S) -> None:
+        self.config = config
+        self.deadline = deadline
+
+    @classmethod
+    def from_toml(cls, path: str | Path, *, insecure: bool = False, deadline: float = DEFAULT_DEADLINE_S) -> Federation:
+        """Read a federation file.
+
+        Parameters
+        ----------
+        path : str or Path
+        insecure : bool, default=False
+            Plaintext instead of mutual TLS (trusted networks only; logged as a warning).
+        deadline : float, default=120
+            Seconds allowed per entity call.
+
+        Raises
+        ------
+        ConfigError
+            The file is missing or invalid (names the file and key).
+        """
+        return cls(dataclasses.replace(load_federation(path), insecure=insecure), deadline=deadline)
+
+    def train(
+        self,
+        model_out: str | Path | None = None,
+        *,
+        task: str | None = None,
+        kernel: str | None = None,
+        mbar: int | str | None = None,
+        nu: float | str | None = None,
+        mu: float | str | None = None,
+        folds: int = DEFAULT_FOLDS,
+        seed: int = 0,
+        formulation: str = "highs-dual",
+        basis: str = "paper",
+        distribute: bool = True,
+    ) -> Model:
+        """Train a random-kernel model over the entities (``ppsvm coordinator train``).
+
+        Parameters
+        ----------
+        model_out : str or Path, optional
+            Write the model there (atomically) and, with ``distribute``, send it to every entity;
+            None returns it only.
+        task, kernel, mbar, nu, mu, folds, seed, formulation, basis
+            As the command's flags; None takes the ``[task]`` table's value, "auto" tunes.
+        distribute : bool, default=True
+
+        Returns
+        -------
+        Model
+        """
+        options = train_options(
+            self.config.task,
+            task=task,
+            kernel=kernel,
+            mbar=mbar,
+            nu=nu,
+            mu=mu,
+            folds=folds,
+            seed=seed,
+            formulation=formulation,
+            basis=basis,
+            deadline=self.deadline,
+            distribute=distribute,
+        )
+        if model_out is None:
+            return train(self.config, options)
+        return train_and_save(self.config, options, Path(model_out))
+
+    def train_dp(
+        self,
+        public: str | Path,
+        model_out: str | Path | None = None,
+        *,
+        method: str = "dp-hybrid",
+        mechanism: str = "laplace",
+        epsilon: float | None = None,
+        n_frequencies: int = DEFAULT_N_FREQUENCIES,
+        C: float = DEFAULT_C,
+        seed: int = 0,
+        distribute: bool = True,
+    ) -> DpModel:
+        """Train a DP model (``ppsvm coordinator train --method dp-hybrid | private-svm | public-only``).
+
+        Parameters
+        ----------
+        public : str or Path
+            Public records (cell format: ``id,label,features...``), all used.
+        model_out : str or Path, optional
+            As for :meth:`train`.
+        method, mechanism, epsilon, n_frequencies, C, seed
+            As the command's ``--method``, ``--mechanism``, ``--epsilon``, ``--frequencies``, ``--C``, ``--seed``.
+        distribute : bool, default=True
+
+        Returns
+        -------
+        DpModel
+        """
+        options = DpOptions(
+            method=method,
+            public=Path(public),
+            mechanism=mechanism,
+            epsilon=epsilon,
+            n_frequencies=n_frequencies,
+            C=C,
+            seed=seed,
+            deadline=self.deadline,
+            distribute=distribute,
+        )
+        # public-only trains on the public records alone: no entity is asked.
+        federation = self.config if method != "public-only" else None
+        if model_out is None:
+            return train_dp(federation, options)
+        return train_dp_and_save(federation, options, Path(model_out))
+
+    def evaluate(self, model: ModelLike, *, epsilon: float | None = None) -> dict[str, Any]:
+        """Score a model on the entities' held-out records (``ppsvm coordinator evaluate``).
+
+        Parameters
+        ----------
+        model : Model, DpModel, str or Path
+            A model, or its file.
+        epsilon : float, optional
+            DP models only, and required for them: what each entity spends on its noised error count.
+
+        Returns
+        -------
+        dict
+            error_rate and auc (classify) or relative_error and rmse (regress), n_test, private.
+        """
+        return evaluate_model(self.config, _model(model), self.deadline, epsilon=epsilon)
+
+    def decision_function(self, model: ModelLike, ids: Sequence[str]) -> np.ndarray:
+        """Decision values of records the entities hold, named by id (what ``coordinator serve`` answers).
+
+        Parameters
+        ----------
+        model : Model, str or Path
+            A random-kernel model trained on this federation, or its file.
+        ids : sequence of str, length k
+
+        Returns
+        -------
+        ndarray, shape (k,)
+        """
+        chosen = _random_kernel(model, "Federation.predict")
+        check_model_matches(chosen, self.config)
+        with Session(self.config, self.deadline) as session:
+            blocks, _ = session.survey()
+            decision = decisions_for_ids(session, chosen, record_row_blocks(blocks), list(ids))
+        return np.array([decision[record] for record in ids])
+
+    def predict(self, model: ModelLike, ids: Sequence[str]) -> np.ndarray:
+        """Predictions for records named by id: the label (+1 or -1) for classification, the value for regression.
+
+        Parameters
+        ----------
+        model : Model, str or Path
+        ids : sequence of str, length k
+
+        Returns
+        -------
+        ndarray, shape (k,)
+        """
+        chosen = _random_kernel(model, "Federation.predict")
+        decision = self.decision_function(chosen, ids)
+        return np.where(decision >= 0, 1.0, -1.0) if chosen.task == "classify" else decision
+
+    def baselines(
+        self,
+        *,
+        task: str | None = None,
+        kernel: str | None = None,
+        nu: float | str | None = None,
+        mu: float | str | None = None,
+        seed: int = 0,
+    ) -> list[BaselineFigures]:
+        """Each entity trains on its own cell and reports only its held-out figures (``ppsvm coordinator baselines``).
+
+        Parameters
+        ----------
+        task, kernel, nu, mu, seed
+            As for :meth:`train`; "auto" widths and weights are tuned by each entity on its own cell.
+
+        Returns
+        -------
+        list of BaselineFigures
+            One per entity, in federation order (``ppsvm.coordinator.evaluate.mean_figures`` averages them).
+        """
+        table = self.config.task
+        return entity_alone(
+            self.config,
+            task_setting(table, "task", task, "classify"),
+            task_setting(table, "kernel", kernel, "gaussian"),
+            nu=task_setting(table, "nu", nu),
+            mu=task_setting(table, "mu", mu),
+            seed=seed,
+            deadline=self.deadline,
+        )
+
+    def audit(self, entity_configs: Sequence[EntityConfig | str | Path] = ()) -> dict[str, Any]:
+        """Which privacy conditions hold and what each party can learn (``ppsvm audit``); changes nothing.
+
+        Parameters
+        ----------
+        entity_configs : sequence of EntityConfig, str or Path
+            Entity configs available here, checked as well.
+
+        Returns
+        -------
+        dict
+            ``findings``, ``learns`` and ``ok`` (see ``ppsvm.coordinator.audit.audit``).
+        """
+        configs = [c if isinstance(c, EntityConfig) else load_entity_config(c) for c in entity_configs]
+        return audit(self.config, configs, self.deadline)
+
+    def serve(self, model: ModelLike, listen: str = "127.0.0.1:0") -> int:
+        """Serve predictions by record id until SIGINT or SIGTERM (``ppsvm coordinator serve``); returns 0.
+
+        Parameters
+        ----------
+        model : Model, str or Path
+        listen : str, default="127.0.0.1:0"
+            HOST:PORT; port 0 picks a free one (printed as ``listening on HOST:PORT``).
+        """
+        return serve_coordinator(self.config, _random_kernel(model, "`coordinator serve`"), listen, self.deadline)
+
+
+def _model(model: ModelLike) -> Model | DpModel:
+    return model if isinstance(model, (Model, DpModel)) else load_any_model(model)
+
+
+def _random_kernel(model: ModelLike, use: str) -> Model:
+    """``model`` (or the model in its file), refused unless it is a random-kernel model."""
+    loaded = _model(model)
+    if not isinstance(loaded, Model):
+        source = "the model" if isinstance(model, DpModel) else str(model)
+        raise ConfigError(f"{source} is a DP model: {use} answers random-kernel models only")
+    return loaded
