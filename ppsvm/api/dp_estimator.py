@@ -33,11 +33,10 @@ from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
 from ppsvm.coordinator.dp_train import DpOptions, train_dp
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, NON_PRIVATE
 from ppsvm.core.linear_svm import DEFAULT_C
-from ppsvm.core.release_log import MICRO_PER_EPSILON
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import cell_csv
 from ppsvm.entity.cell import CONTINUOUS_NOISE_MECHANISMS
-from ppsvm.entity.guard import epsilon_micro
+from ppsvm.entity.guard import epsilon_micro, epsilon_of
 from ppsvm.errors import ConfigError, DataError
 
 __all__ = ["DpHybridClassifier"]
@@ -225,8 +224,8 @@ def _public_count(public_size: Any, m: int) -> Any:
 def _dp_entity_settings(mechanism: str, epsilon: float | None) -> str:
     """The simulated entities' ``[privacy]`` table: the DP protocol, a budget of exactly one release, and the
     consent a mechanism other than Laplace needs (whoever simulates holds every entity's data, so it is theirs)."""
-    # Half a micro-epsilon above the charge: the guard rounds the budget down, so float error cannot refuse it.
-    budget = 0.0 if epsilon is None else (epsilon_micro(epsilon) + 0.5) / MICRO_PER_EPSILON
+    # The charge itself, as a decimal of whole micro-epsilons: the guard admits exactly one such release.
+    budget = 0.0 if epsilon is None else epsilon_of(epsilon_micro(epsilon))
     lines = ["", "[privacy]", 'mode = "dp"', f"epsilon_total = {budget!r}"]
     if mechanism == NON_PRIVATE:
         lines.append(f"{NON_PRIVATE_WEIGHTS_KEY} = true")

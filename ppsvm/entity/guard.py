@@ -32,6 +32,7 @@ import threading
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
+from fractions import Fraction
 from typing import Any
 
 from ppsvm.config import ENTITY_MODES
@@ -55,8 +56,23 @@ MIN_EPSILON = 1e-3
 
 
 def epsilon_micro(epsilon: float) -> int:
-    """The charge of a release in micro-epsilons, rounded up so that nothing is ever under-counted."""
-    return math.ceil(epsilon * MICRO_PER_EPSILON)
+    """The charge of a release in micro-epsilons: the decimal the requester wrote, rounded up.
+
+    The decimal is the float's shortest repr, taken exactly (``Fraction``) instead of multiplied in floating
+    point: 1.001 * 10^6 is 1000999.9999999999 in doubles, which rounded down as a budget and up as a charge
+    refused a release of exactly the budget. The double the mechanism calibrates its noise with differs from
+    that decimal by under 1e-16 relative, far below the micro-epsilon grain the log counts in.
+    """
+    return math.ceil(_decimal(epsilon) * MICRO_PER_EPSILON)
+
+
+def budget_micro(epsilon_total: float) -> int:
+    """An entity's budget in micro-epsilons: the decimal the operator wrote, rounded down (1.001 admits 1.001)."""
+    return math.floor(_decimal(epsilon_total) * MICRO_PER_EPSILON)
+
+
+def _decimal(value: float) -> Fraction:
+    return Fraction(repr(float(value)))
 
 
 def epsilon_of(micro: int) -> float:
@@ -112,7 +128,7 @@ class ReleaseGuard:
         self.log = log
         self.mode = mode
         self.who = who
-        self.total_micro = None if epsilon_total is None else math.floor(epsilon_total * MICRO_PER_EPSILON)
+        self.total_micro = None if epsilon_total is None else budget_micro(epsilon_total)
         self.max_baseline_releases = max_baseline_releases
         self._lock = threading.Lock()
         self._recount()

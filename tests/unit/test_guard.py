@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ppsvm.core.release_log import ReleaseLog, create_release_log
+from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog, create_release_log
 from ppsvm.entity.guard import MIN_EPSILON, Basis, ReleaseGuard, epsilon_micro
 from ppsvm.errors import ConfigError, PrivacyError, ReleaseFailed
 
@@ -190,6 +190,23 @@ def test_budget_counts_in_integer_micro_epsilons(tmp_path: Path) -> None:
     assert g.remaining_micro == 0
     with pytest.raises(PrivacyError, match="budget exhausted: requested epsilon 0.001 but only 0 of 1 remains"):
         g.charge("DpWeights", "c", epsilon=MIN_EPSILON)
+
+
+def test_a_budget_admits_a_release_of_exactly_the_budget(tmp_path: Path) -> None:
+    """1.001 * 10^6 is 1000999.9999999999 in doubles: a float product rounded down as the budget and up as the
+    charge refused a release of exactly the budget, for about 3% of three-decimal budgets (found by the API)."""
+    assert 1.001 * MICRO_PER_EPSILON < 1_001_000  # the trap itself
+    refused = []
+    for thousandths in range(1, 3001, 7):
+        epsilon = thousandths / 1000
+        (tmp_path / str(thousandths)).mkdir()
+        g = guard(new_log(tmp_path / str(thousandths)), "dp", epsilon_total=epsilon)
+        try:
+            g.charge("DpWeights", "c", epsilon=epsilon)
+        except PrivacyError:
+            refused.append(epsilon)
+        assert g.remaining_micro == 0, epsilon
+    assert refused == []
 
 
 def test_tiny_epsilons_are_charged_at_least_one_micro_epsilon(tmp_path: Path) -> None:
