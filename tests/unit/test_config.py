@@ -20,13 +20,9 @@ from ppsvm.config import (
 from ppsvm.core.randomness import MIN_SECRET_BYTES
 from ppsvm.errors import ConfigError
 
+from .files import assert_names_file, write
+
 SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef"
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def entity_toml(**overrides: str | None) -> str:
@@ -108,10 +104,7 @@ def test_entity_config_errors_name_file_and_key(tmp_path: Path, text: str, fragm
     path = write(tmp_path / "bad-entity.toml", text)
     with pytest.raises(ConfigError) as caught:
         load_entity_config(path)
-    message = str(caught.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message
+    assert_names_file(caught.value, path, fragments)
 
 
 def test_entity_config_missing_file(tmp_path: Path) -> None:
@@ -215,10 +208,7 @@ def _expect_federation_error(tmp_path: Path, text: str, *fragments: str) -> None
     path = write(tmp_path / "bad-federation.toml", text)
     with pytest.raises(ConfigError) as caught:
         load_federation(path)
-    message = str(caught.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message, message
+    assert_names_file(caught.value, path, fragments)
 
 
 def test_federation_duplicate_id(tmp_path: Path) -> None:
