@@ -131,13 +131,26 @@ def test_read_secret_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert config.read_secret() == bytes.fromhex(SECRET_HEX)
 
 
-def test_read_secret_unset_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PPSVM_TEST_SECRET_UNSET", raising=False)
-    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET_UNSET"'))
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        pytest.param(
+            "PPSVM_TEST_SECRET_UNSET", None, "PPSVM_TEST_SECRET_UNSET (secret_env) is not set", id="unset_env"
+        ),
+        pytest.param("PPSVM_TEST_SECRET", "zz" * 20, "the secret in $PPSVM_TEST_SECRET is not hex text", id="not_hex"),
+    ],
+)
+def test_read_secret_bad_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str | None, fragment: str
+) -> None:
+    if value is None:
+        monkeypatch.delenv(variable, raising=False)
+    else:
+        monkeypatch.setenv(variable, value)
+    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env=f'"{variable}"'))
     with pytest.raises(ConfigError) as caught:
         load_entity_config(path).read_secret()
-    assert str(path) in str(caught.value)
-    assert "PPSVM_TEST_SECRET_UNSET (secret_env) is not set" in str(caught.value)
+    assert_names_file(caught.value, path, [fragment])
 
 
 def test_read_secret_missing_file(tmp_path: Path) -> None:
@@ -145,15 +158,6 @@ def test_read_secret_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read secret_file") as caught:
         load_entity_config(path).read_secret()
     assert str(tmp_path / "secrets" / "col1.hex") in str(caught.value)
-
-
-def test_read_secret_not_hex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PPSVM_TEST_SECRET", "zz" * 20)
-    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET"'))
-    with pytest.raises(ConfigError) as caught:
-        load_entity_config(path).read_secret()
-    assert str(path) in str(caught.value)
-    assert "the secret in $PPSVM_TEST_SECRET is not hex text" in str(caught.value)
 
 
 def test_read_secret_too_short(tmp_path: Path) -> None:
