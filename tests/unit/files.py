@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from pathlib import Path
+
+import pytest
 
 
 def write(path: Path, text: str) -> Path:
@@ -19,3 +21,12 @@ def assert_names_file(error: BaseException, path: Path, fragments: Iterable[str]
     assert str(path) in message
     for fragment in fragments:
         assert fragment in message, message
+
+
+def assert_load_fails(
+    load: Callable[[Path], object], error: type[Exception], path: Path, fragments: Iterable[str]
+) -> None:
+    """``load(path)`` raises ``error`` whose message names ``path`` and holds every fragment."""
+    with pytest.raises(error) as caught:
+        load(path)
+    assert_names_file(caught.value, path, fragments)

@@ -17,7 +17,7 @@ from ppsvm.data.cell import load_cell
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import ConfigError, DataError, PrivacyError
 
-from .files import assert_names_file, write
+from .files import assert_load_fails, write
 
 SECRET = bytes(range(32))
 
@@ -89,10 +89,7 @@ def test_load_cell_reserved_columns_in_any_position(tmp_path: Path) -> None:
     ],
 )
 def test_load_cell_errors_name_file_line_column(tmp_path: Path, text: str, fragments: list[str]) -> None:
-    path = write(tmp_path / "bad.csv", text)
-    with pytest.raises(DataError) as caught:
-        load_cell(path)
-    assert_names_file(caught.value, path, fragments)
+    assert_load_fails(load_cell, DataError, write(tmp_path / "bad.csv", text), fragments)
 
 
 def test_load_cell_names_a_line_over_the_limit(tmp_path: Path) -> None:

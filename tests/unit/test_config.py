@@ -20,7 +20,7 @@ from ppsvm.config import (
 from ppsvm.core.randomness import MIN_SECRET_BYTES
 from ppsvm.errors import ConfigError
 
-from .files import assert_names_file, write
+from .files import assert_load_fails, assert_names_file, write
 
 SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef"
 
@@ -101,10 +101,7 @@ def test_entity_config_absolute_data_path_kept(tmp_path: Path) -> None:
     ],
 )
 def test_entity_config_errors_name_file_and_key(tmp_path: Path, text: str, fragments: list[str]) -> None:
-    path = write(tmp_path / "bad-entity.toml", text)
-    with pytest.raises(ConfigError) as caught:
-        load_entity_config(path)
-    assert_names_file(caught.value, path, fragments)
+    assert_load_fails(load_entity_config, ConfigError, write(tmp_path / "bad-entity.toml", text), fragments)
 
 
 def test_entity_config_missing_file(tmp_path: Path) -> None:
@@ -209,10 +206,7 @@ def test_federation_without_task_table(tmp_path: Path) -> None:
 
 
 def _expect_federation_error(tmp_path: Path, text: str, *fragments: str) -> None:
-    path = write(tmp_path / "bad-federation.toml", text)
-    with pytest.raises(ConfigError) as caught:
-        load_federation(path)
-    assert_names_file(caught.value, path, fragments)
+    assert_load_fails(load_federation, ConfigError, write(tmp_path / "bad-federation.toml", text), fragments)
 
 
 def test_federation_duplicate_id(tmp_path: Path) -> None:
