@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import datetime
+import functools
 import json
 import os
 import platform
@@ -33,6 +34,8 @@ MU = 1.0 / N_FEATURES
 AGREEMENT_RTOL = 1e-6
 # Rows above which a formulation is not run by default (measured too slow in DESIGN.md section 4).
 SKIP_ABOVE = {"cvxpy-primal": 40_000, "cvxpy-dual": 160_000}
+# The formulation every other one's objective is checked against.
+REFERENCE_FORMULATION = "highs-dual"
 
 
 def synthetic(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
@@ -85,6 +88,52 @@ def timed(call: Callable[[], Any], repeats: int, single_above: float) -> Timing:
         if timing.wall[-1] > single_above:
             break
     return timing
+
+
+def formulations_in_order() -> list[str]:
+    """Every LP formulation, the reference first so its objective is known before the others are compared with it."""
+    from ppsvm.core.lp import FORMULATIONS
+
+    return [REFERENCE_FORMULATION, *(f for f in FORMULATIONS if f != REFERENCE_FORMULATION)]
+
+
+def skipped(formulation: str, m: int, no_skip: bool) -> dict[str, str] | None:
+    """The result entry of a formulation not run at ``m`` rows (too slow, see SKIP_ABOVE), or None to run it."""
+    limit = SKIP_ABOVE.get(formulation)
+    if limit is None or m <= limit or no_skip:
+        return None
+    return {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
+
+
+def time_formulation(
+    K: np.ndarray,
+    y: np.ndarray,
+    formulation: str,
+    repeats: int,
+    single_above: float,
+    reference_objective: float | None,
+) -> tuple[dict[str, Any], Any]:
+    """Time the classification LP on K with one formulation; its result entry and the last solution.
+
+    The entry holds the wall-clock and CPU seconds, the objective and its relative gap to
+    ``reference_objective`` (None: this is the reference, gap 0).
+    """
+    from ppsvm.core.lp import solve_lp
+
+    timing = timed(functools.partial(solve_lp, "classify", K, y, NU, formulation), repeats, single_above)
+    solution = timing.result
+    reference = solution.objective if reference_objective is None else reference_objective
+    gap = relative_gap(solution.objective, reference)
+    entry = {
+        "seconds": timing.wall,
+        "median_s": median(timing.wall),
+        "cpu_seconds": timing.cpu,
+        "median_cpu_s": median(timing.cpu),
+        "objective": solution.objective,
+        "relative_gap_to_highs_dual": gap,
+        "agrees": gap <= AGREEMENT_RTOL,
+    }
+    return entry, solution
 
 
 def median(values: list[float]) -> float:

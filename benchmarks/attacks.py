@@ -40,7 +40,7 @@ import numpy as np
 from benchmarks._shared import machine_info, table, write_json
 from ppsvm.api.inprocess import fixed_secret
 from ppsvm.config import load_entity_config
-from ppsvm.core.dp import private_weights
+from ppsvm.core.dp import Release, private_weights
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.fourier import apply_scaling, fourier_features
 from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
@@ -61,6 +61,7 @@ from ppsvm.experiments.attacks import (
     reconstruct_gaussian,
     reconstruct_linear,
     reconstruct_two_views,
+    threshold_model,
 )
 
 NAME = "attacks"
@@ -251,33 +252,28 @@ def _cores(directory: Path, rows: int, privacy: dict[str, str], seed: int) -> di
     return cores
 
 
-def _threshold_model(feature: int, t: float, n: int, span: float = 1e3) -> bytes:
-    """A DP model predicting +1 exactly when x_feature >= t (sin((x_f - t) / span), |.| < pi/2)."""
-    low, high, rho = np.zeros(n), np.ones(n), np.zeros((1, n))
-    low[feature], high[feature], rho[0, feature] = t, t + span, 1.0
-    return (
-        DpModel(
-            method="dp-hybrid",
-            mechanism="laplace",
-            epsilon=1.0,
-            private=True,
-            low=tuple(low.tolist()),
-            high=tuple(high.tolist()),
-            kernel_width=1.0,
-            C=1.0,
-            rho=tuple(map(tuple, rho.tolist())),
-            weights=(0.0, 1.0),
-        )
-        .to_json()
-        .encode("utf-8")
-    )
-
-
 def _overflow_scaling(low: np.ndarray, high: np.ndarray, feature: int, t: float) -> tuple[np.ndarray, np.ndarray]:
     """low_f = 0, high_f = t / max double: the un-clipped scaled x_f overflows exactly when x_f > t."""
     lo, hi = low.copy(), high.copy()
     lo[feature], hi[feature] = 0.0, t / np.finfo(np.float64).max
     return lo, hi
+
+
+def _laplace_weights(
+    core: EntityCore, epsilon: float, rho: np.ndarray, low: np.ndarray, high: np.ndarray
+) -> tuple[Release, float | None]:
+    """The DP-hybrid Laplace release at C = 1 the findings probe, asked as the benchmark's coordinator."""
+    return core.dp_weights(
+        method="dp-hybrid",
+        mechanism="laplace",
+        epsilon=epsilon,
+        C=1.0,
+        rho=rho,
+        low=low,
+        high=high,
+        huber_h=0.5,
+        peer="benchmark",
+    )
 
 
 def _bisect_or_none(oracle: Callable[[float], Any], lo: float, hi: float, steps: int) -> float | None:
@@ -307,19 +303,7 @@ def f1_error_oracle(dp: EntityCore) -> dict[str, Any]:
     def guarded(t: float) -> str:
         asked.append(t)
         lo, hi = _overflow_scaling(low, high, feature, t)
-        return _outcome(
-            lambda: dp.dp_weights(
-                method="dp-hybrid",
-                mechanism="laplace",
-                epsilon=MIN_EPSILON,
-                C=1.0,
-                rho=rho,
-                low=lo,
-                high=hi,
-                huber_h=0.5,
-                peer="benchmark",
-            )
-        )
+        return _outcome(lambda: _laplace_weights(dp, MIN_EPSILON, rho, lo, hi))
 
     before = bisect_change(old, 1e-3, 1e4, 60)
     spent = dp.guard.spent_micro
@@ -344,11 +328,11 @@ def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
     cell, n = dp.cell, dp.cell.n_features
 
     def exact(t: float) -> int:
-        model = DpModel.from_json(_threshold_model(0, t, n).decode())
+        model = DpModel.from_json(threshold_model(0, t, n).decode())
         return int(np.count_nonzero(np.where(model.decision(cell.X_test) >= 0, 1.0, -1.0) != cell.y_test))
 
     def noised(t: float) -> float:
-        return float(dp.dp_evaluate(_threshold_model(0, t, n), 0.01, peer="benchmark")["error_rate"])
+        return float(dp.dp_evaluate(threshold_model(0, t, n), 0.01, peer="benchmark")["error_rate"])
 
     def distance(t: float | None) -> float:
         return math.inf if t is None else float(np.abs(cell.X_test[:, 0] - t).min())
@@ -356,7 +340,7 @@ def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
     before = bisect_change(exact, 0.0, 100.0, 45)
     spent = dp.guard.spent_micro
     after = _bisect_or_none(noised, 0.0, 100.0, 30)
-    repeats = [dp.dp_evaluate(_threshold_model(0, 15.0, n), 0.1, peer="benchmark")["error_rate"] for _ in range(6)]
+    repeats = [dp.dp_evaluate(threshold_model(0, 15.0, n), 0.1, peer="benchmark")["error_rate"] for _ in range(6)]
     return {
         "finding": 2,
         "attack": "bisection on DpEvaluate's error rate of threshold models",
@@ -475,7 +459,7 @@ def f5_budget(dp_small: EntityCore, config_path: Path) -> dict[str, Any]:
         if spent + 1e-300 <= total:
             granted += 1
             spent += 1e-300
-    model = _threshold_model(0, 15.0, dp_small.cell.n_features)
+    model = threshold_model(0, 15.0, dp_small.cell.n_features)
     answered = 0
     while _outcome(lambda: dp_small.dp_evaluate(model, 0.25, peer="benchmark")) == "answered":
         answered += 1
@@ -539,17 +523,7 @@ def f6_dp_mode(dp: dict[str, EntityCore], seed: int) -> dict[str, Any]:
     scale = 2.0**2.5 * 1.0 * math.sqrt(rho.shape[0]) / (len(y) * 1.0)  # the old scale at C = 1, epsilon = 1
     draws = float(w[0]) + np.random.default_rng(seed).laplace(0.0, scale, size=1000)
     ruled_out = float(np.mean([not float_laplace_reachable(float(o), float(w_neighbour[0]), scale) for o in draws]))
-    release, _ = core_dp.dp_weights(
-        method="dp-hybrid",
-        mechanism="laplace",
-        epsilon=1.0,
-        C=1.0,
-        rho=rho,
-        low=low,
-        high=high,
-        huber_h=0.5,
-        peer="benchmark",
-    )
+    release, _ = _laplace_weights(core_dp, 1.0, rho, low, high)
     grid = release.noise.split("grid 2^")[1].split(",")[0] if "grid 2^" in release.noise else None
     on_grid = (
         None

@@ -12,7 +12,6 @@ checked against highs-dual. Formulations measured too slow are skipped above a s
 from __future__ import annotations
 
 import argparse
-import functools
 import time
 from pathlib import Path
 
@@ -24,24 +23,23 @@ from benchmarks._shared import (
     MU,
     N_FEATURES,
     NU,
+    REFERENCE_FORMULATION,
     SKIP_ABOVE,
+    formulations_in_order,
     load_average,
     machine_info,
-    median,
     peak_rss_mib,
     print_machine,
-    relative_gap,
     seconds_text,
+    skipped,
     synthetic,
     table,
-    timed,
+    time_formulation,
     write_json,
 )
 from ppsvm.core.kernels import gaussian_kernel
-from ppsvm.core.lp import FORMULATIONS, solve_lp
 
 NAME = "lp_formulations"
-REFERENCE = "highs-dual"
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -63,8 +61,7 @@ def main(argv: list[str] | None = None) -> int:
     info = machine_info()
     print_machine(info)
     print(f"one Gaussian random kernel per size: {N_FEATURES} features, mbar = {MBAR}, mu = {MU:g}, nu = {NU:g}\n")
-    # Formulation first so highs-dual's objective is known before the others are compared with it.
-    order = [REFERENCE, *(f for f in FORMULATIONS if f != REFERENCE)]
+    order = formulations_in_order()
     results: dict[str, dict[str, object]] = {f: {} for f in order}
     for m in sizes:
         X, y = synthetic(m, args.seed)
@@ -72,32 +69,20 @@ def main(argv: list[str] | None = None) -> int:
         K = gaussian_kernel(X, B, MU)
         reference_objective = None
         for formulation in order:
-            limit = SKIP_ABOVE.get(formulation)
-            if limit is not None and m > limit and not args.no_skip:
-                results[formulation][str(m)] = {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
-                print(f"m = {m:>7}  {formulation:<13} skipped (above {limit} rows)", flush=True)
+            skip = skipped(formulation, m, args.no_skip)
+            if skip is not None:
+                results[formulation][str(m)] = skip
+                print(f"m = {m:>7}  {formulation:<13} skipped (above {SKIP_ABOVE[formulation]} rows)", flush=True)
                 continue
-            timing = timed(
-                functools.partial(solve_lp, "classify", K, y, NU, formulation), args.repeats, args.single_above
-            )
-            seconds, solution = timing.wall, timing.result
+            entry, solution = time_formulation(K, y, formulation, args.repeats, args.single_above, reference_objective)
             if reference_objective is None:
                 reference_objective = solution.objective
-            gap = relative_gap(solution.objective, reference_objective)
-            results[formulation][str(m)] = {
-                "seconds": seconds,
-                "median_s": median(seconds),
-                "cpu_seconds": timing.cpu,
-                "median_cpu_s": median(timing.cpu),
-                "objective": solution.objective,
-                "relative_gap_to_highs_dual": gap,
-                "agrees": gap <= AGREEMENT_RTOL,
-                "iterations": solution.iterations,
-            }
+            seconds, gap = entry["seconds"], entry["relative_gap_to_highs_dual"]
+            results[formulation][str(m)] = {**entry, "iterations": solution.iterations}
             print(
                 f"m = {m:>7}  {formulation:<13} {seconds_text(seconds):>16}  objective {solution.objective:.10g}  "
                 f"gap {gap:.1e}  runs {', '.join(f'{s:.2f}' for s in seconds)} s, "
-                f"CPU {', '.join(f'{s:.2f}' for s in timing.cpu)} s",
+                f"CPU {', '.join(f'{s:.2f}' for s in entry['cpu_seconds'])} s",
                 flush=True,
             )
 
@@ -118,14 +103,14 @@ def main(argv: list[str] | None = None) -> int:
         cpu_rows.append(row)
     ratio_rows = []
     for formulation in order[1:]:
-        row = [f"{formulation} / {REFERENCE}"]
+        row = [f"{formulation} / {REFERENCE_FORMULATION}"]
         for m in sizes:
-            entry, ref = results[formulation][str(m)], results[REFERENCE][str(m)]
+            entry, ref = results[formulation][str(m)], results[REFERENCE_FORMULATION][str(m)]
             row.append("-" if "skipped" in entry else f"{entry['median_s'] / ref['median_s']:.1f}x")  # type: ignore[operator]
         ratio_rows.append(row)
     agreement_rows = []
     for formulation in order[1:]:
-        row = [f"{formulation} vs {REFERENCE}"]
+        row = [f"{formulation} vs {REFERENCE_FORMULATION}"]
         for m in sizes:
             entry = results[formulation][str(m)]
             row.append(

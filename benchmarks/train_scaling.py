@@ -22,7 +22,6 @@ pooled, [0, 1]-scaled training rows (skipped above --svc-max rows).
 from __future__ import annotations
 
 import argparse
-import functools
 import json
 import logging
 import subprocess
@@ -41,6 +40,7 @@ from benchmarks._shared import (
     N_FEATURES,
     NU,
     SKIP_ABOVE,
+    formulations_in_order,
     load_average,
     machine_info,
     median,
@@ -48,8 +48,10 @@ from benchmarks._shared import (
     print_machine,
     relative_gap,
     seconds_text,
+    skipped,
     synthetic,
     table,
+    time_formulation,
     timed,
     write_json,
 )
@@ -174,29 +176,18 @@ def split(m_train: int, seed: int, out_dir: Path) -> tuple[Path, np.ndarray, np.
 
 
 def in_process(K: np.ndarray, y: np.ndarray, m: int, args: argparse.Namespace) -> dict[str, Any]:
-    from ppsvm.core.lp import FORMULATIONS, solve_lp
-
-    order = ["highs-dual", *(f for f in FORMULATIONS if f != "highs-dual")]
+    order = formulations_in_order()
     results: dict[str, Any] = {}
     reference = None
     for formulation in order:
-        limit = SKIP_ABOVE.get(formulation)
-        if limit is not None and m > limit and not args.no_skip:
-            results[formulation] = {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
+        skip = skipped(formulation, m, args.no_skip)
+        if skip is not None:
+            results[formulation] = skip
             continue
-        timing = timed(functools.partial(solve_lp, "classify", K, y, NU, formulation), args.repeats, args.single_above)
-        seconds, solution = timing.wall, timing.result
+        entry, solution = time_formulation(K, y, formulation, args.repeats, args.single_above, reference)
         reference = solution.objective if reference is None else reference
-        gap = relative_gap(solution.objective, reference)
-        results[formulation] = {
-            "seconds": seconds,
-            "median_s": median(seconds),
-            "cpu_seconds": timing.cpu,
-            "median_cpu_s": median(timing.cpu),
-            "objective": solution.objective,
-            "relative_gap_to_highs_dual": gap,
-            "agrees": gap <= AGREEMENT_RTOL,
-        }
+        seconds, gap = entry["seconds"], entry["relative_gap_to_highs_dual"]
+        results[formulation] = entry
         print(
             f"  in-process {formulation:<13} {seconds_text(seconds):>14}  objective {solution.objective:.10g}  "
             f"gap {gap:.1e}",

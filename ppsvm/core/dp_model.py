@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from ppsvm.core.model import number, read_document
+from ppsvm.core.model import invalid_file, number, read_document, read_model_text, write_document
 from ppsvm.errors import ConfigError
 from ppsvm.files import write_atomic
 
@@ -105,13 +105,12 @@ class DpModel:
         return KernelSVM(dual_coef=np.asarray(self.dual_coef), objective=float("nan"), sweeps=0)
 
     def to_json(self) -> str:
-        document = {"format": FORMAT, "version": FORMAT_VERSION, **asdict(self)}
-        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+        return write_document(asdict(self), FORMAT, FORMAT_VERSION)
 
     @classmethod
     def from_json(cls, text: str, source: str = "model") -> DpModel:
         document = read_document(text, source, FORMAT, FORMAT_VERSION)
-        try:
+        with invalid_file(source, "ppsvm DP model file"):
             for key in ("kernel_width", "C"):
                 document[key] = number(document, key, source)
             for key in ("low", "high", "weights", "dual_coef"):
@@ -120,10 +119,6 @@ class DpModel:
                 document[key] = tuple(tuple(float(v) for v in row) for row in document.get(key, ()))
             document["entities"] = tuple(DpEntity(**e) for e in document.get("entities", ()))
             model = cls(**document)
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"{source} is not a valid ppsvm DP model file: {exc}") from exc
         model.validate(source)
         return model
 
@@ -153,11 +148,7 @@ class DpModel:
 def load_any_model(path: str | Path) -> Any:
     """A random-kernel :class:`ppsvm.core.model.Model` or a :class:`DpModel`, by the file's format."""
     path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
-    return parse_any_model(text, str(path))
+    return parse_any_model(read_model_text(path), str(path))
 
 
 def parse_any_model(text: str, source: str) -> Any:

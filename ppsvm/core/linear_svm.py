@@ -9,6 +9,7 @@ from __future__ import annotations
 import logging
 import math
 from dataclasses import dataclass, field
+from typing import TypedDict
 
 import numpy as np
 import scipy.linalg
@@ -167,6 +168,38 @@ def hinge_objective(w: np.ndarray, Z: np.ndarray, y: np.ndarray, C: float) -> fl
     return float(0.5 * w @ w + C / y.size * np.maximum(0.0, 1.0 - margins).sum())
 
 
+class _DescentSettings(TypedDict):
+    """The keyword arguments of :func:`_dual_coordinate_descent` that come from the caller, checked."""
+
+    tol: float
+    rng: np.random.Generator
+    max_sweeps: int
+
+
+def _solver_settings(
+    rows: np.ndarray,
+    name: str,
+    y: np.ndarray,
+    C: float,
+    tol: float,
+    rng: np.random.Generator | None,
+    max_sweeps: int,
+) -> tuple[np.ndarray, float, _DescentSettings]:
+    """The checked labels, C and coordinate-descent settings (tol, rng, max_sweeps) both solvers take.
+
+    Checked in one place so the two solvers accept and refuse the same arguments with the same messages.
+    """
+    labels = check_labels(y, rows.shape[0], name)
+    C = check_positive(C, "C")
+    settings: _DescentSettings = {
+        "tol": check_positive(tol, "tol"),
+        # Sweep order only (the minimiser is unique): a fixed seed when omitted, so results repeat.
+        "rng": np.random.default_rng(0) if rng is None else check_generator(rng),
+        "max_sweeps": check_count(max_sweeps, "max_sweeps"),
+    }
+    return labels, C, settings
+
+
 def train_linear_svm(
     Z: np.ndarray,
     y: np.ndarray,
@@ -209,19 +242,8 @@ def train_linear_svm(
         ``w`` has shape (p,), ``alpha`` shape (n,).
     """
     A = as_matrix(Z, "Z")
-    labels = check_labels(y, A.shape[0], "Z")
-    C = check_positive(C, "C")
-    tol = check_positive(tol, "tol")
-    order_rng = np.random.default_rng(0) if rng is None else check_generator(rng)
-    upper = C / labels.size
-    solution = _dual_coordinate_descent(
-        labels[:, None] * A,
-        upper,
-        tol=tol,
-        gap_bound=GAP_BOUND,
-        rng=order_rng,
-        max_sweeps=check_count(max_sweeps, "max_sweeps"),
-    )
+    labels, C, settings = _solver_settings(A, "Z", y, C, tol, rng, max_sweeps)
+    solution = _dual_coordinate_descent(labels[:, None] * A, C / labels.size, gap_bound=GAP_BOUND, **settings)
     return LinearSVM(
         w=solution.w,
         alpha=solution.alpha,
@@ -290,21 +312,12 @@ def train_kernel_svm(
         raise DataError(f"K must be square (n x n Gram matrix), got shape {G.shape}")
     if not np.allclose(G, G.T, rtol=1e-10, atol=1e-12):
         raise DataError("K is not symmetric: pass the Gram matrix of the training records")
-    labels = check_labels(y, G.shape[0], "K")
-    C = check_positive(C, "C")
-    tol = check_positive(tol, "tol")
-    order_rng = np.random.default_rng(0) if rng is None else check_generator(rng)
+    labels, C, settings = _solver_settings(G, "K", y, C, tol, rng, max_sweeps)
     eigenvalues, vectors = scipy.linalg.eigh(G + 1.0)
     keep = eigenvalues > eigenvalues.max() * G.shape[0] * np.finfo(float).eps
     Phi = vectors[:, keep] * np.sqrt(eigenvalues[keep])
-    solution = _dual_coordinate_descent(
-        labels[:, None] * Phi,
-        C / labels.size,
-        tol=tol,
-        gap_bound=math.inf,  # public data: no privacy proof needs a certified gap
-        rng=order_rng,
-        max_sweeps=check_count(max_sweeps, "max_sweeps"),
-    )
+    # Public data: no privacy proof needs a certified gap.
+    solution = _dual_coordinate_descent(labels[:, None] * Phi, C / labels.size, gap_bound=math.inf, **settings)
     objective = 0.5 * float(solution.w @ solution.w) - float(solution.alpha.sum())
     return KernelSVM(dual_coef=solution.alpha * labels, objective=objective, sweeps=solution.sweeps)
 

@@ -8,6 +8,8 @@ private, and how it was trained.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -48,6 +50,34 @@ def read_document(text: str, source: str, expected_format: str, version: int) ->
     if document.pop("version", None) != version:
         raise ConfigError(f"{source}: unsupported {expected_format} version")
     return document
+
+
+def write_document(fields: dict[str, Any], expected_format: str, version: int) -> str:
+    """The JSON text of a ppsvm file: ``fields`` after its format and version keys; NaN and inf refused."""
+    document = {"format": expected_format, "version": version, **fields}
+    return json.dumps(document, indent=2, allow_nan=False) + "\n"
+
+
+@contextmanager
+def invalid_file(source: str, kind: str) -> Iterator[None]:
+    """Turn the KeyError, TypeError or ValueError of parsing a document into a ConfigError naming ``source``.
+
+    A ConfigError raised inside (already naming the file) passes through unchanged.
+    """
+    try:
+        yield
+    except (KeyError, TypeError, ValueError) as exc:
+        if isinstance(exc, ConfigError):
+            raise
+        raise ConfigError(f"{source} is not a valid {kind}: {exc}") from exc
+
+
+def read_model_text(path: Path) -> str:
+    """The text of a model file; ConfigError naming ``path`` when it cannot be read."""
+    try:
+        return path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
 
 
 @dataclass(frozen=True)
@@ -119,14 +149,13 @@ class Model:
         return K @ np.asarray(self.u) - self.gamma
 
     def to_json(self) -> str:
-        document = {"format": FORMAT, "version": FORMAT_VERSION, **asdict(self)}
-        return json.dumps(document, indent=2, allow_nan=False) + "\n"
+        return write_document(asdict(self), FORMAT, FORMAT_VERSION)
 
     @classmethod
     def from_json(cls, text: str, source: str = "model") -> Model:
         """Parse and validate a model file's text; ConfigError naming ``source`` when it is not one."""
         document = read_document(text, source, FORMAT, FORMAT_VERSION)
-        try:
+        with invalid_file(source, "ppsvm model file"):
             if not is_task(document["task"]):
                 raise ValueError(f"task must be 'classify' or 'regress', got {document['task']!r}")
             if not is_kernel_name(document["kernel"]):
@@ -143,10 +172,6 @@ class Model:
             if document.get("columns") is not None:
                 document["columns"] = tuple(tuple(_column_row(k) for k in row) for row in document["columns"])
             model = cls(**document)
-        except (KeyError, TypeError, ValueError) as exc:
-            if isinstance(exc, ConfigError):
-                raise
-            raise ConfigError(f"{source} is not a valid ppsvm model file: {exc}") from exc
         if model.columns is None and len(model.u) != model.mbar:
             raise ConfigError(f"{source}: u has {len(model.u)} entries but mbar is {model.mbar}")
         if model.columns is not None:
@@ -168,8 +193,4 @@ class Model:
     @classmethod
     def load(cls, path: str | Path) -> Model:
         path = Path(path)
-        try:
-            text = path.read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
-        return cls.from_json(text, str(path))
+        return cls.from_json(read_model_text(path), str(path))

@@ -37,6 +37,7 @@ from itertools import combinations
 import numpy as np
 from scipy.optimize import least_squares, linprog
 
+from ppsvm.core.dp_model import DpModel
 from ppsvm.core.kernels import KernelName
 
 # A start "fits equally well" when its largest residual (in squared-distance units for the
@@ -423,6 +424,44 @@ def bisect_change(oracle: Callable[[float], object], lo: float, hi: float, steps
         else:
             b = middle
     return 0.5 * (a + b)
+
+
+def threshold_model(feature: int, t: float, n: int, span: float = 1e3) -> bytes:
+    """A DP model file whose decision is +1 exactly when x_feature >= t: sin((x_f - t) / span) with |.| < pi/2.
+
+    The probe a malicious coordinator sends to DpEvaluate to learn whether records lie above ``t``.
+    D = 1, rho = e_feature, weights (0, 1), scaling low_f = t, high_f = t + span (other features unused).
+
+    Parameters
+    ----------
+    feature : int
+        The feature the threshold applies to, in [0, n).
+    t : float
+    n : int
+        Features of the cell the model is sent to.
+    span : float
+        Scaling width; large enough that (x_f - t) / span stays within (-pi/2, pi/2).
+
+    Returns
+    -------
+    bytes
+        The model file's UTF-8 JSON.
+    """
+    low, high, rho = np.zeros(n), np.ones(n), np.zeros((1, n))
+    low[feature], high[feature], rho[0, feature] = t, t + span, 1.0
+    model = DpModel(
+        method="dp-hybrid",
+        mechanism="laplace",
+        epsilon=1.0,
+        private=True,
+        low=tuple(low.tolist()),
+        high=tuple(high.tolist()),
+        kernel_width=1.0,
+        C=1.0,
+        rho=tuple(map(tuple, rho.tolist())),
+        weights=(0.0, 1.0),
+    )
+    return model.to_json().encode("utf-8")
 
 
 _UNIT_STEPS = 2**53  # numpy's uniform doubles are k / 2^53

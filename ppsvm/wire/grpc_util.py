@@ -23,7 +23,15 @@ import grpc
 from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, STREAM_WRITE_TIMEOUT_S
 from ppsvm.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
 from ppsvm.wire.certs import COORDINATOR, Role
-from ppsvm.wire.tls import Authorize, TlsFiles, channel_credentials, peer_party, rewrap_handler, server_credentials
+from ppsvm.wire.tls import (
+    Authorize,
+    Behaviour,
+    TlsFiles,
+    WrappingInterceptor,
+    channel_credentials,
+    peer_party,
+    server_credentials,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -186,7 +194,7 @@ class _Watchdog:
 _WATCHDOG = _Watchdog()
 
 
-class PeerLimits(grpc.ServerInterceptor):
+class PeerLimits(WrappingInterceptor):
     """Apply :class:`ServerLimits`: a per-peer cap on running calls and a write timeout on stream messages."""
 
     def __init__(self, limits: ServerLimits, max_workers: int) -> None:
@@ -221,9 +229,7 @@ class PeerLimits(grpc.ServerInterceptor):
             if not self._running[peer]:
                 del self._running[peer]
 
-    def _unary(
-        self, behaviour: Callable[[Any, grpc.ServicerContext], Any], method: str
-    ) -> Callable[[Any, grpc.ServicerContext], Any]:
+    def _wrap_unary(self, behaviour: Behaviour, method: str) -> Behaviour:
         def limited(request: Any, context: grpc.ServicerContext) -> Any:
             peer = self._enter(context, method)
             try:
@@ -233,7 +239,7 @@ class PeerLimits(grpc.ServerInterceptor):
 
         return limited
 
-    def _stream(
+    def _wrap_stream(
         self, behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]], method: str
     ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
         timeout = self.limits.stream_write_timeout_s
@@ -265,16 +271,6 @@ class PeerLimits(grpc.ServerInterceptor):
                 self._leave(peer)
 
         return limited
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        return rewrap_handler(handler, handler_call_details.method, self._unary, self._stream)
 
 
 def create_server(

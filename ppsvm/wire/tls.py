@@ -103,7 +103,42 @@ def method_roles(service: str, roles: Mapping[str, Collection[Role]]) -> dict[st
     return {f"/{service}/{method}": frozenset(allowed) for method, allowed in roles.items()}
 
 
-class Authorize(grpc.ServerInterceptor):
+Behaviour = Callable[[Any, grpc.ServicerContext], Any]
+
+
+class WrappingInterceptor(grpc.ServerInterceptor):
+    """A server interceptor that wraps each method's behaviour; subclasses say how, for unary and streaming replies.
+
+    Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist.
+    """
+
+    def _wrap_unary(self, behaviour: Behaviour, method: str) -> Behaviour:
+        raise NotImplementedError
+
+    def _wrap_stream(self, behaviour: Behaviour, method: str) -> Behaviour:
+        raise NotImplementedError
+
+    def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
+        handler_call_details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler | None:
+        handler = continuation(handler_call_details)
+        if handler is None:
+            return None
+        method = handler_call_details.method
+        codec = {
+            "request_deserializer": handler.request_deserializer,
+            "response_serializer": handler.response_serializer,
+        }
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(self._wrap_unary(handler.unary_unary, method), **codec)
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(self._wrap_stream(handler.unary_stream, method), **codec)
+        raise TypeError(f"{method}: only unary-request methods can be wrapped")
+
+
+class Authorize(WrappingInterceptor):
     """Refuse, with PERMISSION_DENIED, every call whose certificate names another party or lacks a role the method
     allows.
 
@@ -155,9 +190,7 @@ class Authorize(grpc.ServerInterceptor):
             )
         return None
 
-    def _guard(
-        self, behaviour: Callable[[Any, grpc.ServicerContext], Any], method: str
-    ) -> Callable[[Any, grpc.ServicerContext], Any]:
+    def _guard(self, behaviour: Behaviour, method: str) -> Behaviour:
         def checked(request: Any, context: grpc.ServicerContext) -> Any:
             refusal = self._refusal(context, method)
             if refusal is not None:
@@ -167,33 +200,8 @@ class Authorize(grpc.ServerInterceptor):
 
         return checked
 
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        return rewrap_handler(handler, handler_call_details.method, self._guard, self._guard)
-
-
-Wrapper = Callable[[Callable[[Any, grpc.ServicerContext], Any], str], Callable[[Any, grpc.ServicerContext], Any]]
-
-
-def rewrap_handler(
-    handler: grpc.RpcMethodHandler, method: str, unary: Wrapper, stream: Wrapper
-) -> grpc.RpcMethodHandler:
-    """``handler`` with its behaviour wrapped by ``unary`` or ``stream`` (for server interceptors).
-
-    Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist.
-    """
-    codec = {"request_deserializer": handler.request_deserializer, "response_serializer": handler.response_serializer}
-    if handler.unary_unary is not None:
-        return grpc.unary_unary_rpc_method_handler(unary(handler.unary_unary, method), **codec)
-    if handler.unary_stream is not None:
-        return grpc.unary_stream_rpc_method_handler(stream(handler.unary_stream, method), **codec)
-    raise TypeError(f"{method}: only unary-request methods can be wrapped")
+    _wrap_unary = _guard
+    _wrap_stream = _guard
 
 
 def choose_tls(tls: TlsFiles | None, *, insecure: bool, source: Path) -> TlsFiles | None:

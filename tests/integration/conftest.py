@@ -2,19 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import grpc
+import numpy as np
 import pytest
 
 from ppsvm.config import FederationEntity, federation_at_addresses, load_federation
-from ppsvm.processes import EntityProcesses
+from ppsvm.data.dataset import Dataset
+from ppsvm.processes import EntityProcesses, read_listening_address
 from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
 from ppsvm.wire.grpc_util import open_channel
 
@@ -31,6 +34,42 @@ def ppsvm(*args: str, check: bool = True, timeout: float = 300) -> subprocess.Co
     if check and result.returncode != 0:
         raise AssertionError(f"ppsvm {' '.join(args)} exited {result.returncode}:\n{result.stderr}")
     return result
+
+
+def rule_dataset(X: np.ndarray) -> Dataset:
+    """Records r0, r1, ... with features ``X`` (m, n) and the label +1 exactly where x_0 > x_1: data of any size."""
+    m, n = X.shape
+    return Dataset(
+        ids=np.array([f"r{k}" for k in range(m)]),
+        X=X,
+        y=np.where(X[:, 0] > X[:, 1], 1.0, -1.0),
+        feature_names=tuple(f"x{k}" for k in range(n)),
+        source="synthetic",
+    )
+
+
+def ppsvm_process(*args: str, stderr: int | IO[str] | None = subprocess.PIPE) -> subprocess.Popen[str]:
+    """Start the ppsvm CLI as a child process, its stdout piped so a server's 'listening on' line can be read."""
+    return subprocess.Popen(
+        [sys.executable, "-m", "ppsvm", *args], stdout=subprocess.PIPE, stderr=stderr, text=True, cwd=REPO
+    )
+
+
+def start_entity_process(
+    config: Path, listen: str, stderr: IO[str], name: str, timeout: float, *flags: str
+) -> tuple[subprocess.Popen[str], str]:
+    """``ppsvm entity --config CONFIG --listen LISTEN``, waited for until it accepts calls; the process and its address.
+
+    Whatever stops it from starting (an exit, the timeout, an interrupt), the child is killed and reaped first.
+    """
+    process = ppsvm_process("entity", "--config", str(config), "--listen", listen, *flags, stderr=stderr)
+    try:
+        return process, read_listening_address(process, name, timeout)
+    except BaseException:
+        if process.poll() is None:
+            process.kill()
+        process.wait()
+        raise
 
 
 @dataclasses.dataclass
@@ -62,6 +101,29 @@ class RunningFederation:
             "--json",
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
+
+    @contextlib.contextmanager
+    def serve(self) -> Iterator[str]:
+        """`coordinator serve` of the trained model on a free port; yields its address and stops it afterwards."""
+        server = ppsvm_process(
+            "coordinator",
+            "serve",
+            "--federation",
+            str(self.federation_path),
+            "--model",
+            str(self.split_dir / "model.json"),
+            "--listen",
+            "127.0.0.1:0",
+            stderr=subprocess.DEVNULL,
+        )
+        try:
+            assert server.stdout is not None
+            line = server.stdout.readline()
+            assert line.startswith("listening on "), line
+            yield line.split()[-1]
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
 
 
 def coordinator_channel(federation_path: Path, entity: FederationEntity | str) -> grpc.Channel:

@@ -18,7 +18,6 @@ import random
 import re
 import signal
 import subprocess
-import sys
 import threading
 import time
 from collections import Counter
@@ -32,9 +31,8 @@ import pytest
 from ppsvm.config import load_federation
 from ppsvm.coordinator.federation import Session
 from ppsvm.core.model import Model
-from ppsvm.processes import read_listening_address
 
-from .conftest import REPO, RunningFederation
+from .conftest import RunningFederation, ppsvm_process, start_entity_process
 from .test_training import central_model
 
 KERNEL, MBAR, NU, MU = "gaussian", 5, 10.0, 0.03
@@ -56,24 +54,15 @@ class Coordinator:
     def __init__(self, federation_path: Path, model_out: Path, *extra: str) -> None:
         self.started = time.monotonic()
         self.ended: float | None = None
-        self.process = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ppsvm",
-                "coordinator",
-                "train",
-                "--federation",
-                str(federation_path),
-                "--model-out",
-                str(model_out),
-                *TRAIN_SETTINGS,
-                *extra,
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
+        self.process = ppsvm_process(
+            "coordinator",
+            "train",
+            "--federation",
+            str(federation_path),
+            "--model-out",
+            str(model_out),
+            *TRAIN_SETTINGS,
+            *extra,
         )
         self.stdout: list[str] = []
         self.stderr: list[str] = []
@@ -146,21 +135,13 @@ class Coordinator:
 def start_entity(config: Path, address: str, log: Path) -> subprocess.Popen[str]:
     """``ppsvm entity --config C --listen ADDRESS``; returns once it prints 'listening on ADDRESS'."""
     with log.open("a") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ppsvm", "entity", "--config", str(config), "--listen", address],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            cwd=REPO,
+        process, listening = start_entity_process(
+            config, address, stderr, f"entity {config.stem} (log {log})", ENTITY_START_TIMEOUT_S
         )
-    try:
-        listening = read_listening_address(process, f"entity {config.stem} (log {log})", ENTITY_START_TIMEOUT_S)
-        assert listening == address, f"entity {config.stem} restarted on {listening}, not on its old address {address}"
-    except BaseException:
-        if process.poll() is None:
-            process.kill()
+    if listening != address:
+        process.kill()
         process.wait()
-        raise
+        raise AssertionError(f"entity {config.stem} restarted on {listening}, not on its old address {address}")
     return process
 
 

@@ -28,7 +28,6 @@ import math
 import re
 import resource
 import subprocess
-import sys
 import threading
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -38,9 +37,7 @@ import grpc
 import numpy as np
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from cryptography.x509.oid import ExtendedKeyUsageOID
 
 from ppsvm.cli import main as cli_main
 from ppsvm.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
@@ -59,7 +56,8 @@ from ppsvm.wire.grpc_util import create_server
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
-from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
+from ..certificates import sign_leaf
+from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, ppsvm_process, split
 
 TRAIN_FLAGS = ("--kernel", "gaussian", "--mbar", "5", "--nu", "1", "--mu", "0.03")
 PARTIES = ("coordinator", "r0c0", "r0c1", "r1c0", "r1c1")
@@ -451,22 +449,7 @@ def test_malformed_cell_entity_process_exits_1_without_listening(broken_cells: P
         "line-over-1-mib": "line 3 is longer than 1,048,576 characters",
     }
     processes = {
-        case: subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ppsvm",
-                "entity",
-                "--config",
-                str(broken_cells / f"{case}.toml"),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            cwd=REPO,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-        )
+        case: ppsvm_process("entity", "--config", str(broken_cells / f"{case}.toml"), "--listen", "127.0.0.1:0")
         for case in cases
     }
     try:
@@ -824,30 +807,16 @@ def bad_certificate(split_dir: Path, name: str, kind: str) -> tuple[bytes, bytes
     if kind == "foreign":
         foreign = make_certificates({name: (COORDINATOR,)})
         return foreign["ca.pem"].text, foreign[f"{name}.pem"].text, foreign[f"{name}.key"].text
-    ca_key = serialization.load_pem_private_key((split_dir / "ca.key").read_bytes(), password=None)
-    ca = x509.load_pem_x509_certificate((split_dir / "ca.pem").read_bytes())
-    key = ec.generate_private_key(ec.SECP256R1())
-    start = datetime.datetime(2021, 3, 1, tzinfo=datetime.UTC)
-    subject = x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, name)])
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(subject)
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name)]), critical=False)
-        .add_extension(
-            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]), critical=False
-        )
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    ca_pem = (split_dir / "ca.pem").read_bytes()
+    cert_pem, key_pem = sign_leaf(
+        (split_dir / "ca.key").read_bytes(),
+        ca_pem,
+        name,
+        datetime.datetime(2021, 3, 1, tzinfo=datetime.UTC),
+        [x509.DNSName(name)],
+        [ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH],
     )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return (split_dir / "ca.pem").read_bytes(), cert.public_bytes(serialization.Encoding.PEM), key_pem
+    return ca_pem, cert_pem, key_pem
 
 
 @pytest.mark.parametrize(

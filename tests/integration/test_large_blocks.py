@@ -11,8 +11,9 @@ from ppsvm.config import load_entity_config
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.reference import pool_cells
 from ppsvm.core.randomness import derive_B
-from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
+
+from .conftest import rule_dataset
 
 GRPC_MAX_MESSAGE = 4 * 1024 * 1024
 
@@ -21,13 +22,7 @@ def test_kernel_block_over_4_mb_arrives_equal_to_the_central_kernel(tmp_path: Pa
     rng = np.random.default_rng(11)
     m, n, mbar = 31_000, 20, 19
     X = rng.random((m, n)) * rng.uniform(1, 100, n)
-    dataset = Dataset(
-        ids=np.array([f"r{k}" for k in range(m)]),
-        X=X,
-        y=np.where(X[:, 0] > X[:, 1], 1.0, -1.0),
-        feature_names=tuple(f"x{k}" for k in range(n)),
-        source="synthetic",
-    )
+    dataset = rule_dataset(X)
     split = split_dataset(dataset, SplitOptions(rows=1, cols=1, out_dir=tmp_path / "split", test_fraction=0.02, seed=0))
     with serve_split(split, tmp_path) as federation, Session(federation) as session:
         session.load_metadata()

@@ -30,7 +30,6 @@ import math
 import re
 import shutil
 import subprocess
-import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -50,6 +49,7 @@ from ppsvm.data.cell import Cell, load_cell
 from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1
 from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
 from ppsvm.errors import DataError
+from ppsvm.experiments import attacks
 from ppsvm.experiments.attacks import (
     bisect_change,
     float_laplace_reachable,
@@ -57,13 +57,12 @@ from ppsvm.experiments.attacks import (
     reconstruct_linear,
     reconstruct_two_views,
 )
-from ppsvm.processes import read_listening_address
 from ppsvm.wire.chunks import decode_arrays
 from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
-from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm, split
+from .conftest import WDBC, WDBC_OPTIONS, ppsvm, split, start_entity_process
 
 N = 30  # WDBC features, one column block
 MU = 1.0 / N  # the one Gaussian width honest coordinators fetch at (ppsvm.core.kernels.gaussian_fetch_width)
@@ -118,19 +117,12 @@ def start_entity(config: Path, *flags: str) -> Entity:
     """Start `ppsvm entity --config CONFIG` through the CLI on a free port; wait until it accepts calls."""
     entity_id = config.stem
     stderr_path = config.with_name(f"{entity_id}.stderr.{len(list(config.parent.glob(f'{entity_id}.stderr.*')))}.log")
-    with stderr_path.open("w") as stderr:
-        process = subprocess.Popen(
-            [sys.executable, "-m", "ppsvm", "entity", "--config", str(config), "--listen", "127.0.0.1:0", *flags],
-            stdout=subprocess.PIPE,
-            stderr=stderr,
-            text=True,
-            cwd=REPO,
-        )
     try:
-        address = read_listening_address(process, f"entity {entity_id}", TIMEOUT)
-    except Exception:  # noqa: BLE001 - whatever stopped it, kill the child and report its stderr instead
-        process.kill()
-        process.wait()
+        with stderr_path.open("w") as stderr:
+            process, address = start_entity_process(
+                config, "127.0.0.1:0", stderr, f"entity {entity_id}", TIMEOUT, *flags
+            )
+    except Exception:  # noqa: BLE001 - whatever stopped it (the child is gone), report its stderr instead
         raise AssertionError(f"entity {entity_id} did not start:\n{stderr_path.read_text()}") from None
     tls = load_federation(config.parent / "federation.toml").tls
     channel = open_channel(address, tls=tls, peer=entity_id)
@@ -285,27 +277,8 @@ def dp_request(
 
 
 def threshold_model(feature: int, t: float, n: int = N, span: float = 1e3) -> bytes:
-    """A DP model file whose decision is +1 exactly when x_feature >= t: sin((x_f - t) / span) with |.| < pi/2.
-
-    D = 1, rho = e_feature, weights (0, 1), scaling low_f = t, high_f = t + span (other features unused).
-    """
-    low, high = np.zeros(n), np.ones(n)
-    low[feature], high[feature] = t, t + span
-    rho = np.zeros((1, n))
-    rho[0, feature] = 1.0
-    model = DpModel(
-        method="dp-hybrid",
-        mechanism="laplace",
-        epsilon=1.0,
-        private=True,
-        low=tuple(low.tolist()),
-        high=tuple(high.tolist()),
-        kernel_width=1.0,
-        C=1.0,
-        rho=tuple(map(tuple, rho.tolist())),
-        weights=(0.0, 1.0),
-    )
-    return model.to_json().encode("utf-8")
+    """:func:`ppsvm.experiments.attacks.threshold_model` for this module's cells of ``N`` features."""
+    return attacks.threshold_model(feature, t, n, span)
 
 
 def exact_errors(cell: Cell, model_json: bytes) -> int:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, WDBC, WDBC_OPTIONS, split
+from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm_process, split
 
 
 def _running_with(marker: str) -> list[str]:
@@ -32,22 +32,7 @@ def _running_with(marker: str) -> list[str]:
 def test_entity_stops_cleanly_on_sigterm_and_sigint(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
     for signum in (signal.SIGTERM, signal.SIGINT):
-        entity = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "ppsvm",
-                "entity",
-                "--config",
-                str(split_dir / "r0c0.toml"),
-                "--listen",
-                "127.0.0.1:0",
-            ],
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            text=True,
-            cwd=REPO,
-        )
+        entity = ppsvm_process("entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0")
         assert entity.stdout.readline().startswith("listening on 127.0.0.1:")
         entity.send_signal(signum)
         assert entity.wait(timeout=15) == 0
@@ -87,12 +72,8 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
 def test_process_probe_sees_a_running_entity(tmp_path: Path) -> None:
     """Positive control for the checks above: the probe finds a live entity by its config path."""
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
-    entity = subprocess.Popen(
-        [sys.executable, "-m", "ppsvm", "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0"],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-        cwd=REPO,
+    entity = ppsvm_process(
+        "entity", "--config", str(split_dir / "r0c0.toml"), "--listen", "127.0.0.1:0", stderr=subprocess.DEVNULL
     )
     try:
         entity.stdout.readline()
@@ -104,13 +85,7 @@ def test_process_probe_sees_a_running_entity(tmp_path: Path) -> None:
 
 def _interrupt_demo(out: Path, signum: int, after_processes: int) -> None:
     """Start the demo, send ``signum`` once ``after_processes`` processes mention ``out``; nothing may survive."""
-    demo = subprocess.Popen(
-        [sys.executable, "-m", "ppsvm", "demo", "--out", str(out)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=REPO,
-    )
+    demo = ppsvm_process("demo", "--out", str(out))
     deadline = time.monotonic() + 120
     while time.monotonic() < deadline and len(_running_with(str(out))) < after_processes:
         time.sleep(0.05)

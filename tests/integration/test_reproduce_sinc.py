@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from .conftest import REPO, without_run_details
+from .conftest import ppsvm, without_run_details
 
 # Minutes of reproduction each: CI runs them in its second step (pytest -m long).
 pytestmark = pytest.mark.long
@@ -19,13 +18,7 @@ FIGURES = [f"sinc-figure{number}.png" for number in (3, 4, 5, 6)]
 
 
 def reproduce_quick(out: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "ppsvm", "reproduce", "sinc", "--quick", "--out", str(out), "--no-progress"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=REPO,
-    )
+    return ppsvm("reproduce", "sinc", "--quick", "--out", str(out), "--no-progress", check=False, timeout=120)
 
 
 @pytest.fixture(scope="module")
@@ -103,13 +96,7 @@ def test_a_second_run_gives_the_same_results(
 
 
 def test_a_bad_mbar_is_a_config_error(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ppsvm", "reproduce", "sinc", "--mbar", "1,x", "--out", str(tmp_path / "out")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    result = ppsvm("reproduce", "sinc", "--mbar", "1,x", "--out", str(tmp_path / "out"), check=False, timeout=60)
     assert result.returncode == 1
     assert "--mbar" in result.stderr and "Traceback" not in result.stderr
     assert not (tmp_path / "out").exists()

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
@@ -16,7 +15,7 @@ from ppsvm.data.dataset import load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.data.shipped import TABLE1_DATASETS
 
-from .conftest import REPO, without_run_details
+from .conftest import ppsvm, without_run_details
 from .test_training import central_model
 
 # Minutes of reproduction each: CI runs them in its second step (pytest -m long).
@@ -26,15 +25,7 @@ PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 
 
 def reproduce(out: Path, *args: str) -> subprocess.CompletedProcess[str]:
-    result = subprocess.run(
-        [sys.executable, "-m", "ppsvm", "reproduce", "table1", "--out", str(out), *args],
-        capture_output=True,
-        text=True,
-        timeout=600,
-        cwd=REPO,
-    )
-    assert result.returncode == 0, result.stderr
-    return result
+    return ppsvm("reproduce", "table1", "--out", str(out), *args, timeout=600)
 
 
 def test_quick_run_writes_the_table_and_both_figures(tmp_path: Path) -> None:
@@ -128,13 +119,7 @@ def test_a_partition_that_leaves_one_feature_is_skipped_and_said(tmp_path: Path)
 
 
 def test_unknown_dataset_is_refused_before_any_work(tmp_path: Path) -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "ppsvm", "reproduce", "table1", "--datasets", "iris", "--out", str(tmp_path / "o")],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=REPO,
-    )
+    result = ppsvm("reproduce", "table1", "--datasets", "iris", "--out", str(tmp_path / "o"), check=False, timeout=60)
     assert result.returncode == 1
     assert "datasets must be among cleveland, ionosphere, wdbc, pima, bupa; got iris" in result.stderr
     assert not (tmp_path / "o").exists()

@@ -21,7 +21,6 @@ import pytest
 from ppsvm.config import federation_at_addresses, load_federation
 from ppsvm.coordinator.client import EntityClient
 from ppsvm.coordinator.federation import kernel_request
-from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.processes import EntityProcesses
 from ppsvm.wire.chunks import decode_arrays
@@ -29,7 +28,7 @@ from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import channel_credentials
 
-from .conftest import coordinator_channel
+from .conftest import coordinator_channel, rule_dataset
 
 LIMIT = 3
 STALLED = LIMIT + 2
@@ -40,14 +39,7 @@ CALL_TIMEOUT_S = 30.0
 @pytest.fixture(scope="module")
 def split_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     rng = np.random.default_rng(3)
-    X = rng.random((ROWS, FEATURES))
-    dataset = Dataset(
-        ids=np.array([f"r{k}" for k in range(ROWS)]),
-        X=X,
-        y=np.where(X[:, 0] > X[:, 1], 1.0, -1.0),
-        feature_names=tuple(f"x{k}" for k in range(FEATURES)),
-        source="synthetic",
-    )
+    dataset = rule_dataset(rng.random((ROWS, FEATURES)))
     out = tmp_path_factory.mktemp("stalled") / "split"
     split_dataset(dataset, SplitOptions(rows=1, cols=1, out_dir=out, test_fraction=0.01, seed=0))
     return out

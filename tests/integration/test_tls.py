@@ -7,8 +7,6 @@ from __future__ import annotations
 
 import datetime
 import stat
-import subprocess
-import sys
 from pathlib import Path
 
 import grpc
@@ -25,7 +23,7 @@ from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles
 
-from .conftest import REPO, WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, split
+from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, ppsvm_process, split
 
 TRAIN = ("--mbar", "5", "--nu", "1", "--mu", "0.03")
 
@@ -66,30 +64,7 @@ def test_prediction_service_answers_predict_only_to_client_certificates(federati
     about any record; Status stays open to every party."""
     run = federation(1, 2)
     run.train(*TRAIN)
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ppsvm",
-            "coordinator",
-            "serve",
-            "--federation",
-            str(run.federation_path),
-            "--model",
-            str(run.split_dir / "model.json"),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        assert server.stdout is not None
-        line = server.stdout.readline()
-        assert line.startswith("listening on "), line
-        address = line.split()[-1]
+    with run.serve() as address:
         record = load_federation(run.federation_path).entities[0]
         with coordinator_channel(run.federation_path, record) as channel:
             ids = list(decode_arrays(pb_grpc.EntityStub(channel).Records(pb.Empty(), timeout=30))["test_ids"][:2])
@@ -107,9 +82,6 @@ def test_prediction_service_answers_predict_only_to_client_certificates(federati
             "r0c1 may not call /ppsvm.v1.Coordinator/Predict: that needs a certificate with the role client"
             in refused.value.details()
         )
-    finally:
-        server.terminate()
-        server.wait(timeout=30)
 
 
 def test_coordinator_checks_each_entity_identity(federation) -> None:
@@ -182,13 +154,7 @@ def test_plaintext_only_when_asked_for_and_then_warned(tmp_path: Path) -> None:
         assert secure.returncode == 1 and "TLS handshake failed" in secure.stderr  # TLS client, plaintext server
         insecure = ppsvm("coordinator", "train", "--federation", str(live), "--model-out", model, "--insecure", *TRAIN)
         assert "TLS is OFF" in insecure.stderr
-    entity = subprocess.Popen(
-        [sys.executable, "-m", "ppsvm", "entity", "--config", str(configs[0]), "--insecure", "--listen", "127.0.0.1:0"],
-        cwd=REPO,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-    )
+    entity = ppsvm_process("entity", "--config", str(configs[0]), "--insecure", "--listen", "127.0.0.1:0")
     try:
         assert entity.stdout is not None and entity.stdout.readline().startswith("listening on ")
     finally:

@@ -188,9 +188,6 @@ def test_product_basis_model_equals_central(federation, kernel: str) -> None:
 
 
 def test_serve_predicts_by_record_id(federation) -> None:
-    import subprocess
-    import sys
-
     import grpc
 
     from ppsvm.data.cell import load_cell
@@ -200,28 +197,7 @@ def test_serve_predicts_by_record_id(federation) -> None:
     run = federation(2, 2)
     run.train("--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03")
     model = Model.load(run.split_dir / "model.json")
-    server = subprocess.Popen(
-        [
-            sys.executable,
-            "-m",
-            "ppsvm",
-            "coordinator",
-            "serve",
-            "--federation",
-            str(run.federation_path),
-            "--model",
-            str(run.split_dir / "model.json"),
-            "--listen",
-            "127.0.0.1:0",
-        ],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.DEVNULL,
-        text=True,
-    )
-    try:
-        line = server.stdout.readline()
-        assert line.startswith("listening on "), line
-        address = line.split()[-1]
+    with run.serve() as address:
         # Independent answer: each record's features from the cells, scaled with the model's bounds, against B.
         federation_file = load_federation(run.split_dir / "federation.toml")
         cells = {e.id: load_cell(run.split_dir / f"{e.id}.csv") for e in federation_file.entities}
@@ -251,6 +227,3 @@ def test_serve_predicts_by_record_id(federation) -> None:
             assert "no-such-record" in unknown.value.details()
             status = stub.Status(pb.Empty(), timeout=30)
             assert status.requests_served == len(ids) and status.private and status.n_entities == 4
-    finally:
-        server.terminate()
-        server.wait(timeout=10)

@@ -17,6 +17,8 @@ from ppsvm.data.cell import load_cell
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import ConfigError, DataError, PrivacyError
 
+from .files import assert_load_fails, write
+
 SECRET = bytes(range(32))
 
 CELL = """id,label,split,f1,f2,f3
@@ -27,12 +29,6 @@ r4,1,train,-4.0,30,1
 
 r5,1,test,100,-50,7
 """
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 # ---------------------------------------------------------------- load_cell
@@ -93,13 +89,7 @@ def test_load_cell_reserved_columns_in_any_position(tmp_path: Path) -> None:
     ],
 )
 def test_load_cell_errors_name_file_line_column(tmp_path: Path, text: str, fragments: list[str]) -> None:
-    path = write(tmp_path / "bad.csv", text)
-    with pytest.raises(DataError) as caught:
-        load_cell(path)
-    message = str(caught.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message, message
+    assert_load_fails(load_cell, DataError, write(tmp_path / "bad.csv", text), fragments)
 
 
 def test_load_cell_names_a_line_over_the_limit(tmp_path: Path) -> None:

@@ -20,13 +20,9 @@ from ppsvm.config import (
 from ppsvm.core.randomness import MIN_SECRET_BYTES
 from ppsvm.errors import ConfigError
 
+from .files import assert_load_fails, assert_names_file, write
+
 SECRET_HEX = "00112233445566778899aabbccddeeff0123456789abcdef"
-
-
-def write(path: Path, text: str) -> Path:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    path.write_text(text, encoding="utf-8")
-    return path
 
 
 def entity_toml(**overrides: str | None) -> str:
@@ -105,13 +101,7 @@ def test_entity_config_absolute_data_path_kept(tmp_path: Path) -> None:
     ],
 )
 def test_entity_config_errors_name_file_and_key(tmp_path: Path, text: str, fragments: list[str]) -> None:
-    path = write(tmp_path / "bad-entity.toml", text)
-    with pytest.raises(ConfigError) as caught:
-        load_entity_config(path)
-    message = str(caught.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message
+    assert_load_fails(load_entity_config, ConfigError, write(tmp_path / "bad-entity.toml", text), fragments)
 
 
 def test_entity_config_missing_file(tmp_path: Path) -> None:
@@ -138,13 +128,26 @@ def test_read_secret_from_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
     assert config.read_secret() == bytes.fromhex(SECRET_HEX)
 
 
-def test_read_secret_unset_env(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("PPSVM_TEST_SECRET_UNSET", raising=False)
-    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET_UNSET"'))
+@pytest.mark.parametrize(
+    ("variable", "value", "fragment"),
+    [
+        pytest.param(
+            "PPSVM_TEST_SECRET_UNSET", None, "PPSVM_TEST_SECRET_UNSET (secret_env) is not set", id="unset_env"
+        ),
+        pytest.param("PPSVM_TEST_SECRET", "zz" * 20, "the secret in $PPSVM_TEST_SECRET is not hex text", id="not_hex"),
+    ],
+)
+def test_read_secret_bad_env(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, variable: str, value: str | None, fragment: str
+) -> None:
+    if value is None:
+        monkeypatch.delenv(variable, raising=False)
+    else:
+        monkeypatch.setenv(variable, value)
+    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env=f'"{variable}"'))
     with pytest.raises(ConfigError) as caught:
         load_entity_config(path).read_secret()
-    assert str(path) in str(caught.value)
-    assert "PPSVM_TEST_SECRET_UNSET (secret_env) is not set" in str(caught.value)
+    assert_names_file(caught.value, path, [fragment])
 
 
 def test_read_secret_missing_file(tmp_path: Path) -> None:
@@ -152,15 +155,6 @@ def test_read_secret_missing_file(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="cannot read secret_file") as caught:
         load_entity_config(path).read_secret()
     assert str(tmp_path / "secrets" / "col1.hex") in str(caught.value)
-
-
-def test_read_secret_not_hex(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setenv("PPSVM_TEST_SECRET", "zz" * 20)
-    path = write(tmp_path / "e.toml", entity_toml(secret_file=None, secret_env='"PPSVM_TEST_SECRET"'))
-    with pytest.raises(ConfigError) as caught:
-        load_entity_config(path).read_secret()
-    assert str(path) in str(caught.value)
-    assert "the secret in $PPSVM_TEST_SECRET is not hex text" in str(caught.value)
 
 
 def test_read_secret_too_short(tmp_path: Path) -> None:
@@ -212,13 +206,7 @@ def test_federation_without_task_table(tmp_path: Path) -> None:
 
 
 def _expect_federation_error(tmp_path: Path, text: str, *fragments: str) -> None:
-    path = write(tmp_path / "bad-federation.toml", text)
-    with pytest.raises(ConfigError) as caught:
-        load_federation(path)
-    message = str(caught.value)
-    assert str(path) in message
-    for fragment in fragments:
-        assert fragment in message, message
+    assert_load_fails(load_federation, ConfigError, write(tmp_path / "bad-federation.toml", text), fragments)
 
 
 def test_federation_duplicate_id(tmp_path: Path) -> None:

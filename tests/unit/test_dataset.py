@@ -157,11 +157,48 @@ def test_missing_label_is_an_error_unless_dropped(tmp_path: Path) -> None:
     assert load_dataset(path, DatasetOptions(missing="drop")).ids.tolist() == ["0", "2"]
 
 
-def test_non_numeric_feature(tmp_path: Path) -> None:
-    path = write(tmp_path, "1,2,1\n3,abc,0\n")
-    message = r"line 2, column 1: non-numeric feature value 'abc'; drop the column with --drop 1"
+# One malformed file each: the DataError names the line, the column and the value at fault.
+@pytest.mark.parametrize(
+    ("text", "options", "message"),
+    [
+        pytest.param(
+            "1,2,1\n3,abc,0\n",
+            DatasetOptions(),
+            r"line 2, column 1: non-numeric feature value 'abc'; drop the column with --drop 1",
+            id="non_numeric_feature",
+        ),
+        pytest.param(
+            "1,2,1\n\n3,4,5,0\n", DatasetOptions(), r"line 3: 4 fields, but line 1 has 3", id="inconsistent_field_count"
+        ),
+        pytest.param(
+            "a,1,1\nb,2,0\na,3,1\n",
+            DatasetOptions(id_column=0),
+            r"line 3, column 0: duplicate record id 'a' \(also on line 1\)",
+            id="duplicate_ids_name_both_lines",
+        ),
+        pytest.param(
+            "1,a\n2,b\n3,c\n4,a\n",
+            DatasetOptions(),
+            r"3 distinct values \('a' \(2\), 'b' \(1\), 'c' \(1\)\).*--positive",
+            id="ambiguous_labels_listed",
+        ),
+        pytest.param(
+            "1,B\n2,M\n",
+            DatasetOptions(positive="X"),
+            r"no value 'X' \(the positive class\); values found: 'B' \(1\), 'M' \(1\)",
+            id="positive_value_must_occur",
+        ),
+        pytest.param(
+            "1,0.5\n2,high\n",
+            DatasetOptions(task="regress"),
+            r"line 2, column 1: regression target 'high' is not a number",
+            id="bad_regression_target",
+        ),
+    ],
+)
+def test_malformed_file(tmp_path: Path, text: str, options: DatasetOptions, message: str) -> None:
     with pytest.raises(DataError, match=message):
-        load_dataset(path, DatasetOptions())
+        load_dataset(write(tmp_path, text), options)
 
 
 @pytest.mark.parametrize("value", ["inf", "-Infinity", "nan"])
@@ -169,18 +206,6 @@ def test_non_finite_feature(tmp_path: Path, value: str) -> None:
     path = write(tmp_path, f"1,2,1\n{value},4,0\n")
     with pytest.raises(DataError, match=rf"line 2, column 0: non-finite feature value '{value}'"):
         load_dataset(path, DatasetOptions())
-
-
-def test_inconsistent_field_count(tmp_path: Path) -> None:
-    path = write(tmp_path, "1,2,1\n\n3,4,5,0\n")
-    with pytest.raises(DataError, match=r"line 3: 4 fields, but line 1 has 3"):
-        load_dataset(path, DatasetOptions())
-
-
-def test_duplicate_ids_name_both_lines(tmp_path: Path) -> None:
-    path = write(tmp_path, "a,1,1\nb,2,0\na,3,1\n")
-    with pytest.raises(DataError, match=r"line 3, column 0: duplicate record id 'a' \(also on line 1\)"):
-        load_dataset(path, DatasetOptions(id_column=0))
 
 
 @pytest.mark.parametrize("text", ["", "\n\n", "a,b,y\n"])
@@ -230,30 +255,12 @@ def test_the_default_line_limit_is_1_mib(tmp_path: Path) -> None:
     assert load_dataset(short, DatasetOptions()).X.shape == (2, 2)
 
 
-def test_ambiguous_labels_listed(tmp_path: Path) -> None:
-    path = write(tmp_path, "1,a\n2,b\n3,c\n4,a\n")
-    with pytest.raises(DataError, match=r"3 distinct values \('a' \(2\), 'b' \(1\), 'c' \(1\)\).*--positive"):
-        load_dataset(path, DatasetOptions())
-
-
-def test_positive_value_must_occur(tmp_path: Path) -> None:
-    path = write(tmp_path, "1,B\n2,M\n")
-    with pytest.raises(DataError, match=r"no value 'X' \(the positive class\); values found: 'B' \(1\), 'M' \(1\)"):
-        load_dataset(path, DatasetOptions(positive="X"))
-
-
 def test_single_class(tmp_path: Path) -> None:
     path = write(tmp_path, "1,M\n2,M\n")
     with pytest.raises(DataError, match="every record has label 'M'"):
         load_dataset(path, DatasetOptions(positive="M"))
     with pytest.raises(DataError, match=r"1 distinct values"):
         load_dataset(write(tmp_path, "1,1\n2,1\n"), DatasetOptions())
-
-
-def test_bad_regression_target(tmp_path: Path) -> None:
-    path = write(tmp_path, "1,0.5\n2,high\n")
-    with pytest.raises(DataError, match=r"line 2, column 1: regression target 'high' is not a number"):
-        load_dataset(path, DatasetOptions(task="regress"))
 
 
 @pytest.mark.parametrize(

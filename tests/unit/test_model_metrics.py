@@ -7,6 +7,7 @@ import json
 import math
 import os
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pytest
@@ -22,7 +23,7 @@ from ppsvm.core.lp import solve_lp
 from ppsvm.core.metrics import auc, error_rate, evaluate, relative_error, rmse
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.privacy import check_mbar
-from ppsvm.core.tuning import cross_validation_score, fold_indices, tune
+from ppsvm.core.tuning import TuningResult, cross_validation_score, fold_indices, tune
 from ppsvm.errors import ConfigError, PrivacyError
 
 
@@ -280,32 +281,27 @@ def test_tune_gaussian_by_rescaling_equals_direct_kernels() -> None:
     X, y, B = tiny_problem(m=36, seed=11)
     nus, mus, mu_ref = [0.1, 10.0, 1e3], [0.25, 2.0, 8.0], 1.0
     calls: list[tuple[int, int]] = []
-    rescaled = tune(
-        "classify",
-        "gaussian",
-        gaussian_kernel(X, B, mu_ref),
-        y,
-        mu_ref=mu_ref,
-        nu_values=nus,
-        mu_values=mus,
-        folds=3,
-        seed=2,
-        progress=lambda done, total: calls.append((done, total)),
-    )
-    direct_scores = []
-    for mu in mus:
-        one = tune(
+
+    def tune_from(mu_fetched: float, mu_values: list[float], **progress: Any) -> TuningResult:
+        """Tuning from blocks fetched at ``mu_fetched``; the same folds and nu grid every time."""
+        K = gaussian_kernel(X, B, mu_fetched)
+        return tune(
             "classify",
             "gaussian",
-            gaussian_kernel(X, B, mu),
+            K,
             y,
-            mu_ref=mu,
+            mu_ref=mu_fetched,
             nu_values=nus,
-            mu_values=[mu],
+            mu_values=mu_values,
             folds=3,
             seed=2,
+            **progress,
         )
-        direct_scores += list(one.scores)
+
+    rescaled = tune_from(mu_ref, mus, progress=lambda done, total: calls.append((done, total)))
+    direct_scores = []
+    for mu in mus:
+        direct_scores += list(tune_from(mu, [mu]).scores)
     assert [(nu, mu) for nu, mu, _ in rescaled.scores] == [(nu, mu) for mu in mus for nu in nus]
     np.testing.assert_allclose([s[2] for s in rescaled.scores], [s[2] for s in direct_scores], atol=1e-9)
     best = min(range(len(direct_scores)), key=lambda k: direct_scores[k][2])

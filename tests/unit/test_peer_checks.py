@@ -18,9 +18,6 @@ from pathlib import Path
 import grpc
 import pytest
 from cryptography import x509
-from cryptography.hazmat.primitives import hashes, serialization
-from cryptography.hazmat.primitives.asymmetric import ec
-from cryptography.x509.oid import NameOID
 
 from ppsvm.config import load_federation
 from ppsvm.coordinator.serve import PREDICTION_ROLES
@@ -40,6 +37,8 @@ from ppsvm.wire.grpc_util import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles, peer_names
+
+from ..certificates import sign_leaf
 
 SERVICE = "ppsvm.test.Probe"
 CHUNK = b"x" * (1 << 20)  # one message as big as the wire layer's chunks
@@ -65,32 +64,15 @@ def pki(tmp_path_factory: pytest.TempPathFactory) -> Path:
 def _signed(files: dict[str, Pem], name: str, roles: tuple[str, ...]) -> dict[str, Pem]:
     """A certificate for ``name`` with ``roles``, signed by the CA in ``files`` without `make_certificates`' name
     check."""
-    ca_key = serialization.load_pem_private_key(files[CA_KEY_FILE].text, password=None)
-    ca = x509.load_pem_x509_certificate(files[CA_FILE].text)
-    key = ec.generate_private_key(ec.SECP256R1())
-    start = datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5)
     dns = name.removesuffix("-without-role")
-    cert = (
-        x509.CertificateBuilder()
-        .subject_name(x509.Name([x509.NameAttribute(NameOID.COMMON_NAME, dns)]))
-        .issuer_name(ca.subject)
-        .public_key(key.public_key())
-        .serial_number(x509.random_serial_number())
-        .not_valid_before(start)
-        .not_valid_after(start + datetime.timedelta(days=1))
-        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-        .add_extension(
-            x509.SubjectAlternativeName(
-                [x509.DNSName(dns), *(x509.UniformResourceIdentifier(role_uri(r)) for r in roles)]
-            ),
-            critical=False,
-        )
-        .sign(ca_key, hashes.SHA256())  # type: ignore[arg-type]
+    cert_pem, key_pem = sign_leaf(
+        files[CA_KEY_FILE].text,
+        files[CA_FILE].text,
+        dns,
+        datetime.datetime.now(datetime.UTC) - datetime.timedelta(minutes=5),
+        [x509.DNSName(dns), *(x509.UniformResourceIdentifier(role_uri(r)) for r in roles)],
     )
-    key_pem = key.private_bytes(
-        serialization.Encoding.PEM, serialization.PrivateFormat.PKCS8, serialization.NoEncryption()
-    )
-    return {f"{name}.pem": Pem(cert.public_bytes(serialization.Encoding.PEM), False), f"{name}.key": Pem(key_pem, True)}
+    return {f"{name}.pem": Pem(cert_pem, False), f"{name}.key": Pem(key_pem, True)}
 
 
 def tls_of(pki: Path, name: str) -> TlsFiles:
