@@ -12,7 +12,7 @@ from typing import Any
 import numpy as np
 
 try:
-    from sklearn.base import BaseEstimator, ClassifierMixin
+    from sklearn.base import BaseEstimator
     from sklearn.model_selection import train_test_split
     from sklearn.utils import Tags
     from sklearn.utils.validation import check_is_fitted, validate_data
@@ -21,10 +21,10 @@ except ImportError as error:
 
 from ppsvm.api.estimators import (
     RandomStateLike,
+    TwoClassPredictions,
     fit_records,
     positive_number,
     simulation_seeds,
-    two_class_tags,
     two_classes,
     whole_number,
 )
@@ -42,7 +42,7 @@ from ppsvm.errors import ConfigError, DataError
 __all__ = ["DpHybridClassifier"]
 
 
-class DpHybridClassifier(ClassifierMixin, BaseEstimator):
+class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
     """Hybrid differentially private RBF SVM (Li, Xiong, Ohno-Machado & Jiang 2014) and its baselines.
 
     From public records only: the [0, 1] scaling, the kernel width and the Fourier frequencies rho.
@@ -193,22 +193,8 @@ class DpHybridClassifier(ClassifierMixin, BaseEstimator):
         check_is_fitted(self)
         return self.model_.decision(validate_data(self, X, reset=False, dtype=np.float64))
 
-    def predict(self, X: Any) -> np.ndarray:
-        """The class of each row: ``classes_[1]`` where the decision value is >= 0.
-
-        Parameters
-        ----------
-        X : array-like, shape (m, n_features_in_)
-
-        Returns
-        -------
-        ndarray, shape (m,)
-        """
-        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
-        return self.classes_[(decision >= 0).astype(np.int64)]
-
     def __sklearn_tags__(self) -> Tags:
-        tags = two_class_tags(super().__sklearn_tags__())
+        tags = super().__sklearn_tags__()
         # The released weights carry noise from the OS generator, which no random_state repeats.
         tags.non_deterministic = self.method != "public-only" and self.mechanism != NON_PRIVATE
         return tags

@@ -15,7 +15,7 @@ import math
 import numbers
 import secrets
 import tempfile
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -187,7 +187,31 @@ class _RandomKernelEstimator(BaseEstimator):
         return self.model_.decision(new_record_kernel(self.model_, self._secrets, self.column_blocks_, X))
 
 
-class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
+class TwoClassPredictions(ClassifierMixin):
+    """``predict`` and the tags of a two-class estimator whose ``decision_function`` decides ``classes_[1]`` at >= 0."""
+
+    classes_: np.ndarray
+    decision_function: Callable[[Any], np.ndarray]
+
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of each row: ``classes_[1]`` where the decision value is >= 0, as the model files decide.
+
+        Parameters
+        ----------
+        X : array-like, shape (m, n_features_in_)
+
+        Returns
+        -------
+        ndarray, shape (m,)
+        """
+        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
+        return self.classes_[(decision >= 0).astype(np.int64)]
+
+    def __sklearn_tags__(self) -> Tags:
+        return two_class_tags(super().__sklearn_tags__())
+
+
+class RandomKernelClassifier(TwoClassPredictions, _RandomKernelEstimator):
     __doc__ = (
         """Random-kernel privacy-preserving SVM classifier (Mangasarian & Wild), fitted on a simulated federation.
 
@@ -229,23 +253,6 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
         ndarray, shape (m,)
         """
         return self._decision(X)
-
-    def predict(self, X: Any) -> np.ndarray:
-        """The class of each row: ``classes_[1]`` where the decision value is >= 0, as the model file decides.
-
-        Parameters
-        ----------
-        X : array-like, shape (m, n_features_in_)
-
-        Returns
-        -------
-        ndarray, shape (m,)
-        """
-        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
-        return self.classes_[(decision >= 0).astype(np.int64)]
-
-    def __sklearn_tags__(self) -> Tags:
-        return two_class_tags(super().__sklearn_tags__())
 
 
 class RandomKernelRegressor(RegressorMixin, _RandomKernelEstimator):
