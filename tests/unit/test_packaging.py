@@ -136,7 +136,6 @@ def test_the_wheel_holds_only_the_ppsvm_package(tmp_path: Path) -> None:
             "pip",
             "wheel",
             "--no-deps",
-            "--no-build-isolation",
             "-q",
             "-w",
             str(tmp_path),
