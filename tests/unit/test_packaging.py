@@ -120,7 +120,7 @@ def test_no_module_edits_the_import_path() -> None:
         for folder in ("ppsvm", "tests", "benchmarks")
         for path in (REPO / folder).rglob("*.py")
         if path != Path(__file__).resolve()
-        and ("sys.path" in path.read_text(encoding="utf-8") or "PYTHONPATH" in path.read_text(encoding="utf-8"))
+        and any(edit in path.read_text(encoding="utf-8") for edit in ("sys.path", "PYTHONPATH"))
     ]
     assert not offenders, offenders
 
