@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import numpy as np
-from scipy.stats import rankdata
 
 
 def error_rate(labels: np.ndarray, decision: np.ndarray) -> float:
@@ -30,6 +29,9 @@ def auc(labels: np.ndarray, decision: np.ndarray) -> float:
     n_pos, n_neg = int(positive.sum()), int((~positive).sum())
     if n_pos == 0 or n_neg == 0:
         return float("nan")
+    # Imported here: scipy.stats costs half a second, and every entity and CLI process imports this module.
+    from scipy.stats import rankdata
+
     ranks = rankdata(decision)
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 

@@ -219,6 +219,8 @@ def train_reference(run: RunningFederation, model_out: Path) -> tuple[Model, flo
 # --------------------------------------------------------------------------- 1. coordinator killed
 
 
+# Many randomized kills, about a minute: CI runs it in its second step (pytest -m long).
+@pytest.mark.long
 def test_killed_coordinator_leaves_no_partial_model_and_rerun_is_identical(
     federation: Callable[..., RunningFederation], tmp_path: Path
 ) -> None:
@@ -298,7 +300,8 @@ def test_restarted_entity_derives_same_B_and_gives_same_answers(
 # --------------------------------------------------------------------------- 3. entities killed at random
 
 
-@pytest.mark.slow
+# Many randomized runs, a minute and more: CI runs it in its second step (pytest -m long).
+@pytest.mark.long
 def test_entities_killed_at_random_give_correct_model_or_clear_error(
     federation: Callable[..., RunningFederation], tmp_path: Path
 ) -> None:
