@@ -25,7 +25,7 @@ from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.train import distribute
 from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE
 from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
-from ppsvm.core.fourier import apply_scaling, learn_frequencies, public_kernel_width, public_scaling, random_frequencies
+from ppsvm.core.fourier import learn_frequencies, public_preprocessing, random_frequencies
 from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.core.linear_svm import DEFAULT_C, train_kernel_svm
 from ppsvm.data.cell import load_cell
@@ -100,9 +100,8 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     """Train a DP (or public-only) RBF model; ``federation`` may be None for public-only."""
     started = time.perf_counter()
     X_public, y_public = load_public(options.public)
-    low, high = public_scaling(X_public)
-    scaled = apply_scaling(X_public, low, high)
-    width = public_kernel_width(scaled)
+    public = public_preprocessing(X_public)
+    low, high, scaled, width = public.low, public.high, public.scaled, public.width
     low_public, high_public = tuple(low.tolist()), tuple(high.tolist())
     if options.method == "public-only":
         svm = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y_public, options.C)
@@ -130,7 +129,15 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     rho_started = time.perf_counter()
     if options.method == "dp-hybrid":
         fit = learn_frequencies(scaled, width, options.n_frequencies, rng)
-        rho, rho_info = fit.rho, {"objective_start": fit.objective_start, "objective_end": fit.objective_end}
+        rho, rho_info = (
+            fit.rho,
+            {
+                "objective_start": fit.objective_start,
+                "objective_end": fit.objective_end,
+                "rho_iterations": fit.iterations,
+                "rho_pairs": fit.n_pairs,
+            },
+        )
     else:
         rho, rho_info = random_frequencies(scaled.shape[1], options.n_frequencies, width, rng), {}
     rho_seconds = time.perf_counter() - rho_started

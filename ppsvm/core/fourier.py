@@ -315,3 +315,39 @@ def apply_scaling(X: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarra
         raise DataError("high < low for some feature: pass public_scaling's (low, high) in that order")
     span = np.where(hi > lo, hi - lo, 1.0)
     return (A - lo) / span
+
+
+@dataclass(frozen=True)
+class PublicPreprocessing:
+    """What the DP methods take from the public records alone: the scaling, the scaled records and the width.
+
+    Attributes
+    ----------
+    low, high : ndarray, shape (d,)
+        :func:`public_scaling`.
+    scaled : ndarray, shape (m, d)
+        The public records mapped by :func:`apply_scaling`.
+    width : float
+        :func:`public_kernel_width` of ``scaled``.
+    """
+
+    low: np.ndarray
+    high: np.ndarray
+    scaled: np.ndarray = field(repr=False)
+    width: float
+
+
+def public_preprocessing(X_public: np.ndarray) -> PublicPreprocessing:
+    """Scaling and kernel width from the public records (no privacy cost), as every DP method uses them.
+
+    Parameters
+    ----------
+    X_public : ndarray, shape (m, d)
+
+    Returns
+    -------
+    PublicPreprocessing
+    """
+    low, high = public_scaling(X_public)
+    scaled = apply_scaling(X_public, low, high)
+    return PublicPreprocessing(low, high, scaled, public_kernel_width(scaled))

@@ -1,10 +1,12 @@
-"""``ppsvm reproduce dp --quick`` as a user runs it: files, recorded settings, sane figures, identical reruns."""
+"""``ppsvm reproduce dp --quick`` as a user runs it: files, recorded settings, sane figures, reruns that repeat
+everything the noise does not touch."""
 
 from __future__ import annotations
 
 import json
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -15,8 +17,8 @@ pytestmark = pytest.mark.long
 
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
 FILES = {"dp.md", "dp.json", "dp-figure3.png", "dp-figure4.png"}
-# A quick run takes well under a minute on 2 idle cores; the margin is for a loaded machine.
-TIMEOUT_S = 600
+# A quick run takes about 2 minutes on 2 idle cores; the margin is for a loaded machine.
+TIMEOUT_S = 1200
 
 
 def reproduce(out: Path) -> subprocess.CompletedProcess[str]:
@@ -35,7 +37,8 @@ def test_quick_run_writes_every_file(quick: tuple[subprocess.CompletedProcess[st
     for name in ("dp-figure3.png", "dp-figure4.png"):
         assert (out / name).read_bytes().startswith(PNG_SIGNATURE)
     markdown = (out / "dp.md").read_text(encoding="utf-8")
-    assert result.stdout.startswith(markdown)
+    # The claims and the files on stdout, the report in the files.
+    assert result.stdout.startswith("## The paper's claims") and result.stdout.count("\n") < 10
     assert "wrote: " in result.stdout and str(out / "dp.json") in result.stdout
     for phrase in ("Figure 3", "Figure 4", "our reading", "| dp-hybrid, Laplace (20 public) |", "Software: python"):
         assert phrase in markdown
@@ -47,7 +50,9 @@ def test_json_records_settings_seeds_and_versions(quick: tuple[subprocess.Comple
     assert settings["quick"] is True
     assert settings["seeds"] == [0, 1] and len(document["repetitions"]) == 2
     assert settings["epsilons"] == [1.0, 4.0] and settings["C"] == 1.0 and settings["frequencies"] == 100
-    assert settings["data"]["file"] == "adult.data" and len(settings["data"]["sha256"]) == 64
+    assert settings["data"]["file"] == "adult.data"
+    assert settings["data"]["sha256"] == "5b00264637dbfec36bdeaab5676b0b309ff9eb788d63554ca0a249491c86603d"
+    assert settings["fitted_with"].startswith("ppsvm.DpHybridClassifier")
     assert {"python", "numpy", "scipy", "matplotlib"} <= set(document["versions"])
     assert document["machine"]["cpus"] >= 1
     assert document["rerun"] == "ppsvm reproduce dp --quick"
@@ -70,12 +75,14 @@ def test_figures_are_sane(quick: tuple[subprocess.CompletedProcess[str], Path]) 
         assert hybrid[e]["auc"]["mean"] > summary["public_only"]["20"]["auc"]["mean"] + 0.1
 
     for rep in document["repetitions"]:
-        # With ||zhat|| = 1 and C = 1 every dual variable sits at its bound C/n: a theorem, not a measurement.
-        assert rep["diagnostics"]["alpha_at_bound"]["1"] == 1.0
-    first = document["repetitions"][0]
-    assert first["decomposition_check"] == {"laplace": True, "output-gamma": True}
-    laplace = first["diagnostics"]["noise_to_signal"]["1"]["laplace"]
-    assert laplace["4"]["entity0"] < laplace["1"]["entity0"]  # a quarter of the noise scale
+        laplace = rep["diagnostics"]["noise_to_signal"]["1"]["laplace"]
+        # A quarter of the noise scale; measured ratios 0.18 and 0.05, so chance cannot reverse them.
+        assert 0 < laplace["4"] < laplace["1"] < 1
+        # Every fit of a repetition shares its rho: the released models' rho is the non-private one's.
+        assert (
+            rep["preprocessing"]["heldout_kernel_mse"]["dp-hybrid"]
+            < rep["preprocessing"]["heldout_kernel_mse"]["private-svm"]
+        )
 
     timing = document["rho_timing"]
     assert [(t["n_public"], t["D"]) for t in timing] == [(20, 25), (20, 50), (50, 25), (50, 50)]
@@ -83,11 +90,35 @@ def test_figures_are_sane(quick: tuple[subprocess.CompletedProcess[str], Path]) 
     assert all(t["iterations"] >= 1 and t["seconds"]["median_wall"] > 0 for t in timing)
 
 
-def test_rerun_gives_identical_json(quick: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path) -> None:
+def without_noise(document: dict[str, Any]) -> dict[str, Any]:
+    """A dp.json minus what the noise (drawn from the operating system, as in production) moves: every figure of a
+    noised model, the summaries and verdicts built on them, and the noise-to-signal diagnostics."""
+    kept = {key: value for key, value in document.items() if key not in ("summary", "verdicts")}
+    repetitions = []
+    for rep in document["repetitions"]:
+        rep = {key: value for key, value in rep.items() if key not in ("epsilon", "diagnostics")}
+        rep["other_C"] = {
+            c: {
+                name: figures
+                for name, figures in block.items()
+                if "/" not in name or name.startswith(("non-", "public"))
+            }
+            for c, block in rep["other_C"].items()
+        }
+        repetitions.append(rep)
+    return without_run_details({**kept, "repetitions": repetitions})
+
+
+def test_rerun_repeats_every_figure_without_noise(
+    quick: tuple[subprocess.CompletedProcess[str], Path], tmp_path: Path
+) -> None:
     reproduce(tmp_path / "again")
     first = json.loads((quick[1] / "dp.json").read_text(encoding="utf-8"))
     second = json.loads((tmp_path / "again" / "dp.json").read_text(encoding="utf-8"))
-    assert without_run_details(first) == without_run_details(second)
+    assert without_noise(first) == without_noise(second)
+    # What is left still holds the models without noise: the check is not empty.
+    assert {"non-private/learned-rho", "exact-rbf/subsample"} <= set(without_noise(first)["repetitions"][0]["plain"])
+    assert first["summary"]["epsilon"] != second["summary"]["epsilon"]  # fresh noise: no seed repeats it
 
 
 def test_bad_option_is_a_clear_error(tmp_path: Path) -> None:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import csv
+import gzip
 import logging
 import time
 import tracemalloc
@@ -14,21 +15,21 @@ import numpy as np
 import pytest
 
 from ppsvm.data.dataset import DatasetOptions, add_dataset_arguments, dataset_options_from_args, load_dataset
+from ppsvm.data.shipped import SHIPPED_DATA
 from ppsvm.errors import ConfigError, DataError
-
-REPO = Path(__file__).resolve().parents[2]
-DATA_DIRS = (REPO / "data", REPO.parent / "shared" / "datasets")
+from ppsvm.experiments.adult import ADULT_FILE
 
 
 @pytest.fixture
-def dataset_path() -> Callable[[str], Path]:
-    """Locate a benchmark file in <repo>/data/, else ../shared/datasets/; skip if absent."""
+def dataset_path(tmp_path: Path) -> Callable[[str], Path]:
+    """A UCI file as ppsvm ships it: in ppsvm/data/bundled, or Adult unpacked from the experiments' gzip."""
 
     def locate(name: str) -> Path:
-        for directory in DATA_DIRS:
-            if (directory / name).is_file():
-                return directory / name
-        pytest.skip(f"benchmark file {name} not found in {' or '.join(map(str, DATA_DIRS))}")
+        if name == "adult.data":
+            path = tmp_path / name
+            path.write_bytes(gzip.decompress(ADULT_FILE.read_bytes()))
+            return path
+        return SHIPPED_DATA / name
 
     return locate
 

@@ -257,6 +257,18 @@ def test_linear_svm_matches_clarabel_and_liblinear(case: str, C: float):
         np.testing.assert_allclose(model.w, liblinear.coef_.ravel(), atol=1e-6)
 
 
+@pytest.mark.parametrize("C", [0.3, 1.0])
+def test_unit_norm_features_and_c_at_most_one_put_every_dual_variable_at_its_bound(C: float) -> None:
+    # Margins y w'z <= ||w|| <= C <= 1 for ||z|| = 1: every record violates the margin, so the SVM is exactly
+    # w = (C/n) sum_i y_i z_i (why Li et al.'s C = 1 gives the class-mean difference; ppsvm reproduce dp relies on it).
+    rng = np.random.default_rng(4)
+    Z = fourier.fourier_features(rng.random((300, 5)), rng.normal(size=(40, 5)))
+    y = np.where(rng.random(300) < 0.3, 1.0, -1.0)
+    model = linear_svm.train_linear_svm(Z, y, C)
+    np.testing.assert_allclose(model.alpha, C / len(y), rtol=1e-9)
+    np.testing.assert_allclose(model.w, C / len(y) * (y @ Z), atol=1e-12)
+
+
 def test_linear_svm_handles_zero_rows_and_single_records():
     # A zero row has gradient -1 forever: its dual variable sits at C/n.
     model = linear_svm.train_linear_svm(np.array([[0.0, 0.0], [1.0, 0.0]]), np.array([1.0, -1.0]), 1.0)
