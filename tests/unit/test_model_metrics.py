@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from ppsvm.api.federation import train_options
-from ppsvm.cli import _training_flags, build_parser
+from ppsvm.cli import build_parser
+from ppsvm.cli_arguments import training_flags
 from ppsvm.coordinator.train import TrainOptions, default_mbar
 from ppsvm.core.kernels import gaussian_kernel, linear_kernel
 from ppsvm.core.lp import solve_lp
@@ -400,7 +401,7 @@ BASE = ["coordinator", "train", "--federation", "fed.toml", "--model-out", "m.js
 
 def options(flags: list[str], table: dict[str, object]) -> TrainOptions:
     """The flags, then the [task] table, then defaults: the rule ppsvm.api.federation applies for the CLI."""
-    return train_options(table, **_training_flags(build_parser().parse_args(BASE + flags)))
+    return train_options(table, **training_flags(build_parser().parse_args(BASE + flags)))
 
 
 def test_cli_defaults_without_flags_or_table() -> None:
