@@ -21,15 +21,17 @@ from ppsvm import __version__, cli_coordinator
 from ppsvm.cli_arguments import (
     add_basis_argument,
     add_connection_arguments,
+    add_dataset_arguments,
     add_task_arguments,
     auto_float,
+    dataset_options_from_args,
     federation_from_args,
     training_flags,
 )
 from ppsvm.config import load_federation, toml_string
 from ppsvm.constants import TASKS
 from ppsvm.core.kernels import KERNELS
-from ppsvm.data.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
+from ppsvm.data.dataset import load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity import cli as entity_cli
 from ppsvm.errors import ConfigError, PpsvmError

@@ -7,12 +7,15 @@ Training settings left unset fall back to the federation file's ``[task]`` table
 from __future__ import annotations
 
 import argparse
+import re
 from typing import Any
 
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import FORMULATIONS
+from ppsvm.data.dataset import ColumnRef, DatasetOptions
 
+_INTEGER = re.compile(r"[+-]?\d+")
 # 'auto' on the command line is kept as the string, so it can override a number in the federation file.
 AUTO = "auto"
 
@@ -169,3 +172,64 @@ def federation_from_args(args: argparse.Namespace) -> Any:
     from ppsvm.api.federation import Federation
 
     return Federation.from_toml(args.federation, insecure=args.insecure, deadline=args.deadline)
+
+
+def _column_ref(text: str) -> ColumnRef:
+    """A command-line column reference: integers are indices, anything else a header name."""
+    return int(text) if _INTEGER.fullmatch(text) else text
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of :class:`DatasetOptions` (except the task) to `parser`."""
+    group = parser.add_argument_group("dataset")
+    group.add_argument(
+        "--label", default="-1", help="label column: 0-based index (negative from the end) or header name (default -1)"
+    )
+    classes = group.add_mutually_exclusive_group()
+    classes.add_argument("--positive", help="label value that becomes +1 (all others -1)")
+    classes.add_argument("--negative", help="label value that becomes -1 (all others +1)")
+    group.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="COLUMNS",
+        help="columns to drop: indices or header names, comma-separated or repeated",
+    )
+    group.add_argument("--id-column", help="column holding record ids (default: the data row number)")
+    group.add_argument(
+        "--missing",
+        choices=("refuse", "drop", "impute"),
+        default="refuse",
+        help="missing values ('?' or empty): refuse, drop the rows, or impute column means (default refuse)",
+    )
+    group.add_argument("--header", action="store_true", help="the first line holds column names")
+    group.add_argument("--delimiter", default=",", help="field separator (default ',')")
+
+
+def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOptions:
+    """Build :class:`DatasetOptions` from arguments added by :func:`add_dataset_arguments`.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments.
+    task : str
+        "classify" or "regress" (the caller owns the ``--task`` option).
+
+    Returns
+    -------
+    DatasetOptions
+        Integer-looking column references become indices, others header names.
+    """
+    drop = tuple(_column_ref(part.strip()) for item in args.drop for part in item.split(",") if part.strip())
+    return DatasetOptions(
+        label=_column_ref(args.label),
+        positive=args.positive,
+        negative=args.negative,
+        task=task,  # type: ignore[arg-type]  # validated in DatasetOptions.__post_init__
+        drop=drop,
+        id_column=None if args.id_column is None else _column_ref(args.id_column),
+        missing=args.missing,
+        header=args.header,
+        delimiter=args.delimiter,
+    )
