@@ -18,7 +18,8 @@ from typing import Any
 
 import numpy as np
 
-from ppsvm.core.model import invalid_file, number, read_document, read_model_text, write_document
+from ppsvm.core.model import Model
+from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document
 from ppsvm.errors import ConfigError
 from ppsvm.files import write_atomic
 
@@ -153,8 +154,6 @@ def load_any_model(path: str | Path) -> Any:
 
 def parse_any_model(text: str, source: str) -> Any:
     """:func:`load_any_model` for text already read (e.g. received over the wire)."""
-    from ppsvm.core.model import Model
-
     try:
         kind = json.loads(text).get("format")
     except (ValueError, AttributeError, RecursionError) as exc:
