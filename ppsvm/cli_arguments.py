@@ -8,34 +8,36 @@ from __future__ import annotations
 
 import argparse
 import re
-from typing import Any
+from collections.abc import Callable
+from typing import Any, TypeVar
 
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import FORMULATIONS
 from ppsvm.data.dataset import ColumnRef, DatasetOptions
 
+T = TypeVar("T")
 _INTEGER = re.compile(r"[+-]?\d+")
 # 'auto' on the command line is kept as the string, so it can override a number in the federation file.
 AUTO = "auto"
 
 
-def auto_int(text: str) -> int | str:
-    if text == AUTO:
-        return AUTO
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {text!r}") from None
+def _number_or_auto(convert: Callable[[str], T], expected: str) -> Callable[[str], T | str]:
+    """An argparse ``type``: 'auto' as given, else ``convert(text)``; ``expected`` says what else is accepted."""
+
+    def parse(text: str) -> T | str:
+        if text == AUTO:
+            return AUTO
+        try:
+            return convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected} or 'auto', got {text!r}") from None
+
+    return parse
 
 
-def auto_float(text: str) -> float | str:
-    if text == AUTO:
-        return AUTO
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
+auto_int = _number_or_auto(int, "a whole number")
+auto_float = _number_or_auto(float, "a number")
 
 
 def add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = True) -> None:
