@@ -37,6 +37,8 @@ MAX_CALLS_PER_PEER = 8
 # a 1 MiB chunk takes milliseconds on any network ppsvm runs on; a reader that stopped reading
 # would otherwise hold a server thread for ever.
 STREAM_WRITE_TIMEOUT_S = 60.0
+# Seconds a stopping server (entity or `coordinator serve`) lets the calls in flight finish.
+SHUTDOWN_GRACE_S = 2.0
 
 # Longest line read from a CSV file (a cell or a dataset), in characters: a sane record is a few
 # kB; a line of gigabytes would otherwise be read whole and end in MemoryError.

@@ -20,7 +20,7 @@ from typing import Any, TypeVar, cast
 
 import grpc
 
-from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, STREAM_WRITE_TIMEOUT_S
+from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, SHUTDOWN_GRACE_S, STREAM_WRITE_TIMEOUT_S
 from ppsvm.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
 from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.wire.tls import (
@@ -338,6 +338,28 @@ def stop_on_signals() -> threading.Event:
     signal.signal(signal.SIGINT, request_stop)
     signal.signal(signal.SIGTERM, request_stop)
     return stop
+
+
+def serve_until(stop: threading.Event, server: grpc.Server, listen: str, port: int, name: str) -> None:
+    """Print ``listening on HOST:PORT`` (the line scripts wait for), serve until ``stop`` is set, then stop.
+
+    Parameters
+    ----------
+    stop : threading.Event
+        Set by :func:`stop_on_signals`, made before the server started so no signal is missed.
+    server : grpc.Server
+        Running; stopped with a grace of ``SHUTDOWN_GRACE_S`` for the calls in flight.
+    listen, port : str, int
+        The address asked for and the port bound (port 0 in ``listen`` picks a free one).
+    name : str
+        Who is serving, for the log.
+    """
+    print(f"listening on {host_of(listen)}:{port}", flush=True)
+    # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
+    while not stop.wait(timeout=0.5):
+        pass
+    logger.info("%s: shutting down", name)
+    server.stop(SHUTDOWN_GRACE_S).wait()
 
 
 def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Channel:
