@@ -30,7 +30,7 @@ RETRY_BACKOFF_S = 0.5
 # Threads of every gRPC server (entity, prediction service). One caller may run at most
 # MAX_CALLS_PER_PEER calls at once (more get RESOURCE_EXHAUSTED), so it can never hold them all;
 # 8 leaves room for `coordinator serve`, which asks an entity once per concurrent Predict and
-# serves up to 8 of them for one client name. Both can be changed per server (ppsvm.wire.grpc_util).
+# serves up to 8 of them for one client name. Both can be changed per server (ppsvm.wire.server).
 SERVER_WORKERS = 16
 MAX_CALLS_PER_PEER = 8
 # Seconds one message of a server stream may wait for its reader before the stream is cancelled:

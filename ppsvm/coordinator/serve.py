@@ -13,10 +13,10 @@ from ppsvm.coordinator.evaluate import check_model_matches, decisions_for_ids, r
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.model import Model
 from ppsvm.wire.certs import CLIENT, ROLES
-from ppsvm.wire.grpc_util import create_server, serve_until, stop_on_signals, unary_handler
+from ppsvm.wire.grpc_util import unary_handler
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.tls import method_roles
+from ppsvm.wire.server import create_server, method_roles, serve_until, stop_on_signals
 
 # Predict answers about any record the entities hold, so only a prediction client's certificate
 # may ask: an entity's may not, since a decision value is a function of other entities' private features.

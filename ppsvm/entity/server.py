@@ -12,8 +12,8 @@ from ppsvm.config import EntityConfig
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
-from ppsvm.wire.grpc_util import create_server, serve_until, stop_on_signals
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.server import create_server, serve_until, stop_on_signals
 from ppsvm.wire.tls import choose_tls
 
 logger = logging.getLogger(__name__)

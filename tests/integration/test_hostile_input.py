@@ -52,10 +52,10 @@ from ppsvm.files import PRIVATE_MODE
 from ppsvm.processes import EntityProcesses
 from ppsvm.wire.certs import COORDINATOR, federation_parties, make_certificates
 from ppsvm.wire.chunks import decode_arrays, encode_arrays
-from ppsvm.wire.grpc_util import create_server
 from ppsvm.wire.proto_names import KERNEL_NAMES, RECORD_SET_NAMES
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.server import create_server
 
 from ..certificates import sign_leaf
 from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, ppsvm_process, split
