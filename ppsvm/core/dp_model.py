@@ -19,9 +19,15 @@ from typing import Any
 import numpy as np
 
 from ppsvm.core.model import Model
-from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document
+from ppsvm.core.model_file import (
+    invalid_file,
+    number,
+    read_document,
+    read_model_text,
+    write_document,
+    write_model_file,
+)
 from ppsvm.errors import ConfigError
-from ppsvm.files import write_atomic
 
 FORMAT = "ppsvm-dp-model"
 FORMAT_VERSION = 1
@@ -143,7 +149,8 @@ class DpModel:
             raise ConfigError(f"{source}: every number in the model must be finite")
 
     def save(self, path: str | Path) -> None:
-        write_atomic(Path(path), self.to_json())
+        """Write atomically: a temporary file in the same directory, fsync, then rename."""
+        write_model_file(path, self.to_json())
 
 
 def load_any_model(path: str | Path) -> Any:

@@ -15,9 +15,15 @@ import numpy as np
 
 from ppsvm.core.kernels import KERNELS, KernelName, is_kernel_name
 from ppsvm.core.lp import Task, is_task
-from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document
+from ppsvm.core.model_file import (
+    invalid_file,
+    number,
+    read_document,
+    read_model_text,
+    write_document,
+    write_model_file,
+)
 from ppsvm.errors import ConfigError
-from ppsvm.files import write_atomic
 
 FORMAT = "ppsvm-model"
 FORMAT_VERSION = 1
@@ -131,7 +137,7 @@ class Model:
 
     def save(self, path: str | Path) -> None:
         """Write atomically: a temporary file in the same directory, fsync, then rename."""
-        write_atomic(Path(path), self.to_json())
+        write_model_file(path, self.to_json())
 
     @classmethod
     def load(cls, path: str | Path) -> Model:

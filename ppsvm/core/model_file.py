@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm.errors import ConfigError
+from ppsvm.files import write_atomic
 
 
 def number(document: dict[str, Any], key: str, source: str) -> float:
@@ -68,3 +69,11 @@ def read_model_text(path: Path) -> str:
         return path.read_text(encoding="utf-8")
     except OSError as exc:
         raise ConfigError(f"cannot read model file {path}: {exc.strerror}") from exc
+
+
+def write_model_file(path: str | Path, text: str) -> None:
+    """Write a model file atomically (:func:`ppsvm.files.write_atomic`); ConfigError naming ``path`` if it fails."""
+    try:
+        write_atomic(Path(path), text)
+    except OSError as exc:
+        raise ConfigError(f"cannot write model file {path}: {exc.strerror or exc}") from exc

@@ -100,7 +100,7 @@ def test_model_save_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", refuse)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ConfigError, match="No space left"):
         make_model(gamma=99.0).save(path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["model.json"]
