@@ -38,6 +38,10 @@ from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.experiments import cli as reproduce_cli
 from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 
+# Exit statuses besides 0 (success) and argparse's 2 (a command line that does not parse): see main.
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a job stopped by Ctrl-C
+
 
 def cmd_split(args: argparse.Namespace) -> int:
     """Cut a dataset into a checkerboard of entity cells with their configs, secrets and certificates."""
@@ -106,7 +110,7 @@ def cmd_audit(args: argparse.Namespace) -> int:
     configs = [load_entity_config(path) for path in args.entity_config]
     report = federation_from_args(args).audit(configs)
     print(json.dumps(report) if args.json else format_report(report))
-    return 0 if report["ok"] else 1
+    return 0 if report["ok"] else EXIT_ERROR
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -271,6 +275,13 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``ppsvm`` command; its exit status, chosen here for every command (README: Errors and exit status).
+
+    0 on success; 1 on any error of :mod:`ppsvm.errors`, printed as one line ``ppsvm: error: ...``
+    without a traceback (and from ``audit`` when a condition fails); 2 when the command line does
+    not parse (argparse prints the usage and exits); 130 on Ctrl-C. Any other exception is a bug:
+    Python prints its traceback and exits with 1.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(reproduce_targets="reproduce" in argv).parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
@@ -279,10 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except PpsvmError as error:
         print(f"ppsvm: error: {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("ppsvm: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

@@ -2,7 +2,8 @@
 
 Every kind derives from :class:`PpsvmError`. A server answers each kind with one gRPC status code
 (the mapping is ``ppsvm.wire.grpc_util.status_for``); the ``ppsvm`` command prints any of them on one
-line, without a traceback, and exits with status 1 (``ppsvm.cli.main``). docs/errors.md has the table.
+line, without a traceback, and exits with status 1 (``ppsvm.cli.main``). The README's "Errors and exit
+status" has the table.
 
 The pure math of ``ppsvm.core`` raises ValueError (or TypeError, for an argument of the wrong type)
 when a caller breaks a function's documented preconditions: that is a programming error, since

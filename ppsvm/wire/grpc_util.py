@@ -2,8 +2,8 @@
 
 Every status code a ppsvm server chooses comes from :func:`status_for`: servicer methods wrapped by
 :func:`unary_handler` or :func:`stream_handler` raise an error of :mod:`ppsvm.errors`, and the
-interceptors of :mod:`ppsvm.wire.server` refuse a call by :func:`abort` with one. docs/errors.md
-lists the kinds, their codes and the command's exit codes.
+interceptors of :mod:`ppsvm.wire.server` refuse a call by :func:`abort` with one. The README's
+"Errors and exit status" lists the kinds, their codes and the command's exit codes.
 """
 
 from __future__ import annotations
