@@ -19,14 +19,7 @@ from typing import Any
 import numpy as np
 
 from ppsvm.core.model import Model
-from ppsvm.core.model_file import (
-    invalid_file,
-    number,
-    read_document,
-    read_model_text,
-    write_document,
-    write_model_file,
-)
+from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document, write_model_file
 from ppsvm.errors import ConfigError
 
 FORMAT = "ppsvm-dp-model"

@@ -15,14 +15,7 @@ import numpy as np
 
 from ppsvm.core.kernels import KERNELS, KernelName, is_kernel_name
 from ppsvm.core.lp import Task, is_task
-from ppsvm.core.model_file import (
-    invalid_file,
-    number,
-    read_document,
-    read_model_text,
-    write_document,
-    write_model_file,
-)
+from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document, write_model_file
 from ppsvm.errors import ConfigError
 
 FORMAT = "ppsvm-model"
