@@ -3,11 +3,11 @@
 A column-block peer knows B_j (it shares the secret) and sees K(A_ij, B_j') for
 another entity's records. For every mbar from 1 to n_j + 2 this script draws
 records uniform on [0, 1]^n_j (the scaled feature box), B_j by
-ppsvm.core.randomness.derive_B, and runs ppsvm.experiments.attacks.reconstruct_gaussian
+ppsvm.core.randomness.derive_B, and runs ppsvm.experiments.kernel_row_attacks.reconstruct_gaussian
 (multi-start bounded least squares on the squared distances, mu = 1/n_j) and
-ppsvm.experiments.attacks.reconstruct_linear (minimum-norm solution plus the null space).
+ppsvm.experiments.kernel_row_attacks.reconstruct_linear (minimum-norm solution plus the null space).
 
-It then runs ppsvm.experiments.attacks.reconstruct_by_rescaling: a coordinator that knows
+It then runs ppsvm.experiments.coordinator_attacks.reconstruct_by_rescaling: a coordinator that knows
 neither A_ij nor B_j but varies the per-feature scaling (low, high) of its
 kernel requests, answered by the same functions EntityCore.kernel_block uses.
 
@@ -51,18 +51,15 @@ from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.entity.guard import MIN_EPSILON
 from ppsvm.errors import PpsvmError
-from ppsvm.experiments.attacks import (
-    FIT_TOLERANCE,
-    Reconstruction,
+from ppsvm.experiments.coordinator_attacks import (
     bisect_change,
     float_laplace_reachable,
     reconstruct_by_peer_scalings,
     reconstruct_by_rescaling,
-    reconstruct_gaussian,
-    reconstruct_linear,
     reconstruct_two_views,
     threshold_model,
 )
+from ppsvm.experiments.kernel_row_attacks import FIT_TOLERANCE, Reconstruction, reconstruct_gaussian, reconstruct_linear
 
 NAME = "attacks"
 RECOVERED = 1e-6  # a row counts as recovered when the best solution is this close (max abs, [0, 1] units)

@@ -1,4 +1,10 @@
-"""The ``ppsvm`` command: every subcommand parses its arguments, builds a frozen options object, calls one function."""
+"""The ``ppsvm`` command: every subcommand parses its arguments, builds a frozen options object, calls one function.
+
+This module holds the top-level commands (split, certs, audit, reference, demo), assembles the parser
+and maps errors to exit codes (:func:`main`). The command groups add their own parsers:
+``coordinator`` (:mod:`ppsvm.cli_coordinator`), ``entity`` (:mod:`ppsvm.entity.cli`) and ``reproduce``
+(:mod:`ppsvm.experiments.cli`); options several commands share are in :mod:`ppsvm.cli_arguments`.
+"""
 
 from __future__ import annotations
 
@@ -10,262 +16,35 @@ import signal
 import sys
 from collections.abc import Sequence
 from pathlib import Path
-from typing import Any
 
-from ppsvm import __version__
+from ppsvm import __version__, cli_coordinator
+from ppsvm.cli_arguments import (
+    add_basis_argument,
+    add_connection_arguments,
+    add_dataset_arguments,
+    add_task_arguments,
+    auto_float,
+    dataset_options_from_args,
+    federation_from_args,
+    training_flags,
+)
 from ppsvm.config import load_federation, toml_string
-from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
+from ppsvm.constants import TASKS
 from ppsvm.core.kernels import KERNELS
-from ppsvm.core.lp import FORMULATIONS
-from ppsvm.data.dataset import add_dataset_arguments, dataset_options_from_args, load_dataset
+from ppsvm.data.dataset import load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity import cli as entity_cli
 from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.experiments import cli as reproduce_cli
 from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 
-logger = logging.getLogger("ppsvm")
-
-
-# 'auto' on the command line is kept as the string, so it can override a number in the federation file.
-AUTO = "auto"
-
-
-def _auto_int(text: str) -> int | str:
-    if text == AUTO:
-        return AUTO
-    try:
-        return int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a whole number or 'auto', got {text!r}") from None
-
-
-def _auto_float(text: str) -> float | str:
-    if text == AUTO:
-        return AUTO
-    try:
-        return float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"expected a number or 'auto', got {text!r}") from None
-
-
-def _add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = True) -> None:
-    """Training settings; unset ones come from the federation file's [task] table, then defaults.
-
-    ``random_kernel=False`` (entities alone) leaves out what only the coordinator's random-kernel
-    training uses: mbar, the fold count and the LP formulation.
-    """
-    parser.add_argument(
-        "--task", choices=TASKS, help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify"
-    )
-    parser.add_argument(
-        "--kernel",
-        choices=KERNELS,
-        help="linear (blocks summed) or gaussian (blocks multiplied elementwise); default gaussian",
-    )
-    if random_kernel:
-        parser.add_argument(
-            "--mbar",
-            type=_auto_int,
-            help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) "
-            "- 1, at most 10%% of the training rows",
-        )
-    parser.add_argument(
-        "--nu", type=_auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)"
-    )
-    tuned = (
-        "on the assembled kernel by the power identity, no new entity requests"
-        if random_kernel
-        else "by each entity on its own cell"
-    )
-    parser.add_argument(
-        "--mu", type=_auto_float, help=f"Gaussian width (a number, or 'auto': tuned {tuned}; default auto)"
-    )
-    if random_kernel:
-        parser.add_argument(
-            "--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)"
-        )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default %(default)s)")
-    if random_kernel:
-        parser.add_argument(
-            "--lp-formulation",
-            choices=FORMULATIONS,
-            default="highs-dual",
-            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, "
-            "cvxpy-primal (as the papers write it)",
-        )
-
-
-def _add_dp_arguments(parser: argparse.ArgumentParser) -> None:
-    """The differentially private hybrid RBF SVM (Li, Xiong, Ohno-Machado, Jiang 2014) and its baselines."""
-    from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, GUARANTEES, MECHANISMS, NON_PRIVATE
-    from ppsvm.core.dp_model import METHODS
-    from ppsvm.core.linear_svm import DEFAULT_C
-
-    group = parser.add_argument_group(
-        "differentially private RBF SVM (--method other than random-kernel; row blocks only, s = 1)",
-        "dp-hybrid learns the Fourier frequencies rho from --public records; private-svm draws them at random "
-        "(Rubinstein et al.); public-only trains an RBF SVM on the public records alone. Scaling, kernel width and rho "
-        "come from the public records only; each entity releases its weights through --mechanism, charged to its own "
-        "privacy budget ([privacy] epsilon_total); the model averages them weighted by record counts.",
-    )
-    group.add_argument(
-        "--method",
-        choices=("random-kernel", *METHODS),
-        default="random-kernel",
-        help="random-kernel (default): the papers' K(A, B') LP; or a DP method",
-    )
-    group.add_argument("--public", help="public records (CSV: id,label,features...), all used")
-    group.add_argument("--epsilon", type=float, help="epsilon of each entity's release (its records' guarantee)")
-    group.add_argument(
-        "--mechanism",
-        choices=(*MECHANISMS, NON_PRIVATE),
-        default="laplace",
-        help=" | ".join(f"{name}: {GUARANTEES[name].rstrip('.')}" for name in (*MECHANISMS, NON_PRIVATE)).replace(
-            "%", "%%"
-        ),
-    )
-    group.add_argument(
-        "--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)"
-    )
-    group.add_argument("--C", type=float, default=DEFAULT_C, help="SVM cost in (C/n) sum hinge (default %(default)s)")
-
-
-def _add_connection_arguments(parser: argparse.ArgumentParser, federation: bool = True) -> None:
-    """How the coordinator reaches the entities: the federation file, deadlines, TLS."""
-    if federation:
-        parser.add_argument(
-            "--federation", required=True, help="the federation file (entity ids, addresses, grid positions, [tls])"
-        )
-    parser.add_argument(
-        "--deadline",
-        type=float,
-        default=DEFAULT_DEADLINE_S,
-        help="seconds allowed per entity call before it fails (default %(default)s); unreachable "
-        "entities are retried a few times first",
-    )
-    parser.add_argument(
-        "--insecure",
-        action="store_true",
-        help="plaintext instead of mutual TLS (trusted networks only; logged as a warning)",
-    )
-
-
-def _training_flags(args: argparse.Namespace) -> dict[str, Any]:
-    """The random-kernel training flags as keyword arguments of ppsvm.api.federation's train functions."""
-    return {
-        "task": args.task,
-        "kernel": args.kernel,
-        "mbar": args.mbar,
-        "nu": args.nu,
-        "mu": args.mu,
-        "folds": args.folds,
-        "seed": args.seed,
-        "formulation": args.lp_formulation,
-        "basis": args.basis,
-    }
-
-
-def _add_basis_argument(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument(
-        "--basis",
-        choices=("paper", "product"),
-        default="paper",
-        help="paper (default): B = [B_1 ... B_s], mbar random points. product (our addition): also points "
-        "pairing rows of different B_j's, formed by the coordinator from the same blocks (no new request, "
-        "nothing more leaves an entity), up to 10%% of the training rows; helps when many partitions leave "
-        "a small mbar",
-    )
-
-
-def _federation(args: argparse.Namespace) -> Any:
-    """The federation file as a :class:`ppsvm.api.federation.Federation`, with the connection flags."""
-    from ppsvm.api.federation import Federation
-
-    return Federation.from_toml(args.federation, insecure=args.insecure, deadline=args.deadline)
-
-
-def cmd_train(args: argparse.Namespace) -> int:
-    if args.method != "random-kernel":
-        return _train_dp(args)
-    model = _federation(args).train(args.model_out, distribute=not args.no_distribute, **_training_flags(args))
-    summary = {
-        "model": str(args.model_out),
-        "task": model.task,
-        "kernel": model.kernel,
-        "mbar": model.mbar,
-        "nu": model.nu,
-        "mu": model.mu,
-        "n_train": model.training["n_train"],
-        "private": model.private,
-        "seconds": round(model.training["seconds"], 3),
-    }
-    print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
-    return 0
-
-
-def _train_dp(args: argparse.Namespace) -> int:
-    from ppsvm.coordinator.dp_train import DpOptions, train_dp_and_save
-
-    if args.public is None:
-        raise ConfigError(f"--method {args.method} needs --public PUBLIC.csv (public records: id,label,features...)")
-    options = DpOptions(
-        method=args.method,
-        public=Path(args.public),
-        mechanism=args.mechanism,
-        epsilon=args.epsilon,
-        n_frequencies=args.frequencies,
-        C=args.C,
-        seed=args.seed,
-        deadline=args.deadline,
-        distribute=not args.no_distribute,
-    )
-    # public-only asks no entity, so it does not read the federation file either.
-    federation = _federation(args).config if args.method != "public-only" else None
-    model = train_dp_and_save(federation, options, Path(args.model_out))
-    summary = {
-        "model": str(args.model_out),
-        "method": model.method,
-        "mechanism": model.mechanism,
-        "epsilon": model.epsilon,
-        "frequencies": len(model.rho),
-        "n_public": model.training["n_public"],
-        "n_train": model.training.get("n_train", 0),
-        "private": model.private,
-        "seconds": round(model.training["seconds"], 3),
-    }
-    print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
-    return 0
-
-
-def cmd_evaluate(args: argparse.Namespace) -> int:
-    result = _federation(args).evaluate(args.model, epsilon=args.epsilon)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        print("\n".join(f"{key:>15}: {value}" for key, value in result.items()))
-    return 0
-
-
-def cmd_baselines(args: argparse.Namespace) -> int:
-    from ppsvm.coordinator.evaluate import mean_figures
-
-    results = _federation(args).baselines(task=args.task, kernel=args.kernel, nu=args.nu, mu=args.mu, seed=args.seed)
-    rows = [{"entity": r.entity_id, "n_train": r.n_train, "n_test": r.n_test, **r.figures} for r in results]
-    if args.json:
-        print(json.dumps({"entities": rows, "mean": mean_figures(results)}))
-    else:
-        for row in rows:
-            print("  ".join(f"{k} = {v:.4f}" if isinstance(v, float) else f"{k} = {v}" for k, v in row.items()))
-        print("mean: " + ", ".join(f"{k} = {v:.4f}" for k, v in mean_figures(results).items()))
-    return 0
-
-
-def cmd_serve(args: argparse.Namespace) -> int:
-    return _federation(args).serve(args.model, args.listen)
+# Exit statuses besides 0 (success) and argparse's 2 (a command line that does not parse): see main.
+EXIT_ERROR = 1
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a job stopped by Ctrl-C
 
 
 def cmd_split(args: argparse.Namespace) -> int:
+    """Cut a dataset into a checkerboard of entity cells with their configs, secrets and certificates."""
     dataset_options = dataset_options_from_args(args, args.task)
     dataset = load_dataset(args.data, dataset_options)
     result = split_dataset(
@@ -293,6 +72,7 @@ def cmd_split(args: argparse.Namespace) -> int:
 
 
 def cmd_certs(args: argparse.Namespace) -> int:
+    """Write a federation CA and a certificate and key per party, and say who gets which file."""
     from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
     from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, certificate_file, federation_parties, key_file, make_certificates
 
@@ -323,16 +103,18 @@ def cmd_certs(args: argparse.Namespace) -> int:
 
 
 def cmd_audit(args: argparse.Namespace) -> int:
+    """Print which privacy conditions hold; exit status 1 when one fails."""
     from ppsvm.config import load_entity_config
     from ppsvm.coordinator.audit import format_report
 
     configs = [load_entity_config(path) for path in args.entity_config]
-    report = _federation(args).audit(configs)
+    report = federation_from_args(args).audit(configs)
     print(json.dumps(report) if args.json else format_report(report))
-    return 0 if report["ok"] else 1
+    return 0 if report["ok"] else EXIT_ERROR
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
+    """NOT PRIVATE: the pooled reduced-kernel reference on a split directory."""
     from ppsvm.api.federation import task_setting
     from ppsvm.coordinator.reference import LABEL, pooled_reference
 
@@ -350,6 +132,7 @@ def cmd_reference(args: argparse.Namespace) -> int:
 
 
 def cmd_demo(args: argparse.Namespace) -> int:
+    """Split, start the entity processes, train, evaluate and compare; stop every process."""
     from ppsvm.api.federation import train_options
     from ppsvm.demo import DEFAULT_DATA, DEFAULT_DATASET_OPTIONS, DemoOptions, run_demo
 
@@ -365,7 +148,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         cols=args.cols,
         test_fraction=args.test_fraction,
         seed=args.seed,
-        train=train_options({}, deadline=args.deadline, **_training_flags(args)),
+        train=train_options({}, deadline=args.deadline, **training_flags(args)),
         out=Path(args.out) if args.out else None,
         json=args.json,
         insecure=args.insecure,
@@ -379,6 +162,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
 
 
 def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
+    """The ``ppsvm`` parser; the ``reproduce`` targets only when asked (they import plotting and datasets)."""
     parser = argparse.ArgumentParser(
         prog="ppsvm",
         description="Privacy-preserving SVM classification and regression over checkerboard-partitioned data via "
@@ -393,54 +177,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
     entity_cli.register(commands)
 
-    coordinator = commands.add_parser("coordinator", help="train, evaluate and serve models over a federation")
-    actions = coordinator.add_subparsers(dest="action", required=True, metavar="ACTION")
-    train = actions.add_parser(
-        "train", help="assemble K(A, B') from the entities, solve the LP, write and distribute the model"
-    )
-    _add_connection_arguments(train)
-    train.add_argument("--model-out", required=True, help="where to write the model (JSON, written atomically)")
-    train.add_argument("--no-distribute", action="store_true", help="do not send the model to the entities")
-    train.add_argument("--json", action="store_true", help="print a JSON summary")
-    _add_task_arguments(train)
-    _add_dp_arguments(train)
-    _add_basis_argument(train)
-    train.set_defaults(run=cmd_train)
-
-    evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")
-    _add_connection_arguments(evaluate)
-    evaluate.add_argument("--model", required=True)
-    evaluate.add_argument(
-        "--json",
-        action="store_true",
-        help="print one JSON object: error_rate and auc (classify) or relative_error and rmse "
-        "(regress), n_test, private",
-    )
-    evaluate.add_argument(
-        "--epsilon",
-        type=float,
-        help="DP models only, required for them: the epsilon each entity spends on its noised error count",
-    )
-    evaluate.set_defaults(run=cmd_evaluate)
-
-    baselines = actions.add_parser(
-        "baselines", help="each entity trains on its own cell alone and reports only its held-out error"
-    )
-    _add_connection_arguments(baselines)
-    baselines.add_argument("--json", action="store_true")
-    _add_task_arguments(baselines, random_kernel=False)
-    baselines.set_defaults(run=cmd_baselines)
-
-    serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
-    _add_connection_arguments(serve)
-    serve.add_argument("--model", required=True)
-    serve.add_argument(
-        "--listen",
-        default="127.0.0.1:0",
-        help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate "
-        "from the federation CA",
-    )
-    serve.set_defaults(run=cmd_serve)
+    cli_coordinator.register(commands)
 
     split = commands.add_parser(
         "split", help="partition a dataset into a checkerboard of entity cells, configs and secrets"
@@ -490,7 +227,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
         description="Asks the live entities for their metadata over the training channels (nothing else) and, with "
         "--entity-config, checks entity configs available here. Exits 1 when a condition fails.",
     )
-    _add_connection_arguments(audit)
+    add_connection_arguments(audit)
     audit.add_argument(
         "--entity-config",
         action="append",
@@ -509,10 +246,10 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     reference.add_argument("--task", choices=TASKS)
     reference.add_argument("--kernel", choices=KERNELS)
     reference.add_argument(
-        "--nu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)"
+        "--nu", type=auto_float, help="number or auto (default: the split's [task] value, else auto)"
     )
     reference.add_argument(
-        "--mu", type=_auto_float, help="number or auto (default: the split's [task] value, else auto)"
+        "--mu", type=auto_float, help="number or auto (default: the split's [task] value, else auto)"
     )
     reference.add_argument("--seed", type=int, default=0)
     reference.add_argument("--json", action="store_true")
@@ -527,10 +264,10 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default %(default)s)")
     demo.add_argument("--out", help="keep the split, model and configs in this directory (default: a temporary one)")
     demo.add_argument("--json", action="store_true", help="last line: the PPSVM evaluation as JSON")
-    _add_task_arguments(demo)
-    _add_connection_arguments(demo, federation=False)
+    add_task_arguments(demo)
+    add_connection_arguments(demo, federation=False)
     add_dataset_arguments(demo)
-    _add_basis_argument(demo)
+    add_basis_argument(demo)
     demo.set_defaults(run=cmd_demo)
 
     reproduce_cli.register(commands, with_targets=reproduce_targets)
@@ -538,6 +275,13 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run one ``ppsvm`` command; its exit status, chosen here for every command (README: Errors and exit status).
+
+    0 on success; 1 on any error of :mod:`ppsvm.errors`, printed as one line ``ppsvm: error: ...``
+    without a traceback (and from ``audit`` when a condition fails); 2 when the command line does
+    not parse (argparse prints the usage and exits); 130 on Ctrl-C. Any other exception is a bug:
+    Python prints its traceback and exits with 1.
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     args = build_parser(reproduce_targets="reproduce" in argv).parse_args(argv)
     level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
@@ -546,10 +290,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         return args.run(args)
     except PpsvmError as error:
         print(f"ppsvm: error: {error}", file=sys.stderr)
-        return 1
+        return EXIT_ERROR
     except KeyboardInterrupt:
         print("ppsvm: interrupted", file=sys.stderr)
-        return 130
+        return EXIT_INTERRUPTED
 
 
 if __name__ == "__main__":

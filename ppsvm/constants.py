@@ -30,13 +30,15 @@ RETRY_BACKOFF_S = 0.5
 # Threads of every gRPC server (entity, prediction service). One caller may run at most
 # MAX_CALLS_PER_PEER calls at once (more get RESOURCE_EXHAUSTED), so it can never hold them all;
 # 8 leaves room for `coordinator serve`, which asks an entity once per concurrent Predict and
-# serves up to 8 of them for one client name. Both can be changed per server (ppsvm.wire.grpc_util).
+# serves up to 8 of them for one client name. Both can be changed per server (ppsvm.wire.server).
 SERVER_WORKERS = 16
 MAX_CALLS_PER_PEER = 8
 # Seconds one message of a server stream may wait for its reader before the stream is cancelled:
 # a 1 MiB chunk takes milliseconds on any network ppsvm runs on; a reader that stopped reading
 # would otherwise hold a server thread for ever.
 STREAM_WRITE_TIMEOUT_S = 60.0
+# Seconds a stopping server (entity or `coordinator serve`) lets the calls in flight finish.
+SHUTDOWN_GRACE_S = 2.0
 
 # Longest line read from a CSV file (a cell or a dataset), in characters: a sane record is a few
 # kB; a line of gigabytes would otherwise be read whole and end in MemoryError.

@@ -1,7 +1,14 @@
-"""Domain errors shared by entities, the coordinator and the CLI.
+"""The one taxonomy of errors a user can meet: bad data, bad settings, refusals, peers that fail.
 
-Each maps to one gRPC status code in the servicers, so a caller can tell a bad
-request from a refused one from a data problem.
+Every kind derives from :class:`PpsvmError`. A server answers each kind with one gRPC status code
+(the mapping is ``ppsvm.wire.grpc_util.status_for``); the ``ppsvm`` command prints any of them on one
+line, without a traceback, and exits with status 1 (``ppsvm.cli.main``). The README's "Errors and exit
+status" has the table.
+
+The pure math of ``ppsvm.core`` raises ValueError (or TypeError, for an argument of the wrong type)
+when a caller breaks a function's documented preconditions: that is a programming error, since
+every caller checks user input first and raises one of the kinds below. DataError, ConfigError and
+WireError are ValueErrors too, so code that catches ValueError still catches them.
 """
 
 
@@ -14,11 +21,13 @@ class DataError(PpsvmError, ValueError):
 
 
 class ConfigError(PpsvmError, ValueError):
-    """A configuration file or setting is missing, malformed or contradictory."""
+    """A configuration file or setting is missing, malformed or contradictory, or a file it names cannot be
+    read or written."""
 
 
 class PrivacyError(PpsvmError):
-    """A request would break a privacy rule of DESIGN.md section 2 and is refused."""
+    """A request is refused: it would break a privacy rule of DESIGN.md section 2, or the caller's certificate
+    does not allow it."""
 
 
 class ReleaseFailed(PpsvmError):
@@ -31,6 +40,10 @@ class SolverError(PpsvmError):
 
 class WireError(PpsvmError, ValueError):
     """An array on the wire is malformed: bad dtype, shape, size or a truncated stream."""
+
+
+class CallLimitError(PpsvmError):
+    """A caller already runs as many calls on a server as one caller may; it may retry when one ends."""
 
 
 class EntityError(PpsvmError):

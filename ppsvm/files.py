@@ -8,6 +8,8 @@ import tempfile
 from collections.abc import Mapping
 from pathlib import Path
 
+from ppsvm.errors import ConfigError
+
 PUBLIC_MODE = 0o666  # narrowed by the process umask, like any new file
 PRIVATE_MODE = 0o600  # cell data, configs with secrets, private keys, ledgers
 
@@ -33,7 +35,14 @@ def _sync_directory(directory: Path) -> None:
 
 
 def write_atomic(path: Path, text: str, mode: int = PUBLIC_MODE) -> None:
-    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a part."""
+    """Replace ``path`` with ``text`` so that readers see the old file or the new one, never a part.
+
+    Raises
+    ------
+    OSError
+        As the operating system reports it: an entity writes with this too, and an error it answers a
+        peer with must not name its own paths, so each caller says what failed in its own terms.
+    """
     path.parent.mkdir(parents=True, exist_ok=True)
     handle, temporary = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=path.parent)
     try:
@@ -56,7 +65,20 @@ def write_all(out_dir: Path, files: Mapping[str, tuple[str | bytes, int]]) -> No
     only once all were written. On failure, removes the temporary files, the
     files this call renamed into place that did not exist before, and
     ``out_dir`` if this call created it.
+
+    Raises
+    ------
+    ConfigError
+        A file or ``out_dir`` cannot be written (named, with the operating system's reason): every caller
+        writes what a command was asked to write into a directory the user named.
     """
+    try:
+        _write_all(out_dir, files)
+    except OSError as exc:
+        raise ConfigError(f"cannot write {exc.filename or out_dir}: {exc.strerror or exc}") from exc
+
+
+def _write_all(out_dir: Path, files: Mapping[str, tuple[str | bytes, int]]) -> None:
     created_dir = not out_dir.exists()
     out_dir.mkdir(parents=True, exist_ok=True)
     staged: dict[Path, Path] = {}

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import numbers
 import tempfile
 from pathlib import Path
 from typing import Any
@@ -169,6 +170,11 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
             if y_public is not None:
                 raise ConfigError("y_public was given without X_public")
             count = _public_count(self.public_size, len(signed))
+            if min(np.count_nonzero(signed > 0), np.count_nonzero(signed < 0)) < 2:
+                raise DataError(
+                    "drawing the public records from X needs 2 records of each class (one public, one private); "
+                    "y has fewer of one: pass X_public and y_public"
+                )
             private, public = train_test_split(
                 np.arange(len(signed)), test_size=count, stratify=signed, random_state=seed
             )
@@ -200,11 +206,26 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         return tags
 
 
-def _public_count(public_size: Any, m: int) -> Any:
-    """A share of m records as a count of at least 2, so that both classes can be public; a count as given."""
+def _public_count(public_size: Any, m: int) -> int:
+    """How many of m records are public: a share (at least 2, so that both classes can be public) or a count.
+
+    Raises
+    ------
+    ConfigError
+        Neither a share in (0, 1) nor a whole number, or fewer than 2 records left public or private.
+    """
     if isinstance(public_size, float) and 0 < public_size < 1:
-        return max(2, math.ceil(public_size * m))
-    return public_size  # train_test_split refuses what cannot be drawn
+        count = max(2, math.ceil(public_size * m))
+    elif isinstance(public_size, numbers.Integral) and not isinstance(public_size, bool):
+        count = int(public_size)
+    else:
+        raise ConfigError(f"public_size must be a share in (0, 1) or a whole number of records, got {public_size!r}")
+    if not 2 <= count <= m - 2:
+        raise ConfigError(
+            f"public_size = {public_size!r} makes {count} of the {m} records public; the public and the private "
+            "records need at least 2 each, one of each class"
+        )
+    return count
 
 
 def _dp_entity_settings(mechanism: str, epsilon: float | None) -> str:

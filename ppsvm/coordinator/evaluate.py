@@ -11,11 +11,12 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.coordinator.federation import KERNEL_KINDS, RowBlockRecords, Session
+from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import evaluate as figures_for
 from ppsvm.core.model import Model
 from ppsvm.errors import ConfigError, DataError
+from ppsvm.wire.proto_names import KERNEL_KINDS
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 logger = logging.getLogger(__name__)

@@ -17,14 +17,13 @@ from ppsvm.coordinator.client import EntityClient
 from ppsvm.core.kernels import KernelName, assemble, gaussian_fetch_width, rescale_gaussian
 from ppsvm.core.model import ColumnScaling
 from ppsvm.errors import ConfigError, DataError, EntityError
+from ppsvm.wire.proto_names import KERNEL_KINDS, RECORD_SETS
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.tls import choose_tls
 
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
-KERNEL_KINDS = {"linear": pb.LINEAR, "gaussian": pb.GAUSSIAN}
-RECORD_SETS = {"train": pb.TRAIN, "test": pb.TEST}
 
 
 @dataclass(frozen=True)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import logging
 import threading
 from collections.abc import Sequence
 
@@ -14,12 +13,10 @@ from ppsvm.coordinator.evaluate import check_model_matches, decisions_for_ids, r
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.model import Model
 from ppsvm.wire.certs import CLIENT, ROLES
-from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals, unary_handler
+from ppsvm.wire.grpc_util import unary_handler
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
-from ppsvm.wire.tls import method_roles
-
-logger = logging.getLogger(__name__)
+from ppsvm.wire.server import create_server, method_roles, serve_until, stop_on_signals
 
 # Predict answers about any record the entities hold, so only a prediction client's certificate
 # may ask: an entity's may not, since a decision value is a function of other entities' private features.
@@ -84,9 +81,5 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
             tls=session.tls,
             roles=PREDICTION_ROLES,
         )
-        print(f"listening on {host_of(listen)}:{port}", flush=True)
-        # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
-        while not stop.wait(timeout=0.5):
-            pass
-        server.stop(2.0).wait()
+        serve_until(stop, server, listen, port, "coordinator serve")
     return 0

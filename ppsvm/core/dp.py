@@ -17,6 +17,9 @@ Pipeline (DESIGN.md section 1, method 3):
 
 Steps 1-2 live in :mod:`ppsvm.core.fourier` and the exact solvers of step 3 in :mod:`ppsvm.core.linear_svm`;
 this module holds the sensitivities, the mechanisms and the one entry point :func:`private_weights`.
+It stays one module (about 600 lines) on purpose: each mechanism's epsilon rests on the conventions and
+sensitivities stated here, and whoever checks the guarantee should read them beside the one path by which
+an entity releases weights.
 
 Conventions. The SVM objective is
 

@@ -18,9 +18,9 @@ from typing import Any
 
 import numpy as np
 
-from ppsvm.core.model import invalid_file, number, read_document, read_model_text, write_document
+from ppsvm.core.model import Model
+from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document, write_model_file
 from ppsvm.errors import ConfigError
-from ppsvm.files import write_atomic
 
 FORMAT = "ppsvm-dp-model"
 FORMAT_VERSION = 1
@@ -142,7 +142,8 @@ class DpModel:
             raise ConfigError(f"{source}: every number in the model must be finite")
 
     def save(self, path: str | Path) -> None:
-        write_atomic(Path(path), self.to_json())
+        """Write atomically: a temporary file in the same directory, fsync, then rename."""
+        write_model_file(path, self.to_json())
 
 
 def load_any_model(path: str | Path) -> Any:
@@ -153,8 +154,6 @@ def load_any_model(path: str | Path) -> Any:
 
 def parse_any_model(text: str, source: str) -> Any:
     """:func:`load_any_model` for text already read (e.g. received over the wire)."""
-    from ppsvm.core.model import Model
-
     try:
         kind = json.loads(text).get("format")
     except (ValueError, AttributeError, RecursionError) as exc:

@@ -19,7 +19,7 @@ from typing import Any, TextIO
 import numpy as np
 
 from ppsvm.constants import MAX_CSV_LINE_CHARS
-from ppsvm.data.dataset import bounded_lines
+from ppsvm.data.delimited import bounded_lines
 from ppsvm.errors import DataError
 
 RESERVED_COLUMNS = ("id", "label", "split")
@@ -92,7 +92,7 @@ def load_cell(path: Path, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Cell:
     ----------
     path : Path
     max_line_chars : int
-        Longest line read (see :func:`ppsvm.data.dataset.bounded_lines`).
+        Longest line read (see :func:`ppsvm.data.delimited.bounded_lines`).
 
     Raises
     ------

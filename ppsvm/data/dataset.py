@@ -1,46 +1,35 @@
-"""Reading raw benchmark files (UCI style) into a numeric, labelled dataset.
+"""Turning raw benchmark files (UCI style) into a numeric, labelled dataset.
 
 The files are read as published: no header unless told, ``?`` or an empty cell
 means missing, labels are arbitrary strings, whitespace around fields is ignored
 and blank lines are skipped. Column references (label, dropped columns, id
 column) are 0-based indices, negative ones counting from the end, or header
 names; error messages use the same 0-based column indices and 1-based line
-numbers.
+numbers. The file's lines become fields in :mod:`ppsvm.data.delimited`; this
+module gives the fields their meaning: features, labels, ids, missing values.
 """
 
 from __future__ import annotations
 
-import argparse
-import csv
-import itertools
 import logging
 import math
-import re
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal, TextIO
+from typing import Literal
 
 import numpy as np
 
 from ppsvm.constants import MAX_CSV_LINE_CHARS, TASKS
+from ppsvm.data.delimited import Table, read_table
 from ppsvm.errors import ConfigError, DataError
 
-__all__ = [
-    "Dataset",
-    "DatasetOptions",
-    "add_dataset_arguments",
-    "bounded_lines",
-    "dataset_options_from_args",
-    "load_dataset",
-]
+__all__ = ["Dataset", "DatasetOptions", "load_dataset"]
 
 logger = logging.getLogger(__name__)
 
 MISSING_TOKENS = frozenset({"", "?"})
 # Enough distinct values to recognise the label column in an error, not a dump of it.
 _MAX_LISTED_VALUES = 8
-_INTEGER = re.compile(r"[+-]?\d+")
 
 ColumnRef = str | int
 
@@ -131,48 +120,6 @@ class Dataset:
             )
 
 
-@dataclass(frozen=True)
-class _Table:
-    """The raw fields of a file: stripped strings, one list per data line."""
-
-    path: Path
-    header: tuple[str, ...] | None
-    line_numbers: list[int]
-    rows: list[list[str]]
-
-    @property
-    def n_columns(self) -> int:
-        return len(self.rows[0])
-
-    def where(self, row: int, column: int) -> str:
-        """Location of a cell for error messages: file, 1-based line, column."""
-        name = f" ({self.header[column]!r})" if self.header is not None else ""
-        return f"{self.path}, line {self.line_numbers[row]}, column {column}{name}"
-
-
-def bounded_lines(handle: TextIO, path: Path, max_chars: int = MAX_CSV_LINE_CHARS) -> Iterator[str]:
-    """The lines of a text file opened with ``newline=""``, for :func:`csv.reader`, each read with a bounded length.
-
-    The csv module reads whole lines, so one line of gigabytes (a binary file, a file whose line
-    ends were lost) would be read into memory whole and end in a MemoryError traceback.
-
-    Raises
-    ------
-    DataError
-        A line (with its line end) is longer than ``max_chars`` characters; names the file and line.
-    """
-    for number in itertools.count(1):
-        line = handle.readline(max_chars + 1)
-        if not line:
-            return
-        if len(line) > max_chars:
-            raise DataError(
-                f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
-                "is it a text file with one record per line?"
-            )
-        yield line
-
-
 def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Dataset:
     """Read a delimited text file into a :class:`Dataset`.
 
@@ -183,7 +130,7 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     options : DatasetOptions
         Label column, label mapping, dropped columns, missing-value policy.
     max_line_chars : int
-        Longest line read (see :func:`bounded_lines`).
+        Longest line read (see :func:`ppsvm.data.delimited.bounded_lines`).
 
     Returns
     -------
@@ -200,7 +147,7 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     ConfigError
         A column reference does not exist or the columns overlap.
     """
-    table = _read_table(Path(path), options, max_line_chars)
+    table = read_table(Path(path), delimiter=options.delimiter, header=options.header, max_line_chars=max_line_chars)
     label_column, id_column, feature_columns = _resolve_columns(table, options)
 
     X, missing = _parse_features(table, feature_columns)
@@ -222,56 +169,7 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     return Dataset(ids=ids[keep], X=X[keep], y=y, feature_names=feature_names, source=str(path))
 
 
-def _read_table(path: Path, options: DatasetOptions, max_line_chars: int) -> _Table:
-    header: tuple[str, ...] | None = None
-    header_line = 0
-    line_numbers: list[int] = []
-    rows: list[list[str]] = []
-    try:
-        # utf-8-sig: spreadsheet exports often start with a byte-order mark.
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(
-                bounded_lines(handle, path, max_line_chars), delimiter=options.delimiter, skipinitialspace=True
-            )
-            for raw in reader:
-                fields = [field.strip() for field in raw]
-                if not fields or fields == [""]:
-                    continue
-                if options.header and header is None:
-                    header = tuple(fields)
-                    header_line = reader.line_num
-                    continue
-                expected = len(header) if header is not None else len(rows[0]) if rows else len(fields)
-                if len(fields) != expected:
-                    first = f"the header on line {header_line}" if header is not None else f"line {line_numbers[0]}"
-                    raise DataError(f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}")
-                line_numbers.append(reader.line_num)
-                rows.append(fields)
-    except OSError as error:
-        raise DataError(f"cannot read {path}: {error.strerror or error}") from error
-    except UnicodeDecodeError as error:
-        raise DataError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
-    except csv.Error as error:
-        raise DataError(f"{path}, line {reader.line_num}: {error}") from error
-
-    if not rows:
-        raise DataError(f"{path}: no data rows (the file is empty or holds only a header)")
-    if header is not None:
-        _check_header(path, header)
-    return _Table(path=path, header=header, line_numbers=line_numbers, rows=rows)
-
-
-def _check_header(path: Path, header: tuple[str, ...]) -> None:
-    seen: dict[str, int] = {}
-    for index, name in enumerate(header):
-        if not name:
-            raise DataError(f"{path}, header line: column {index} has no name")
-        if name in seen:
-            raise DataError(f"{path}, header line: columns {seen[name]} and {index} are both named {name!r}")
-        seen[name] = index
-
-
-def _resolve_column(table: _Table, ref: ColumnRef, role: str) -> int:
+def _resolve_column(table: Table, ref: ColumnRef, role: str) -> int:
     n = table.n_columns
     if isinstance(ref, int):
         if not -n <= ref < n:
@@ -290,7 +188,7 @@ def _resolve_column(table: _Table, ref: ColumnRef, role: str) -> int:
     return table.header.index(ref)
 
 
-def _resolve_columns(table: _Table, options: DatasetOptions) -> tuple[int, int | None, list[int]]:
+def _resolve_columns(table: Table, options: DatasetOptions) -> tuple[int, int | None, list[int]]:
     """Label column, id column and the feature columns, all as 0-based indices."""
     label = _resolve_column(table, options.label, "label")
     dropped = {_resolve_column(table, ref, "dropped") for ref in options.drop}
@@ -307,7 +205,7 @@ def _resolve_columns(table: _Table, options: DatasetOptions) -> tuple[int, int |
     return label, id_column, features
 
 
-def _parse_features(table: _Table, columns: list[int]) -> tuple[np.ndarray, np.ndarray]:
+def _parse_features(table: Table, columns: list[int]) -> tuple[np.ndarray, np.ndarray]:
     """Feature values (m, n) and a mask (m, n) of missing cells; errors in file order."""
     X = np.zeros((len(table.rows), len(columns)))
     missing = np.zeros(X.shape, dtype=bool)
@@ -331,7 +229,7 @@ def _parse_features(table: _Table, columns: list[int]) -> tuple[np.ndarray, np.n
     return X, missing
 
 
-def _record_ids(table: _Table, id_column: int | None) -> np.ndarray:
+def _record_ids(table: Table, id_column: int | None) -> np.ndarray:
     if id_column is None:
         return np.array([str(r) for r in range(len(table.rows))])
     first_line: dict[str, int] = {}
@@ -348,7 +246,7 @@ def _record_ids(table: _Table, id_column: int | None) -> np.ndarray:
 
 
 def _apply_missing_policy(
-    table: _Table,
+    table: Table,
     options: DatasetOptions,
     X: np.ndarray,
     missing: np.ndarray,
@@ -405,7 +303,7 @@ def _listing(counts: dict[str, int]) -> str:
     return shown + (", ..." if len(counts) > _MAX_LISTED_VALUES else "")
 
 
-def _classification_labels(table: _Table, label_column: int, raw: list[str], options: DatasetOptions) -> np.ndarray:
+def _classification_labels(table: Table, label_column: int, raw: list[str], options: DatasetOptions) -> np.ndarray:
     """Map raw label strings (m,) to +1/-1."""
     counts: dict[str, int] = {}
     for value in raw:
@@ -437,7 +335,7 @@ def _as_numbers(values: list[str]) -> list[float] | None:
         return None
 
 
-def _regression_targets(table: _Table, label_column: int, rows: np.ndarray) -> np.ndarray:
+def _regression_targets(table: Table, label_column: int, rows: np.ndarray) -> np.ndarray:
     y = np.empty(len(rows))
     for i, r in enumerate(rows):
         text = table.rows[r][label_column]
@@ -448,64 +346,3 @@ def _regression_targets(table: _Table, label_column: int, rows: np.ndarray) -> n
         if not math.isfinite(y[i]):
             raise DataError(f"{table.where(r, label_column)}: non-finite regression target {text!r}")
     return y
-
-
-def _column_ref(text: str) -> ColumnRef:
-    """A command-line column reference: integers are indices, anything else a header name."""
-    return int(text) if _INTEGER.fullmatch(text) else text
-
-
-def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options of :class:`DatasetOptions` (except the task) to `parser`."""
-    group = parser.add_argument_group("dataset")
-    group.add_argument(
-        "--label", default="-1", help="label column: 0-based index (negative from the end) or header name (default -1)"
-    )
-    classes = group.add_mutually_exclusive_group()
-    classes.add_argument("--positive", help="label value that becomes +1 (all others -1)")
-    classes.add_argument("--negative", help="label value that becomes -1 (all others +1)")
-    group.add_argument(
-        "--drop",
-        action="append",
-        default=[],
-        metavar="COLUMNS",
-        help="columns to drop: indices or header names, comma-separated or repeated",
-    )
-    group.add_argument("--id-column", help="column holding record ids (default: the data row number)")
-    group.add_argument(
-        "--missing",
-        choices=("refuse", "drop", "impute"),
-        default="refuse",
-        help="missing values ('?' or empty): refuse, drop the rows, or impute column means (default refuse)",
-    )
-    group.add_argument("--header", action="store_true", help="the first line holds column names")
-    group.add_argument("--delimiter", default=",", help="field separator (default ',')")
-
-
-def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOptions:
-    """Build :class:`DatasetOptions` from arguments added by :func:`add_dataset_arguments`.
-
-    Parameters
-    ----------
-    args : argparse.Namespace
-        Parsed arguments.
-    task : str
-        "classify" or "regress" (the caller owns the ``--task`` option).
-
-    Returns
-    -------
-    DatasetOptions
-        Integer-looking column references become indices, others header names.
-    """
-    drop = tuple(_column_ref(part.strip()) for item in args.drop for part in item.split(",") if part.strip())
-    return DatasetOptions(
-        label=_column_ref(args.label),
-        positive=args.positive,
-        negative=args.negative,
-        task=task,  # type: ignore[arg-type]  # validated in DatasetOptions.__post_init__
-        drop=drop,
-        id_column=None if args.id_column is None else _column_ref(args.id_column),
-        missing=args.missing,
-        header=args.header,
-        delimiter=args.delimiter,
-    )

@@ -12,13 +12,11 @@ from ppsvm.config import EntityConfig
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
-from ppsvm.wire.grpc_util import create_server, host_of, stop_on_signals
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.server import create_server, serve_until, stop_on_signals
 from ppsvm.wire.tls import choose_tls
 
 logger = logging.getLogger(__name__)
-
-SHUTDOWN_GRACE_S = 2.0
 
 
 def start_entity(
@@ -70,10 +68,5 @@ def serve_entity(
         print(NOT_PRIVATE_BANNER, file=sys.stderr, flush=True)
     if config.mode == "mixed":
         print(f"entity {config.id} {MIXED_MODE_WARNING}", file=sys.stderr, flush=True)
-    print(f"listening on {host_of(config.listen)}:{port}", flush=True)
-    # Wake up now and then: a signal delivered while the main thread blocks must not go unnoticed.
-    while not stop.wait(timeout=0.5):
-        pass
-    logger.info("entity %s: shutting down", config.id)
-    server.stop(SHUTDOWN_GRACE_S).wait()
+    serve_until(stop, server, config.listen, port, f"entity {config.id}")
     return 0

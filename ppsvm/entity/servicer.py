@@ -11,22 +11,27 @@ import numpy as np
 
 from ppsvm import __version__
 from ppsvm.core.dp import DEFAULT_HUBER_H, NON_PRIVATE
-from ppsvm.core.kernels import KernelName
+from ppsvm.core.kernels import KernelName, is_kernel_name
 from ppsvm.core.lp import is_task
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import DataError
 from ppsvm.wire.chunks import encode_arrays
 from ppsvm.wire.grpc_util import stream_handler, unary_handler
+from ppsvm.wire.proto_names import KERNEL_NAMES, RECORD_SET_NAMES
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import peer_names
 
 logger = logging.getLogger(__name__)
 
-KERNEL_NAMES: dict[int, KernelName] = {pb.LINEAR: "linear", pb.GAUSSIAN: "gaussian"}
-RECORD_SETS = {pb.TRAIN: "train", pb.TEST: "test"}
 # How the coordinator made rho; recorded in the ledger entry (public-only needs no entity).
 DP_RHO_METHODS = ("dp-hybrid", "private-svm")
+
+
+def _kernel(kind: int) -> KernelName | None:
+    """The kernel a request names, or None for a value the proto does not define."""
+    name = KERNEL_NAMES.get(kind)
+    return name if name is not None and is_kernel_name(name) else None
 
 
 def _peer(context: grpc.ServicerContext) -> str:
@@ -73,10 +78,11 @@ class EntityServicer(pb_grpc.EntityServicer):
 
     @stream_handler
     def KernelBlock(self, request: pb.KernelRequest, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
-        if request.kernel not in KERNEL_NAMES:
+        kernel = _kernel(request.kernel)
+        if kernel is None:
             raise DataError("kernel must be LINEAR or GAUSSIAN")
         which = request.WhichOneof("records")
-        record_set = RECORD_SETS.get(request.record_set) if which == "record_set" else None
+        record_set = RECORD_SET_NAMES.get(request.record_set) if which == "record_set" else None
         if which == "record_set" and record_set is None:
             raise DataError("record_set must be TRAIN or TEST")
         ids = list(request.ids.ids) if which == "ids" else None
@@ -84,7 +90,7 @@ class EntityServicer(pb_grpc.EntityServicer):
             raise DataError("name a record set or record ids")
         ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
         block = self.core.kernel_block(
-            KERNEL_NAMES[request.kernel],
+            kernel,
             request.mbar,
             request.mu,
             ranges,
@@ -105,12 +111,12 @@ class EntityServicer(pb_grpc.EntityServicer):
 
     @unary_handler
     def LocalBaseline(self, request: pb.BaselineRequest, context: grpc.ServicerContext) -> pb.BaselineReply:
-        task = request.task
-        if request.kernel not in KERNEL_NAMES or not is_task(task):
+        task, kernel = request.task, _kernel(request.kernel)
+        if kernel is None or not is_task(task):
             raise DataError("task must be classify or regress and kernel LINEAR or GAUSSIAN")
         figures = self.core.local_baseline(
             task,
-            KERNEL_NAMES[request.kernel],
+            kernel,
             request.nu or None,
             request.mu or None,
             request.seed,

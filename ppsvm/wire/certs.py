@@ -6,7 +6,7 @@ federation id, and whose URI subject-alternative names state its roles
 (``urn:ppsvm:role:coordinator``, ``...:entity``, ``...:client``). Peers check
 identities by that name, not by network address: the coordinator dials an
 entity and requires a certificate for the entity id the federation file names;
-servers check the caller's exact name and role on every call (ppsvm.wire.tls).
+servers check the caller's exact name and role on every call (ppsvm.wire.server).
 
 Roles are URI SANs rather than a private X.509 extension: SANs are the standard
 place for what a certificate vouches for (SPIFFE ids are URI SANs too), ``openssl

@@ -1,71 +1,71 @@
-"""gRPC plumbing shared by entities and the coordinator: servers, channels, status codes."""
+"""The status codes of ppsvm's servers, from the one error taxonomy, and the channels its clients open.
+
+Every status code a ppsvm server chooses comes from :func:`status_for`: servicer methods wrapped by
+:func:`unary_handler` or :func:`stream_handler` raise an error of :mod:`ppsvm.errors`, and the
+interceptors of :mod:`ppsvm.wire.server` refuse a call by :func:`abort` with one. The README's
+"Errors and exit status" lists the kinds, their codes and the command's exit codes.
+"""
 
 from __future__ import annotations
 
-import dataclasses
 import functools
-import itertools
 import logging
-import math
-import os
-import signal
-import threading
-import time
-from collections import Counter
-from collections.abc import Callable, Collection, Iterator, Mapping
-from concurrent import futures
-from dataclasses import dataclass
-from types import FrameType
-from typing import Any, TypeVar, cast
+from collections.abc import Callable, Iterator
+from typing import Any, NoReturn, TypeVar, cast
 
 import grpc
 
-from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, STREAM_WRITE_TIMEOUT_S
-from ppsvm.errors import ConfigError, DataError, PpsvmError, PrivacyError, SolverError, WireError
-from ppsvm.wire.certs import COORDINATOR, Role
-from ppsvm.wire.tls import (
-    Authorize,
-    Behaviour,
-    TlsFiles,
-    WrappingInterceptor,
-    channel_credentials,
-    peer_party,
-    server_credentials,
+from ppsvm.errors import (
+    CallLimitError,
+    ConfigError,
+    DataError,
+    EntityError,
+    PpsvmError,
+    PrivacyError,
+    ReleaseFailed,
+    SolverError,
+    WireError,
 )
+from ppsvm.wire.tls import TlsFiles, channel_credentials
 
 logger = logging.getLogger(__name__)
 
-# Domain error -> status code: a refused request, a bad request, or a state that must change first.
+# Error kind -> status code: a refused request, a bad request, a limit to wait for, or a state that must change
+# first. The first kind an error is an instance of decides; anything else is INTERNAL, with a fixed text.
 _STATUS = (
     (PrivacyError, grpc.StatusCode.PERMISSION_DENIED),
     (DataError, grpc.StatusCode.INVALID_ARGUMENT),
     (WireError, grpc.StatusCode.INVALID_ARGUMENT),
+    (CallLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
     (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
     (SolverError, grpc.StatusCode.FAILED_PRECONDITION),
+    (ReleaseFailed, grpc.StatusCode.FAILED_PRECONDITION),
+    (EntityError, grpc.StatusCode.FAILED_PRECONDITION),
     (PpsvmError, grpc.StatusCode.FAILED_PRECONDITION),
 )
 
 F = TypeVar("F", bound=Callable[..., Any])
 
-MAX_CALLS_PER_PEER_ENV = "PPSVM_MAX_CALLS_PER_PEER"
-STREAM_WRITE_TIMEOUT_ENV = "PPSVM_STREAM_WRITE_TIMEOUT_S"
-
 
 def status_for(error: Exception) -> grpc.StatusCode:
-    """The status code a servicer answers with for a domain error."""
+    """The status code a server answers with for an error of :mod:`ppsvm.errors`; INTERNAL for any other."""
     for kind, code in _STATUS:
         if isinstance(error, kind):
             return code
     return grpc.StatusCode.INTERNAL
 
 
-def _abort(context: grpc.ServicerContext, name: str, error: Exception) -> None:
-    code = status_for(error)
-    if code is grpc.StatusCode.INTERNAL:
+def abort(context: grpc.ServicerContext, error: PpsvmError) -> NoReturn:
+    """End the call with ``error``'s status code and its message (which the caller reads)."""
+    context.abort(status_for(error), str(error))
+
+
+def _abort(context: grpc.ServicerContext, name: str, error: Exception) -> NoReturn:
+    if not isinstance(error, PpsvmError):
         logger.exception("%s failed", name)
-        context.abort(code, f"{name}: internal error ({type(error).__name__}); see the server log")
+        context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error ({type(error).__name__}); see the server log")
     logger.warning("%s refused: %s", name, error)
-    context.abort(code, str(error))
+    abort(context, error)
 
 
 def unary_handler(method: F) -> F:
@@ -92,252 +92,6 @@ def stream_handler(method: F) -> F:
             _abort(context, method.__name__, error)
 
     return cast(F, wrapper)  # functools.wraps keeps the name; the signature is the method's
-
-
-@dataclass(frozen=True)
-class ServerLimits:
-    """How much of a server one peer may hold, so that no caller can lock the others out.
-
-    Attributes
-    ----------
-    max_calls_per_peer : int
-        Calls one peer (one certificate identity; one host in plaintext) may have running at
-        once; more are refused with RESOURCE_EXHAUSTED. Below the server's worker threads.
-    stream_write_timeout_s : float
-        Seconds one message of a server stream may wait for the reader to take it; then the
-        stream is cancelled and its worker freed. A reader that stops reading otherwise holds
-        a worker for ever: the worker blocks inside gRPC's send, where neither a check between
-        messages nor keepalive (the peer's transport still answers pings) can reach it.
-    """
-
-    max_calls_per_peer: int = MAX_CALLS_PER_PEER
-    stream_write_timeout_s: float = STREAM_WRITE_TIMEOUT_S
-
-    @classmethod
-    def from_environment(cls, environ: Mapping[str, str] = os.environ) -> ServerLimits:
-        """Defaults, overridden by ``PPSVM_MAX_CALLS_PER_PEER`` and ``PPSVM_STREAM_WRITE_TIMEOUT_S``.
-
-        Environment variables rather than flags: every server (``ppsvm entity``, ``coordinator
-        serve``, in-process ones) is made by :func:`create_server`, and an operator tunes them
-        all the same way.
-
-        Raises
-        ------
-        ConfigError
-            A variable that is not a number.
-        """
-        limits = cls()
-        try:
-            if MAX_CALLS_PER_PEER_ENV in environ:
-                limits = dataclasses.replace(limits, max_calls_per_peer=int(environ[MAX_CALLS_PER_PEER_ENV]))
-            if STREAM_WRITE_TIMEOUT_ENV in environ:
-                limits = dataclasses.replace(limits, stream_write_timeout_s=float(environ[STREAM_WRITE_TIMEOUT_ENV]))
-        except ValueError as exc:
-            raise ConfigError(
-                f"{MAX_CALLS_PER_PEER_ENV} must be a whole number and {STREAM_WRITE_TIMEOUT_ENV} a number "
-                f"of seconds: {exc}"
-            ) from None
-        return limits
-
-    def check(self, max_workers: int) -> None:
-        """ConfigError unless one peer leaves workers for the others and streams have a finite, positive timeout."""
-        if not 1 <= self.max_calls_per_peer < max_workers:
-            raise ConfigError(
-                f"the calls one peer may run at once ({MAX_CALLS_PER_PEER_ENV}) must be at least 1 and below "
-                f"the server's {max_workers} worker threads, got {self.max_calls_per_peer}"
-            )
-        if not (math.isfinite(self.stream_write_timeout_s) and self.stream_write_timeout_s > 0):
-            raise ConfigError(
-                f"{STREAM_WRITE_TIMEOUT_ENV} must be a positive number of seconds, got {self.stream_write_timeout_s}"
-            )
-
-
-class _Watchdog:
-    """Cancels each stream whose pending message waited past its deadline; one thread for the whole process."""
-
-    def __init__(self) -> None:
-        self._condition = threading.Condition()
-        self._due: dict[int, tuple[float, Callable[[], None]]] = {}
-        self._tokens = itertools.count()
-        self._thread: threading.Thread | None = None
-
-    def arm(self, seconds: float, expire: Callable[[], None]) -> int:
-        """Call ``expire`` in ``seconds`` unless :meth:`disarm` is called first with the returned token."""
-        with self._condition:
-            token = next(self._tokens)
-            self._due[token] = (time.monotonic() + seconds, expire)
-            if self._thread is None:
-                self._thread = threading.Thread(target=self._run, name="stream-write-watchdog", daemon=True)
-                self._thread.start()
-            self._condition.notify()
-        return token
-
-    def disarm(self, token: int) -> None:
-        with self._condition:
-            self._due.pop(token, None)
-
-    def _run(self) -> None:
-        while True:
-            with self._condition:
-                now = time.monotonic()
-                expired = [token for token, (deadline, _) in self._due.items() if deadline <= now]
-                callbacks = [self._due.pop(token)[1] for token in expired]
-                if not callbacks:
-                    next_deadline = min((deadline for deadline, _ in self._due.values()), default=None)
-                    self._condition.wait(None if next_deadline is None else next_deadline - now)
-                    continue
-            # Outside the lock: cancelling wakes the stream's worker, which disarms.
-            for expire in callbacks:
-                expire()
-
-
-_WATCHDOG = _Watchdog()
-
-
-class PeerLimits(WrappingInterceptor):
-    """Apply :class:`ServerLimits`: a per-peer cap on running calls and a write timeout on stream messages."""
-
-    def __init__(self, limits: ServerLimits, max_workers: int) -> None:
-        self.limits = limits
-        self.max_workers = max_workers
-        self._running: Counter[str] = Counter()
-        self._lock = threading.Lock()
-
-    def _enter(self, context: grpc.ServicerContext, method: str) -> str:
-        """Take a slot for the caller, or abort the call with RESOURCE_EXHAUSTED; returns the caller's key."""
-        party = peer_party(context)
-        # A certificate names who calls however many connections it opens; without one, the host does.
-        peer = party.name if party is not None else host_of(context.peer())
-        limit = self.limits.max_calls_per_peer
-        with self._lock:
-            admitted = self._running[peer] < limit
-            if admitted:
-                self._running[peer] += 1
-        if not admitted:
-            message = (
-                f"{peer} already has {limit} calls running on this server, the most one caller may have; retry when "
-                f"one ends, or raise the limit on the server with {MAX_CALLS_PER_PEER_ENV} (below its "
-                f"{self.max_workers} worker threads)"
-            )
-            logger.warning("refused %s: %s", method, message)
-            context.abort(grpc.StatusCode.RESOURCE_EXHAUSTED, message)
-        return peer
-
-    def _leave(self, peer: str) -> None:
-        with self._lock:
-            self._running[peer] -= 1
-            if not self._running[peer]:
-                del self._running[peer]
-
-    def _wrap_unary(self, behaviour: Behaviour, method: str) -> Behaviour:
-        def limited(request: Any, context: grpc.ServicerContext) -> Any:
-            peer = self._enter(context, method)
-            try:
-                return behaviour(request, context)
-            finally:
-                self._leave(peer)
-
-        return limited
-
-    def _wrap_stream(
-        self, behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]], method: str
-    ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
-        timeout = self.limits.stream_write_timeout_s
-
-        def limited(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
-            peer = self._enter(context, method)
-
-            def expire() -> None:
-                logger.warning(
-                    "cancelled %s for %s (%s): the reader took no message for %g s (%s)",
-                    method,
-                    peer,
-                    context.peer(),
-                    timeout,
-                    STREAM_WRITE_TIMEOUT_ENV,
-                )
-                context.cancel()
-
-            try:
-                for message in behaviour(request, context):
-                    # gRPC asks for the next message only once this one is sent: the watch covers the send alone.
-                    token = _WATCHDOG.arm(timeout, expire)
-                    try:
-                        yield message
-                    finally:
-                        _WATCHDOG.disarm(token)
-            finally:
-                # Also reached when gRPC drops a cancelled stream: closing the generator runs this.
-                self._leave(peer)
-
-        return limited
-
-
-def create_server(
-    address: str,
-    register: Callable[[grpc.Server], None],
-    *,
-    tls: TlsFiles | None,
-    allowed_peers: Collection[str] | None = None,
-    roles: Collection[Role] | Mapping[str, Collection[Role]] = (COORDINATOR,),
-    max_workers: int = SERVER_WORKERS,
-    limits: ServerLimits | None = None,
-) -> tuple[grpc.Server, int]:
-    """Start a server on ``address`` (port 0 picks a free one); returns (server, bound port).
-
-    Parameters
-    ----------
-    tls : TlsFiles or None
-        Mutual TLS material; None serves plaintext (see :func:`ppsvm.wire.tls.choose_tls`), where
-        no identity or role can be checked.
-    allowed_peers : collection of str, optional
-        Certificate identities allowed to call; None accepts any name the CA certified.
-    roles : collection of role, or mapping of str to collection of role
-        The certificate roles that may call every method, or per full method name
-        (:func:`ppsvm.wire.tls.method_roles`; methods not named are refused). Default: the
-        coordinator role for every method, which is what an entity serves.
-    max_workers : int
-        Threads serving calls; calls beyond them wait.
-    limits : ServerLimits, optional
-        Per-peer limits; default :meth:`ServerLimits.from_environment`.
-
-    Raises
-    ------
-    ConfigError
-        The address cannot be bound, the TLS files cannot be read, or the limits leave no
-        worker for a second peer.
-    """
-    limits = limits if limits is not None else ServerLimits.from_environment()
-    limits.check(max_workers)
-    # Authorize first: a refused caller never takes one of its name's slots.
-    interceptors: list[grpc.ServerInterceptor] = [Authorize(roles, allowed_peers)] if tls is not None else []
-    interceptors.append(PeerLimits(limits, max_workers))
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
-    register(server)
-    try:
-        port = (
-            server.add_secure_port(address, server_credentials(tls))
-            if tls is not None
-            else server.add_insecure_port(address)
-        )
-    except RuntimeError as exc:
-        raise ConfigError(f"cannot listen on {address}: {exc}") from exc
-    if port == 0:
-        raise ConfigError(f"cannot listen on {address} (in use or not a local address)")
-    server.start()
-    return server, port
-
-
-def stop_on_signals() -> threading.Event:
-    """An event that SIGINT or SIGTERM sets: servers run until it is set, then stop with a grace period."""
-    stop = threading.Event()
-
-    def request_stop(signum: int, frame: FrameType | None) -> None:
-        stop.set()
-
-    signal.signal(signal.SIGINT, request_stop)
-    signal.signal(signal.SIGTERM, request_stop)
-    return stop
 
 
 def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Channel:

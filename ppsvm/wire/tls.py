@@ -7,22 +7,21 @@ another party's certificate is refused. That check is DNS hostname matching and
 ignores case; party names are lowercase only (ppsvm.wire.certs) so that it is exact
 all the same. A server checks every call against the caller's certificate: the
 exact name (entities accept only the coordinator their config names) and the
-role the method needs (entity RPCs: coordinator; Predict: client).
+role the method needs (entity RPCs: coordinator; Predict: client); that check is
+:class:`ppsvm.wire.server.Authorize`, which reads the caller with :func:`peer_party`.
 """
 
 from __future__ import annotations
 
 import datetime
 import logging
-from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
 import grpc
 
 from ppsvm.errors import ConfigError
-from ppsvm.wire.certs import Party, Role, certificate_identity, certificate_party
+from ppsvm.wire.certs import Party, certificate_identity, certificate_party
 
 logger = logging.getLogger(__name__)
 
@@ -96,112 +95,6 @@ def peer_names(context: grpc.ServicerContext) -> set[str]:
     """The identity (certificate DNS name) of the caller; empty for a plaintext call."""
     party = peer_party(context)
     return {party.name} if party is not None else set()
-
-
-def method_roles(service: str, roles: Mapping[str, Collection[Role]]) -> dict[str, frozenset[Role]]:
-    """Full gRPC method names (``/package.Service/Method``) of ``service``'s methods -> the roles that may call them."""
-    return {f"/{service}/{method}": frozenset(allowed) for method, allowed in roles.items()}
-
-
-Behaviour = Callable[[Any, grpc.ServicerContext], Any]
-
-
-class WrappingInterceptor(grpc.ServerInterceptor):
-    """A server interceptor that wraps each method's behaviour; subclasses say how, for unary and streaming replies.
-
-    Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist.
-    """
-
-    def _wrap_unary(self, behaviour: Behaviour, method: str) -> Behaviour:
-        raise NotImplementedError
-
-    def _wrap_stream(self, behaviour: Behaviour, method: str) -> Behaviour:
-        raise NotImplementedError
-
-    def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], grpc.RpcMethodHandler | None],
-        handler_call_details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler | None:
-        handler = continuation(handler_call_details)
-        if handler is None:
-            return None
-        method = handler_call_details.method
-        codec = {
-            "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
-        }
-        if handler.unary_unary is not None:
-            return grpc.unary_unary_rpc_method_handler(self._wrap_unary(handler.unary_unary, method), **codec)
-        if handler.unary_stream is not None:
-            return grpc.unary_stream_rpc_method_handler(self._wrap_stream(handler.unary_stream, method), **codec)
-        raise TypeError(f"{method}: only unary-request methods can be wrapped")
-
-
-class Authorize(WrappingInterceptor):
-    """Refuse, with PERMISSION_DENIED, every call whose certificate names another party or lacks a role the method
-    allows.
-
-    Checked per call from the peer's certificate: its one DNS name compared exactly (a name in
-    another case is another name) and its role URIs.
-
-    Parameters
-    ----------
-    roles : collection of role, or mapping of str to collection of role
-        The roles that may call every method, or per full method name (:func:`method_roles`);
-        a method the mapping does not name is refused to everyone.
-    identities : collection of str, optional
-        Names that may call at all (entities: the coordinator their config names); None: any name.
-    """
-
-    def __init__(
-        self, roles: Collection[Role] | Mapping[str, Collection[Role]], identities: Collection[str] | None = None
-    ) -> None:
-        self.roles = roles
-        self.identities = frozenset(identities) if identities is not None else None
-
-    def _allowed_roles(self, method: str) -> frozenset[Role]:
-        if isinstance(self.roles, Mapping):
-            return frozenset(self.roles.get(method, ()))
-        return frozenset(self.roles)
-
-    def _refusal(self, context: grpc.ServicerContext, method: str) -> str | None:
-        """Why the caller may not call ``method``, or None if it may."""
-        try:
-            party = peer_party(context)
-        except ValueError as exc:
-            return f"the caller's certificate is not a ppsvm party's ({exc}) and may not call {method}"
-        if party is None:
-            return f"a caller without a certificate may not call {method}"
-        allowed = self._allowed_roles(method)
-        if self.identities is not None and party.name not in self.identities:
-            return f"{party.name} may not call {method}; this server accepts only {', '.join(sorted(self.identities))}"
-        if not allowed:
-            return f"{method} is not open to any caller on this server"
-        if not party.roles & allowed:
-            held = (
-                f"grants {', '.join(sorted(party.roles))}"
-                if party.roles
-                else "grants no ppsvm role (made before roles existed: make new ones with `ppsvm certs`)"
-            )
-            return (
-                f"{party.name} may not call {method}: that needs a certificate with the role "
-                f"{' or '.join(sorted(allowed))}, and {party.name}'s certificate {held}"
-            )
-        return None
-
-    def _guard(self, behaviour: Behaviour, method: str) -> Behaviour:
-        def checked(request: Any, context: grpc.ServicerContext) -> Any:
-            refusal = self._refusal(context, method)
-            if refusal is not None:
-                logger.warning("refused a call from %s: %s", context.peer(), refusal)
-                context.abort(grpc.StatusCode.PERMISSION_DENIED, refusal)
-            return behaviour(request, context)
-
-        return checked
-
-    _wrap_unary = _guard
-    _wrap_stream = _guard
 
 
 def choose_tls(tls: TlsFiles | None, *, insecure: bool, source: Path) -> TlsFiles | None:

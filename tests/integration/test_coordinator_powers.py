@@ -6,7 +6,7 @@ that sends chosen B's reconstructs A). These tests try: methods that do not exis
 matrix smuggled into a real request as an unknown protobuf field, and a scan of every
 request message for fields that could carry one.
 
-The last test runs the scaling attack (ppsvm.experiments.attacks.reconstruct_by_rescaling): an
+The last test runs the scaling attack (ppsvm.experiments.coordinator_attacks.reconstruct_by_rescaling): an
 entity that applied whatever per-feature (low, high) a request named would reveal its
 whole cell and B_j to a coordinator moving one feature's bounds at a time. Entities now
 take the scaling only from their column block's ranges, tagged under the column-group
@@ -24,7 +24,7 @@ import pytest
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
 
 from ppsvm.config import load_federation
-from ppsvm.experiments.attacks import reconstruct_by_rescaling
+from ppsvm.experiments.coordinator_attacks import reconstruct_by_rescaling
 from ppsvm.wire.chunks import decode_arrays
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 

@@ -46,15 +46,16 @@ from ppsvm.core.kernels import gaussian_fetch_width
 from ppsvm.core.randomness import range_tag
 from ppsvm.core.release_log import create_release_log
 from ppsvm.entity.cell import EntityCore, SignedRange
-from ppsvm.entity.servicer import KERNEL_NAMES, RECORD_SETS, EntityServicer
+from ppsvm.entity.servicer import EntityServicer
 from ppsvm.errors import PpsvmError
 from ppsvm.files import PRIVATE_MODE
 from ppsvm.processes import EntityProcesses
 from ppsvm.wire.certs import COORDINATOR, federation_parties, make_certificates
 from ppsvm.wire.chunks import decode_arrays, encode_arrays
-from ppsvm.wire.grpc_util import create_server
+from ppsvm.wire.proto_names import KERNEL_NAMES, RECORD_SET_NAMES
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.server import create_server
 
 from ..certificates import sign_leaf
 from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, ppsvm_process, split
@@ -907,7 +908,7 @@ def handlers(servicer: EntityServicer, garbage: bool) -> dict[str, grpc.RpcMetho
 def honest_kernel(core: EntityCore, request: pb.KernelRequest) -> np.ndarray:
     ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
     return core.kernel_block(
-        KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=RECORD_SETS[request.record_set]
+        KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=RECORD_SET_NAMES[request.record_set]
     )
 
 

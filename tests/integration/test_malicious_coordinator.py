@@ -18,8 +18,9 @@ Two splits of WDBC (30 features, one column block each) are started once for the
   (finding 5, which stops it, deletes its log and restarts it). A pristine copy of the split is kept
   for the log-truncation test.
 
-Attack math lives in ppsvm/experiments/attacks.py (reconstruct_by_peer_scalings, reconstruct_two_views,
-bisect_change, float_laplace_reachable); benchmarks/attacks.py reports the same attacks before/after.
+Attack math lives in ppsvm/experiments/coordinator_attacks.py (reconstruct_by_peer_scalings,
+reconstruct_two_views, bisect_change, float_laplace_reachable) and kernel_row_attacks.py;
+benchmarks/attacks.py reports the same attacks before/after.
 """
 
 from __future__ import annotations
@@ -49,14 +50,14 @@ from ppsvm.data.cell import Cell, load_cell
 from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1
 from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
 from ppsvm.errors import DataError
-from ppsvm.experiments import attacks
-from ppsvm.experiments.attacks import (
+from ppsvm.experiments import coordinator_attacks
+from ppsvm.experiments.coordinator_attacks import (
     bisect_change,
     float_laplace_reachable,
     reconstruct_by_peer_scalings,
-    reconstruct_linear,
     reconstruct_two_views,
 )
+from ppsvm.experiments.kernel_row_attacks import reconstruct_linear
 from ppsvm.wire.chunks import decode_arrays
 from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
@@ -277,8 +278,8 @@ def dp_request(
 
 
 def threshold_model(feature: int, t: float, n: int = N, span: float = 1e3) -> bytes:
-    """:func:`ppsvm.experiments.attacks.threshold_model` for this module's cells of ``N`` features."""
-    return attacks.threshold_model(feature, t, n, span)
+    """:func:`ppsvm.experiments.coordinator_attacks.threshold_model` for this module's cells of ``N`` features."""
+    return coordinator_attacks.threshold_model(feature, t, n, span)
 
 
 def exact_errors(cell: Cell, model_json: bytes) -> int:
@@ -856,8 +857,8 @@ def test_f6_dp_entity_refuses_the_random_kernel_protocol(dp: Split, rk: Split) -
 def test_f6_float_laplace_rules_out_a_neighbour_in_process() -> None:
     """Control for finding 6's noise: Laplace noise drawn in floating point (numpy's sampler, as the old release
     drew it) is not DP. For w and a neighbouring w' = w + 0.05 at scale 2.84 (the figures of a WDBC release), most
-    outputs drawn from w cannot be produced from w' at all (ppsvm.experiments.attacks.float_laplace_reachable,
-    Mironov 2012):
+    outputs drawn from w cannot be produced from w' at all
+    (ppsvm.experiments.coordinator_attacks.float_laplace_reachable, Mironov 2012):
     each such output rules w' out with certainty. The reachability check is exact: every output is reachable from
     the w it was drawn from."""
     rng = np.random.default_rng(3)

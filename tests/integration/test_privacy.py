@@ -26,9 +26,9 @@ from ppsvm.core.model import Model
 from ppsvm.core.randomness import derive_B
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
-from ppsvm.wire.grpc_util import create_server
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.server import create_server
 
 from .conftest import DP_SPLIT_OPTIONS, WDBC, WDBC_OPTIONS, coordinator_channel, public_and_private, split
 

@@ -14,7 +14,8 @@ from scipy.linalg import null_space
 
 from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
 from ppsvm.core.randomness import derive_B
-from ppsvm.experiments.attacks import farthest_pair, reconstruct_by_rescaling, reconstruct_gaussian, reconstruct_linear
+from ppsvm.experiments.coordinator_attacks import reconstruct_by_rescaling
+from ppsvm.experiments.kernel_row_attacks import farthest_pair, reconstruct_gaussian, reconstruct_linear
 
 SECRET = b"attack-demo-secret-0123456789abcdef"
 ROWS = 20

@@ -14,7 +14,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppsvm.data.dataset import DatasetOptions, add_dataset_arguments, dataset_options_from_args, load_dataset
+from ppsvm.cli_arguments import add_dataset_arguments, dataset_options_from_args
+from ppsvm.data.dataset import DatasetOptions, load_dataset
 from ppsvm.data.shipped import SHIPPED_DATA
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.experiments.adult import ADULT_FILE

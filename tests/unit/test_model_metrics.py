@@ -16,7 +16,8 @@ from hypothesis import strategies as st
 from sklearn.metrics import roc_auc_score
 
 from ppsvm.api.federation import train_options
-from ppsvm.cli import _training_flags, build_parser
+from ppsvm.cli import build_parser
+from ppsvm.cli_arguments import training_flags
 from ppsvm.coordinator.train import TrainOptions, default_mbar
 from ppsvm.core.kernels import gaussian_kernel, linear_kernel
 from ppsvm.core.lp import solve_lp
@@ -99,7 +100,7 @@ def test_model_save_is_atomic(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr(os, "replace", refuse)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ConfigError, match="No space left"):
         make_model(gamma=99.0).save(path)
     assert path.read_bytes() == before
     assert [p.name for p in tmp_path.iterdir()] == ["model.json"]
@@ -400,7 +401,7 @@ BASE = ["coordinator", "train", "--federation", "fed.toml", "--model-out", "m.js
 
 def options(flags: list[str], table: dict[str, object]) -> TrainOptions:
     """The flags, then the [task] table, then defaults: the rule ppsvm.api.federation applies for the CLI."""
-    return train_options(table, **_training_flags(build_parser().parse_args(BASE + flags)))
+    return train_options(table, **training_flags(build_parser().parse_args(BASE + flags)))
 
 
 def test_cli_defaults_without_flags_or_table() -> None:

@@ -279,7 +279,7 @@ def test_failure_while_staging_leaves_nothing(
         real_fsync(descriptor)
 
     monkeypatch.setattr(os, "fsync", failing_fsync)
-    with pytest.raises(OSError, match="No space left"):
+    with pytest.raises(ConfigError, match="No space left"):
         split_dataset(dataset, SplitOptions(rows=2, cols=2, out_dir=tmp_path / "out"))
     assert not (tmp_path / "out").exists()
 
@@ -298,7 +298,7 @@ def test_failure_while_renaming_removes_what_it_wrote(
         real_replace(source, target)
 
     monkeypatch.setattr(os, "replace", failing_replace)
-    with pytest.raises(OSError, match="Input/output error"):
+    with pytest.raises(ConfigError, match="Input/output error"):
         split_dataset(dataset, SplitOptions(rows=2, cols=2, out_dir=tmp_path, overwrite=True))
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 

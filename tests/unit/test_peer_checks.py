@@ -33,9 +33,9 @@ from ppsvm.wire.certs import (
     make_certificates,
     role_uri,
 )
-from ppsvm.wire.grpc_util import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_server
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.server import STREAM_WRITE_TIMEOUT_ENV, ServerLimits, create_server
 from ppsvm.wire.tls import TlsFiles, peer_names
 
 from ..certificates import sign_leaf

@@ -6,7 +6,9 @@ import numpy as np
 import pytest
 
 from ppsvm.errors import ConfigError
-from ppsvm.experiments.sinc import (
+from ppsvm.experiments.sinc import SincOptions
+from ppsvm.experiments.sinc_models import best, grid_edge
+from ppsvm.experiments.sinc_problem import (
     GRID,
     HALF_WIDTH,
     INNER_HALF_WIDTH,
@@ -14,16 +16,13 @@ from ppsvm.experiments.sinc import (
     QUICK_MBARS,
     TEST,
     TRAIN,
-    SincOptions,
-    best,
     build_data,
-    edge_text,
-    grid_edge,
     plot_grid,
     region_of,
     region_points,
     sinc_2d,
 )
+from ppsvm.experiments.sinc_report import edge_text
 
 
 def test_sinc_is_the_product_form_with_value_one_at_the_origin() -> None:

@@ -1,0 +1,237 @@
+"""Command-line options that several ``ppsvm`` commands share, and how they become keyword arguments.
+
+Training settings left unset fall back to the federation file's ``[task]`` table (in
+:mod:`ppsvm.api.federation`), so a flag is kept as given: 'auto' stays the string 'auto'.
+"""
+
+from __future__ import annotations
+
+import argparse
+import re
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
+from ppsvm.core.kernels import KERNELS
+from ppsvm.core.lp import FORMULATIONS
+from ppsvm.data.dataset import ColumnRef, DatasetOptions
+
+T = TypeVar("T")
+_INTEGER = re.compile(r"[+-]?\d+")
+# 'auto' on the command line is kept as the string, so it can override a number in the federation file.
+AUTO = "auto"
+
+
+def _number_or_auto(convert: Callable[[str], T], expected: str) -> Callable[[str], T | str]:
+    """An argparse ``type``: 'auto' as given, else ``convert(text)``; ``expected`` says what else is accepted."""
+
+    def parse(text: str) -> T | str:
+        if text == AUTO:
+            return AUTO
+        try:
+            return convert(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"expected {expected} or 'auto', got {text!r}") from None
+
+    return parse
+
+
+auto_int = _number_or_auto(int, "a whole number")
+auto_float = _number_or_auto(float, "a number")
+
+
+def add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = True) -> None:
+    """Training settings; unset ones come from the federation file's [task] table, then defaults.
+
+    ``random_kernel=False`` (entities alone) leaves out what only the coordinator's random-kernel
+    training uses: mbar, the fold count and the LP formulation.
+    """
+    parser.add_argument(
+        "--task", choices=TASKS, help="classify (Mangasarian & Wild) or regress (Fung & Mangasarian); default classify"
+    )
+    parser.add_argument(
+        "--kernel",
+        choices=KERNELS,
+        help="linear (blocks summed) or gaussian (blocks multiplied elementwise); default gaussian",
+    )
+    if random_kernel:
+        parser.add_argument(
+            "--mbar",
+            type=auto_int,
+            help="random points per column block, < n_j for every block; 'auto' (default): min(n_j) "
+            "- 1, at most 10%% of the training rows",
+        )
+    parser.add_argument(
+        "--nu", type=auto_float, help="LP weight (a number, or 'auto' for k-fold cross-validation; default auto)"
+    )
+    tuned = (
+        "on the assembled kernel by the power identity, no new entity requests"
+        if random_kernel
+        else "by each entity on its own cell"
+    )
+    parser.add_argument(
+        "--mu", type=auto_float, help=f"Gaussian width (a number, or 'auto': tuned {tuned}; default auto)"
+    )
+    if random_kernel:
+        parser.add_argument(
+            "--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)"
+        )
+    parser.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default %(default)s)")
+    if random_kernel:
+        parser.add_argument(
+            "--lp-formulation",
+            choices=FORMULATIONS,
+            default="highs-dual",
+            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, "
+            "cvxpy-primal (as the papers write it)",
+        )
+
+
+def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
+    """The differentially private hybrid RBF SVM (Li, Xiong, Ohno-Machado, Jiang 2014) and its baselines."""
+    from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, GUARANTEES, MECHANISMS, NON_PRIVATE
+    from ppsvm.core.dp_model import METHODS
+    from ppsvm.core.linear_svm import DEFAULT_C
+
+    group = parser.add_argument_group(
+        "differentially private RBF SVM (--method other than random-kernel; row blocks only, s = 1)",
+        "dp-hybrid learns the Fourier frequencies rho from --public records; private-svm draws them at random "
+        "(Rubinstein et al.); public-only trains an RBF SVM on the public records alone. Scaling, kernel width and rho "
+        "come from the public records only; each entity releases its weights through --mechanism, charged to its own "
+        "privacy budget ([privacy] epsilon_total); the model averages them weighted by record counts.",
+    )
+    group.add_argument(
+        "--method",
+        choices=("random-kernel", *METHODS),
+        default="random-kernel",
+        help="random-kernel (default): the papers' K(A, B') LP; or a DP method",
+    )
+    group.add_argument("--public", help="public records (CSV: id,label,features...), all used")
+    group.add_argument("--epsilon", type=float, help="epsilon of each entity's release (its records' guarantee)")
+    group.add_argument(
+        "--mechanism",
+        choices=(*MECHANISMS, NON_PRIVATE),
+        default="laplace",
+        help=" | ".join(f"{name}: {GUARANTEES[name].rstrip('.')}" for name in (*MECHANISMS, NON_PRIVATE)).replace(
+            "%", "%%"
+        ),
+    )
+    group.add_argument(
+        "--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)"
+    )
+    group.add_argument("--C", type=float, default=DEFAULT_C, help="SVM cost in (C/n) sum hinge (default %(default)s)")
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser, federation: bool = True) -> None:
+    """How the coordinator reaches the entities: the federation file, deadlines, TLS."""
+    if federation:
+        parser.add_argument(
+            "--federation", required=True, help="the federation file (entity ids, addresses, grid positions, [tls])"
+        )
+    parser.add_argument(
+        "--deadline",
+        type=float,
+        default=DEFAULT_DEADLINE_S,
+        help="seconds allowed per entity call before it fails (default %(default)s); unreachable "
+        "entities are retried a few times first",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext instead of mutual TLS (trusted networks only; logged as a warning)",
+    )
+
+
+def training_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The random-kernel training flags as keyword arguments of ppsvm.api.federation's train functions."""
+    return {
+        "task": args.task,
+        "kernel": args.kernel,
+        "mbar": args.mbar,
+        "nu": args.nu,
+        "mu": args.mu,
+        "folds": args.folds,
+        "seed": args.seed,
+        "formulation": args.lp_formulation,
+        "basis": args.basis,
+    }
+
+
+def add_basis_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--basis",
+        choices=("paper", "product"),
+        default="paper",
+        help="paper (default): B = [B_1 ... B_s], mbar random points. product (our addition): also points "
+        "pairing rows of different B_j's, formed by the coordinator from the same blocks (no new request, "
+        "nothing more leaves an entity), up to 10%% of the training rows; helps when many partitions leave "
+        "a small mbar",
+    )
+
+
+def federation_from_args(args: argparse.Namespace) -> Any:
+    """The federation file as a :class:`ppsvm.api.federation.Federation`, with the connection flags."""
+    from ppsvm.api.federation import Federation
+
+    return Federation.from_toml(args.federation, insecure=args.insecure, deadline=args.deadline)
+
+
+def _column_ref(text: str) -> ColumnRef:
+    """A command-line column reference: integers are indices, anything else a header name."""
+    return int(text) if _INTEGER.fullmatch(text) else text
+
+
+def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add the options of :class:`DatasetOptions` (except the task) to `parser`."""
+    group = parser.add_argument_group("dataset")
+    group.add_argument(
+        "--label", default="-1", help="label column: 0-based index (negative from the end) or header name (default -1)"
+    )
+    classes = group.add_mutually_exclusive_group()
+    classes.add_argument("--positive", help="label value that becomes +1 (all others -1)")
+    classes.add_argument("--negative", help="label value that becomes -1 (all others +1)")
+    group.add_argument(
+        "--drop",
+        action="append",
+        default=[],
+        metavar="COLUMNS",
+        help="columns to drop: indices or header names, comma-separated or repeated",
+    )
+    group.add_argument("--id-column", help="column holding record ids (default: the data row number)")
+    group.add_argument(
+        "--missing",
+        choices=("refuse", "drop", "impute"),
+        default="refuse",
+        help="missing values ('?' or empty): refuse, drop the rows, or impute column means (default refuse)",
+    )
+    group.add_argument("--header", action="store_true", help="the first line holds column names")
+    group.add_argument("--delimiter", default=",", help="field separator (default ',')")
+
+
+def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOptions:
+    """Build :class:`DatasetOptions` from arguments added by :func:`add_dataset_arguments`.
+
+    Parameters
+    ----------
+    args : argparse.Namespace
+        Parsed arguments.
+    task : str
+        "classify" or "regress" (the caller owns the ``--task`` option).
+
+    Returns
+    -------
+    DatasetOptions
+        Integer-looking column references become indices, others header names.
+    """
+    drop = tuple(_column_ref(part.strip()) for item in args.drop for part in item.split(",") if part.strip())
+    return DatasetOptions(
+        label=_column_ref(args.label),
+        positive=args.positive,
+        negative=args.negative,
+        task=task,  # type: ignore[arg-type]  # validated in DatasetOptions.__post_init__
+        drop=drop,
+        id_column=None if args.id_column is None else _column_ref(args.id_column),
+        missing=args.missing,
+        header=args.header,
+        delimiter=args.delimiter,
+    )

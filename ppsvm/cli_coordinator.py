@@ -1,0 +1,160 @@
+"""``ppsvm coordinator train|evaluate|baselines|serve``: the coordinator's commands.
+
+Each goes through :class:`ppsvm.api.federation.Federation` (the DP training through
+:func:`ppsvm.coordinator.dp_train.train_dp_and_save`), as a Python caller would.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+from ppsvm.cli_arguments import (
+    add_basis_argument,
+    add_connection_arguments,
+    add_dp_arguments,
+    add_task_arguments,
+    federation_from_args,
+    training_flags,
+)
+from ppsvm.errors import ConfigError
+
+
+def register(subparsers: argparse._SubParsersAction) -> None:
+    """Add ``coordinator`` and its actions to the ``ppsvm`` command."""
+    coordinator = subparsers.add_parser("coordinator", help="train, evaluate and serve models over a federation")
+    actions = coordinator.add_subparsers(dest="action", required=True, metavar="ACTION")
+    train = actions.add_parser(
+        "train", help="assemble K(A, B') from the entities, solve the LP, write and distribute the model"
+    )
+    add_connection_arguments(train)
+    train.add_argument("--model-out", required=True, help="where to write the model (JSON, written atomically)")
+    train.add_argument("--no-distribute", action="store_true", help="do not send the model to the entities")
+    train.add_argument("--json", action="store_true", help="print a JSON summary")
+    add_task_arguments(train)
+    add_dp_arguments(train)
+    add_basis_argument(train)
+    train.set_defaults(run=cmd_train)
+
+    evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")
+    add_connection_arguments(evaluate)
+    evaluate.add_argument("--model", required=True)
+    evaluate.add_argument(
+        "--json",
+        action="store_true",
+        help="print one JSON object: error_rate and auc (classify) or relative_error and rmse "
+        "(regress), n_test, private",
+    )
+    evaluate.add_argument(
+        "--epsilon",
+        type=float,
+        help="DP models only, required for them: the epsilon each entity spends on its noised error count",
+    )
+    evaluate.set_defaults(run=cmd_evaluate)
+
+    baselines = actions.add_parser(
+        "baselines", help="each entity trains on its own cell alone and reports only its held-out error"
+    )
+    add_connection_arguments(baselines)
+    baselines.add_argument("--json", action="store_true")
+    add_task_arguments(baselines, random_kernel=False)
+    baselines.set_defaults(run=cmd_baselines)
+
+    serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
+    add_connection_arguments(serve)
+    serve.add_argument("--model", required=True)
+    serve.add_argument(
+        "--listen",
+        default="127.0.0.1:0",
+        help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate "
+        "from the federation CA",
+    )
+    serve.set_defaults(run=cmd_serve)
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """Train a model over the federation (random-kernel, or a DP method), write it, print a summary."""
+    if args.method != "random-kernel":
+        return _train_dp(args)
+    model = federation_from_args(args).train(args.model_out, distribute=not args.no_distribute, **training_flags(args))
+    summary = {
+        "model": str(args.model_out),
+        "task": model.task,
+        "kernel": model.kernel,
+        "mbar": model.mbar,
+        "nu": model.nu,
+        "mu": model.mu,
+        "n_train": model.training["n_train"],
+        "private": model.private,
+        "seconds": round(model.training["seconds"], 3),
+    }
+    print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
+    return 0
+
+
+def _train_dp(args: argparse.Namespace) -> int:
+    """``coordinator train --method dp-hybrid|private-svm|public-only``."""
+    from ppsvm.coordinator.dp_train import DpOptions, train_dp_and_save
+
+    if args.public is None:
+        raise ConfigError(f"--method {args.method} needs --public PUBLIC.csv (public records: id,label,features...)")
+    options = DpOptions(
+        method=args.method,
+        public=Path(args.public),
+        mechanism=args.mechanism,
+        epsilon=args.epsilon,
+        n_frequencies=args.frequencies,
+        C=args.C,
+        seed=args.seed,
+        deadline=args.deadline,
+        distribute=not args.no_distribute,
+    )
+    # public-only asks no entity, so it does not read the federation file either.
+    federation = federation_from_args(args).config if args.method != "public-only" else None
+    model = train_dp_and_save(federation, options, Path(args.model_out))
+    summary = {
+        "model": str(args.model_out),
+        "method": model.method,
+        "mechanism": model.mechanism,
+        "epsilon": model.epsilon,
+        "frequencies": len(model.rho),
+        "n_public": model.training["n_public"],
+        "n_train": model.training.get("n_train", 0),
+        "private": model.private,
+        "seconds": round(model.training["seconds"], 3),
+    }
+    print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
+    return 0
+
+
+def cmd_evaluate(args: argparse.Namespace) -> int:
+    """Score a model on the entities' held-out records and print the figures."""
+    result = federation_from_args(args).evaluate(args.model, epsilon=args.epsilon)
+    if args.json:
+        print(json.dumps(result))
+    else:
+        print("\n".join(f"{key:>15}: {value}" for key, value in result.items()))
+    return 0
+
+
+def cmd_baselines(args: argparse.Namespace) -> int:
+    """Print each entity's held-out figures from a model of its own cell alone, and their mean."""
+    from ppsvm.coordinator.evaluate import mean_figures
+
+    results = federation_from_args(args).baselines(
+        task=args.task, kernel=args.kernel, nu=args.nu, mu=args.mu, seed=args.seed
+    )
+    rows = [{"entity": r.entity_id, "n_train": r.n_train, "n_test": r.n_test, **r.figures} for r in results]
+    if args.json:
+        print(json.dumps({"entities": rows, "mean": mean_figures(results)}))
+    else:
+        for row in rows:
+            print("  ".join(f"{k} = {v:.4f}" if isinstance(v, float) else f"{k} = {v}" for k, v in row.items()))
+        print("mean: " + ", ".join(f"{k} = {v:.4f}" for k, v in mean_figures(results).items()))
+    return 0
+
+
+def cmd_serve(args: argparse.Namespace) -> int:
+    """Serve predictions by record id until interrupted."""
+    return federation_from_args(args).serve(args.model, args.listen)

@@ -1,0 +1,125 @@
+"""Reading a delimited text file into stripped fields, a line at a time and each line of bounded length.
+
+What a raw file can get wrong as text (unreadable, not UTF-8, a line of gigabytes, ragged field
+counts, a bad header) is refused here, naming the file and line; what the fields mean (numbers,
+labels, ids, missing values) is :mod:`ppsvm.data.dataset`'s and :mod:`ppsvm.data.cell`'s concern.
+"""
+
+from __future__ import annotations
+
+import csv
+import itertools
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TextIO
+
+from ppsvm.constants import MAX_CSV_LINE_CHARS
+from ppsvm.errors import DataError
+
+
+@dataclass(frozen=True)
+class Table:
+    """The raw fields of a file: stripped strings, one list per data line."""
+
+    path: Path
+    header: tuple[str, ...] | None
+    line_numbers: list[int]
+    rows: list[list[str]]
+
+    @property
+    def n_columns(self) -> int:
+        return len(self.rows[0])
+
+    def where(self, row: int, column: int) -> str:
+        """Location of a cell for error messages: file, 1-based line, column."""
+        name = f" ({self.header[column]!r})" if self.header is not None else ""
+        return f"{self.path}, line {self.line_numbers[row]}, column {column}{name}"
+
+
+def bounded_lines(handle: TextIO, path: Path, max_chars: int = MAX_CSV_LINE_CHARS) -> Iterator[str]:
+    """The lines of a text file opened with ``newline=""``, for :func:`csv.reader`, each read with a bounded length.
+
+    The csv module reads whole lines, so one line of gigabytes (a binary file, a file whose line
+    ends were lost) would be read into memory whole and end in a MemoryError traceback.
+
+    Raises
+    ------
+    DataError
+        A line (with its line end) is longer than ``max_chars`` characters; names the file and line.
+    """
+    for number in itertools.count(1):
+        line = handle.readline(max_chars + 1)
+        if not line:
+            return
+        if len(line) > max_chars:
+            raise DataError(
+                f"{path}, line {number} is longer than {max_chars:,} characters, longer than any sane record: "
+                "is it a text file with one record per line?"
+            )
+        yield line
+
+
+def read_table(path: Path, *, delimiter: str, header: bool, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Table:
+    """The non-blank lines of a delimited text file as stripped fields, every line with the same count.
+
+    Parameters
+    ----------
+    path : Path
+    delimiter : str
+        One-character field separator.
+    header : bool
+        The first non-blank line holds column names (none empty, none repeated).
+    max_line_chars : int
+        Longest line read (see :func:`bounded_lines`).
+
+    Raises
+    ------
+    DataError
+        The file is unreadable, not UTF-8, empty or holds only a header, a line is too long or has another
+        field count than the first; the message names the file and line.
+    """
+    names: tuple[str, ...] | None = None
+    header_line = 0
+    line_numbers: list[int] = []
+    rows: list[list[str]] = []
+    try:
+        # utf-8-sig: spreadsheet exports often start with a byte-order mark.
+        with path.open(encoding="utf-8-sig", newline="") as handle:
+            reader = csv.reader(bounded_lines(handle, path, max_line_chars), delimiter=delimiter, skipinitialspace=True)
+            for raw in reader:
+                fields = [field.strip() for field in raw]
+                if not fields or fields == [""]:
+                    continue
+                if header and names is None:
+                    names = tuple(fields)
+                    header_line = reader.line_num
+                    continue
+                expected = len(names) if names is not None else len(rows[0]) if rows else len(fields)
+                if len(fields) != expected:
+                    first = f"the header on line {header_line}" if names is not None else f"line {line_numbers[0]}"
+                    raise DataError(f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}")
+                line_numbers.append(reader.line_num)
+                rows.append(fields)
+    except OSError as error:
+        raise DataError(f"cannot read {path}: {error.strerror or error}") from error
+    except UnicodeDecodeError as error:
+        raise DataError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
+    except csv.Error as error:
+        raise DataError(f"{path}, line {reader.line_num}: {error}") from error
+
+    if not rows:
+        raise DataError(f"{path}: no data rows (the file is empty or holds only a header)")
+    if names is not None:
+        _check_header(path, names)
+    return Table(path=path, header=names, line_numbers=line_numbers, rows=rows)
+
+
+def _check_header(path: Path, header: tuple[str, ...]) -> None:
+    seen: dict[str, int] = {}
+    for index, name in enumerate(header):
+        if not name:
+            raise DataError(f"{path}, header line: column {index} has no name")
+        if name in seen:
+            raise DataError(f"{path}, header line: columns {seen[name]} and {index} are both named {name!r}")
+        seen[name] = index
