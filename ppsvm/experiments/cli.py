@@ -19,8 +19,8 @@ def register(subparsers: argparse._SubParsersAction, *, with_targets: bool = Tru
         help="regenerate the papers' tables and figures (Markdown, JSON, PNG)",
         description=(
             "Regenerate a paper's table or figures on the datasets shipped with ppsvm (table1 and sinc over real "
-            "gRPC entity servers with mutual TLS; dp in one process with the functions entities and coordinator "
-            "call) and write TARGET.md, TARGET.json (exact settings, seeds, software versions) and PNG figures "
+            "gRPC entity servers with mutual TLS; dp with ppsvm.DpHybridClassifier, whose entities are simulated in "
+            "the process with their release guard) and write TARGET.md, TARGET.json (exact settings, seeds, software versions) and PNG figures "
             f"into --out. Needs matplotlib: {INSTALL_HINT}."
         ),
     )

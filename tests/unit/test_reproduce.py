@@ -14,7 +14,7 @@ from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.errors import ConfigError
 from ppsvm.experiments.report import Progress, parse_list, software_versions, write_results
-from ppsvm.experiments.table1 import Table1Options, block_widths, skip_reason
+from ppsvm.experiments.table1.command import Table1Options, block_widths, skip_reason
 
 
 class Terminal(io.StringIO):

@@ -6,9 +6,9 @@ import numpy as np
 import pytest
 
 from ppsvm.errors import ConfigError
-from ppsvm.experiments.sinc import SincOptions
-from ppsvm.experiments.sinc_models import best, grid_edge
-from ppsvm.experiments.sinc_problem import (
+from ppsvm.experiments.sinc.command import SincOptions
+from ppsvm.experiments.sinc.models import best, grid_edge
+from ppsvm.experiments.sinc.problem import (
     GRID,
     HALF_WIDTH,
     INNER_HALF_WIDTH,
@@ -22,7 +22,7 @@ from ppsvm.experiments.sinc_problem import (
     region_points,
     sinc_2d,
 )
-from ppsvm.experiments.sinc_report import edge_text
+from ppsvm.experiments.sinc.report import edge_text
 
 
 def test_sinc_is_the_product_form_with_value_one_at_the_origin() -> None:

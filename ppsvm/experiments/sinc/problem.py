@@ -4,7 +4,7 @@ Entity r0c0 owns points in the inner square [-1.5, 1.5]^2, entity r1c0 points in
 [-3, 3]^2. Besides training points and fresh held-out points, every point of a regular plotting
 grid is a held-out record of the entity owning its region, so the figures' surfaces come from
 kernel rows the entities compute. The constants are the paper's setting and the reduced one of
-``--quick``; :mod:`ppsvm.experiments.sinc` runs them.
+``--quick``; :mod:`ppsvm.experiments.sinc.command` runs them.
 """
 
 from __future__ import annotations

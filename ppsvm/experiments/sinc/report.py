@@ -10,7 +10,7 @@ from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
 from ppsvm.constants import DEFAULT_FOLDS, REFERENCE_ROW_FRACTION
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.experiments.report import png, versions_markdown
-from ppsvm.experiments.sinc_problem import (
+from ppsvm.experiments.sinc.problem import (
     FIGURES,
     GRID,
     HALF_WIDTH,
@@ -109,11 +109,11 @@ def draw_figures(
     ----------
     data : SincData
     joint_shown : dict
-        The result of the joint run drawn in Figure 6 (:func:`ppsvm.experiments.sinc_models.joint_run`).
+        The result of the joint run drawn in Figure 6 (:func:`ppsvm.experiments.sinc.models.joint_run`).
     joint_surface : ndarray, shape (steps * steps,)
         Its decision values on the plotting grid.
     alone : list of dict
-        The results of :func:`ppsvm.experiments.sinc_models.alone_run`, entity r0c0 then r1c0.
+        The results of :func:`ppsvm.experiments.sinc.models.alone_run`, entity r0c0 then r1c0.
     alone_surfaces : list of ndarray, each of shape (steps * steps,)
 
     Returns

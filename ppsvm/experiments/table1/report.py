@@ -1,6 +1,6 @@
 """What ``ppsvm reproduce table1`` writes: the table in the paper's layout, its settings, Figures 3 and 4.
 
-The runs (:mod:`ppsvm.experiments.table1`) record one error per fold; this module averages them
+The runs (:mod:`ppsvm.experiments.table1.command`) record one error per fold; this module averages them
 per (dataset, kernel, s), sets the paper's figures beside ours and draws the scatter plots.
 """
 
@@ -16,7 +16,7 @@ from ppsvm.data.shipped import TABLE1_DATASETS
 from ppsvm.experiments.report import versions_markdown
 
 if TYPE_CHECKING:
-    from ppsvm.experiments.table1 import Table1Options
+    from ppsvm.experiments.table1.command import Table1Options
 
 # The target's name: the stem of every file it writes, and part of its fixed secrets.
 NAME = "table1"

@@ -12,9 +12,9 @@ trained on the training folds and scored on the held-out fold:
 - each entity alone, on its own cell (the entities report only their error).
 
 nu and mu are tuned on the training folds only (the coordinator's and the entities'
-k-fold cross-validation over a full grid; see :data:`~ppsvm.experiments.table1_report.TUNING`). Secrets, splits and
+k-fold cross-validation over a full grid; see :data:`~ppsvm.experiments.table1.report.TUNING`). Secrets, splits and
 tuning folds are seeded, so a rerun gives the same numbers. The table, its settings and the
-figures are written by :mod:`ppsvm.experiments.table1_report`.
+figures are written by :mod:`ppsvm.experiments.table1.report`.
 """
 
 from __future__ import annotations
@@ -51,7 +51,7 @@ from ppsvm.experiments.report import (
     require_matplotlib,
     write_results,
 )
-from ppsvm.experiments.table1_report import (
+from ppsvm.experiments.table1.report import (
     NAME,
     PAPER_PPSVM_GAUSSIAN,
     TUNING,

@@ -18,8 +18,8 @@ entity owning their region, so their kernel rows come from the entities like
 any other record's: the coordinator never computes a kernel itself.
 
 This module is the command (its options, the run, the parser); the problem is in
-:mod:`~ppsvm.experiments.sinc_problem`, the three models in :mod:`~ppsvm.experiments.sinc_models`
-and the figures and Markdown in :mod:`~ppsvm.experiments.sinc_report`.
+:mod:`~ppsvm.experiments.sinc.problem`, the three models in :mod:`~ppsvm.experiments.sinc.models`
+and the figures and Markdown in :mod:`~ppsvm.experiments.sinc.report`.
 """
 
 from __future__ import annotations
@@ -47,8 +47,8 @@ from ppsvm.experiments.report import (
     require_matplotlib,
     write_results,
 )
-from ppsvm.experiments.sinc_models import alone_run, joint_run, reference_run
-from ppsvm.experiments.sinc_problem import (
+from ppsvm.experiments.sinc.models import alone_run, joint_run, reference_run
+from ppsvm.experiments.sinc.problem import (
     ALONE_BASIS_FRACTION,
     ENTITIES,
     FUNCTION,
@@ -71,7 +71,7 @@ from ppsvm.experiments.sinc_problem import (
     TUNE_SEED,
     build_data,
 )
-from ppsvm.experiments.sinc_report import draw_figures, markdown
+from ppsvm.experiments.sinc.report import draw_figures, markdown
 
 
 @dataclass(frozen=True)

@@ -25,7 +25,7 @@ from ppsvm.core.metrics import relative_error
 from ppsvm.core.model import Model
 from ppsvm.core.tuning import search_grid
 from ppsvm.data.partition import SplitOptions, split_dataset
-from ppsvm.experiments.sinc_problem import (
+from ppsvm.experiments.sinc.problem import (
     ENTITIES,
     GRID,
     N_FEATURES,
