@@ -20,8 +20,8 @@ def register(subparsers: argparse._SubParsersAction, *, with_targets: bool = Tru
         description=(
             "Regenerate a paper's table or figures on the datasets shipped with ppsvm (table1 and sinc over real "
             "gRPC entity servers with mutual TLS; dp with ppsvm.DpHybridClassifier, whose entities are simulated in "
-            "the process with their release guard) and write TARGET.md, TARGET.json (exact settings, seeds, software versions) and PNG figures "
-            f"into --out. Needs matplotlib: {INSTALL_HINT}."
+            "the process with their release guard) and write TARGET.md, TARGET.json (exact settings, seeds, "
+            f"software versions) and PNG figures into --out. Needs matplotlib: {INSTALL_HINT}."
         ),
     )
     targets = parser.add_subparsers(dest="target", required=True, metavar="TARGET")
