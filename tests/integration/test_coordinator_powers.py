@@ -46,6 +46,11 @@ REVIEWED_FIELDS = {
     # A DP model to score (EntityCore.dp_evaluate): it is parsed as a DP model file and only a
     # discrete-Laplace-noised error count, charged to the entity's budget, leaves.
     "ppsvm.v1.DpEvaluateRequest.model_json",
+    # A DP model and bin edges (EntityCore.dp_score_histogram): the model is parsed as a DP model file,
+    # the edges (at most 1024 finite increasing numbers) are only compared with its decision values, and
+    # only per-class counts with discrete Laplace noise, charged to the entity's budget, leave.
+    "ppsvm.v1.DpHistogramRequest.model_json",
+    "ppsvm.v1.DpHistogramRequest.edges",
     # Record ids are only dictionary keys into the entity's own rows (Cell.rows_for_ids);
     # an unknown id is refused with INVALID_ARGUMENT.
     "ppsvm.v1.RecordIds.ids",
@@ -138,6 +143,7 @@ def test_no_rpc_to_set_B_or_to_kernel_a_supplied_matrix(entity) -> None:
         "LocalBaseline",
         "DpWeights",
         "DpEvaluate",
+        "DpScoreHistogram",
     }, "the Entity service changed: review what each new method lets a coordinator do"
     rng = np.random.default_rng(0)
     matrix = rng.random((5, 15)).tobytes()

@@ -36,10 +36,12 @@ def test_regenerated_stubs_are_byte_identical(tmp_path: Path) -> None:
 
 ARRAY_MESSAGES = {"ppsvm.v1.ArrayChunk", "ppsvm.v1.ArrayHeader"}
 # The only bytes field any request may hold: the coordinator's model file sent to entities (to keep,
-# or for a DP model to be scored on held-out records, of which only the error figures return).
+# or for a DP model to be scored on held-out records, of which only the error figures return, or on
+# training records, of which only noised per-class counts of its decision values return).
 ALLOWED_BYTES = {
     ("AcceptModel", "ppsvm.v1.ModelMessage.model_json"),
     ("DpEvaluate", "ppsvm.v1.DpEvaluateRequest.model_json"),
+    ("DpScoreHistogram", "ppsvm.v1.DpHistogramRequest.model_json"),
 }
 # Repeated floating-point fields could carry a flattened matrix too; only the column block's
 # per-feature ranges may, and the entity accepts them only with valid tags under its secret
@@ -47,12 +49,16 @@ ALLOWED_BYTES = {
 # DpRequest's rho and public scaling are the coordinator's, on purpose: the entity maps its rows
 # with zhat, whose norm is 1 whatever they are, and releases only noised weights charged to its
 # ledger, so the guarantee holds for any rho (tests/unit/test_dp.py bounds the sensitivity).
+# DpHistogramRequest's edges only bin the model's decision values: at most 1024 numbers, compared
+# with scalars, never multiplied with a row; the noised counts have sensitivity 2 whatever they are
+# (tests/unit/test_score_histogram.py).
 ALLOWED_REPEATED_FLOATS = {
     "ppsvm.v1.SignedRange.low",
     "ppsvm.v1.SignedRange.high",
     "ppsvm.v1.DpRequest.rho",
     "ppsvm.v1.DpRequest.low",
     "ppsvm.v1.DpRequest.high",
+    "ppsvm.v1.DpHistogramRequest.edges",
 }
 
 

@@ -229,6 +229,34 @@ class DpEvaluateReply(_message.Message):
     budget_remaining: float
     def __init__(self, entity_id: _Optional[str] = ..., n_test: _Optional[int] = ..., error_rate: _Optional[float] = ..., epsilon: _Optional[float] = ..., noise: _Optional[str] = ..., budget_remaining: _Optional[float] = ...) -> None: ...
 
+class DpHistogramRequest(_message.Message):
+    __slots__ = ("model_json", "edges", "epsilon")
+    MODEL_JSON_FIELD_NUMBER: _ClassVar[int]
+    EDGES_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    model_json: bytes
+    edges: _containers.RepeatedScalarFieldContainer[float]
+    epsilon: float
+    def __init__(self, model_json: _Optional[bytes] = ..., edges: _Optional[_Iterable[float]] = ..., epsilon: _Optional[float] = ...) -> None: ...
+
+class DpHistogramReply(_message.Message):
+    __slots__ = ("entity_id", "n_train", "negative_counts", "positive_counts", "epsilon", "noise", "budget_remaining")
+    ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
+    N_TRAIN_FIELD_NUMBER: _ClassVar[int]
+    NEGATIVE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    POSITIVE_COUNTS_FIELD_NUMBER: _ClassVar[int]
+    EPSILON_FIELD_NUMBER: _ClassVar[int]
+    NOISE_FIELD_NUMBER: _ClassVar[int]
+    BUDGET_REMAINING_FIELD_NUMBER: _ClassVar[int]
+    entity_id: str
+    n_train: int
+    negative_counts: _containers.RepeatedScalarFieldContainer[int]
+    positive_counts: _containers.RepeatedScalarFieldContainer[int]
+    epsilon: float
+    noise: str
+    budget_remaining: float
+    def __init__(self, entity_id: _Optional[str] = ..., n_train: _Optional[int] = ..., negative_counts: _Optional[_Iterable[int]] = ..., positive_counts: _Optional[_Iterable[int]] = ..., epsilon: _Optional[float] = ..., noise: _Optional[str] = ..., budget_remaining: _Optional[float] = ...) -> None: ...
+
 class PredictRequest(_message.Message):
     __slots__ = ("ids",)
     IDS_FIELD_NUMBER: _ClassVar[int]

@@ -74,6 +74,11 @@ class EntityStub:
                 request_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpEvaluateRequest.SerializeToString,
                 response_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpEvaluateReply.FromString,
                 _registered_method=True)
+        self.DpScoreHistogram = channel.unary_unary(
+                '/ppsvm.v1.Entity/DpScoreHistogram',
+                request_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpHistogramRequest.SerializeToString,
+                response_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpHistogramReply.FromString,
+                _registered_method=True)
 
 
 class EntityServicer:
@@ -135,6 +140,14 @@ class EntityServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def DpScoreHistogram(self, request, context):
+        """Per-class counts of a DP model's decision values on the entity's training records, in the bins the
+        edges make, each count with discrete Laplace noise (scale 2/epsilon), charged to its budget.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_EntityServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -177,6 +190,11 @@ def add_EntityServicer_to_server(servicer, server):
                     servicer.DpEvaluate,
                     request_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpEvaluateRequest.FromString,
                     response_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpEvaluateReply.SerializeToString,
+            ),
+            'DpScoreHistogram': grpc.unary_unary_rpc_method_handler(
+                    servicer.DpScoreHistogram,
+                    request_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpHistogramRequest.FromString,
+                    response_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpHistogramReply.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -395,6 +413,33 @@ class Entity:
             '/ppsvm.v1.Entity/DpEvaluate',
             ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpEvaluateRequest.SerializeToString,
             ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpEvaluateReply.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DpScoreHistogram(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppsvm.v1.Entity/DpScoreHistogram',
+            ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpHistogramRequest.SerializeToString,
+            ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.DpHistogramReply.FromString,
             options,
             channel_credentials,
             insecure,
