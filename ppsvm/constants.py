@@ -40,6 +40,10 @@ STREAM_WRITE_TIMEOUT_S = 60.0
 # Seconds a stopping server (entity or `coordinator serve`) lets the calls in flight finish.
 SHUTDOWN_GRACE_S = 2.0
 
+# Most bin edges a DpScoreHistogram request may name (B + 1 bins): bounds the noise an entity draws and the
+# reply's size; the privacy of the release does not depend on it (sensitivity 2 for any number of bins).
+MAX_HISTOGRAM_EDGES = 1024
+
 # Longest line read from a CSV file (a cell or a dataset), in characters: a sane record is a few
 # kB; a line of gigabytes would otherwise be read whole and end in MemoryError.
 MAX_CSV_LINE_CHARS = 1 << 20

@@ -1,4 +1,4 @@
-"""Evaluation figures: error rate and AUC (classify), relative error and RMSE (regress)."""
+"""Evaluation figures: error rate and AUC (classify), relative error and RMSE (regress), per-class score histograms."""
 
 from __future__ import annotations
 
@@ -54,3 +54,28 @@ def evaluate(task: str, targets: np.ndarray, decision: np.ndarray) -> dict[str, 
     if task == "classify":
         return {"error_rate": error_rate(targets, decision), "auc": auc(targets, decision)}
     return {"relative_error": relative_error(targets, decision), "rmse": rmse(targets, decision)}
+
+
+def class_histogram(labels: np.ndarray, decision: np.ndarray, edges: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Counts of the decision values of the records labelled -1 and of those labelled +1, bin by bin.
+
+    Bin k holds the values d with edges[k-1] <= d < edges[k], where edges[-1] = -inf and edges[B] = +inf.
+    Each record adds one to exactly one count of its class, whatever its value (NaN sorts after every
+    number, so it lands in the last bin); records with another label add to none.
+
+    Parameters
+    ----------
+    labels : ndarray, shape (m,)
+    decision : ndarray, shape (m,)
+    edges : ndarray, shape (B,)
+        Strictly increasing.
+
+    Returns
+    -------
+    negative, positive : ndarray of int64, shape (B + 1,)
+    """
+    bins = np.searchsorted(edges, decision, side="right")
+    return (
+        np.bincount(bins[labels == -1], minlength=edges.size + 1),
+        np.bincount(bins[labels == 1], minlength=edges.size + 1),
+    )

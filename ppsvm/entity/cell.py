@@ -21,14 +21,14 @@ from typing import Any, TypedDict
 import numpy as np
 
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
-from ppsvm.constants import MAX_ARRAY_BYTES
+from ppsvm.constants import MAX_ARRAY_BYTES, MAX_HISTOGRAM_EDGES
 from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, is_mechanism, private_weights
 from ppsvm.core.dp_model import DpModel, parse_any_model
 from ppsvm.core.fourier import apply_scaling, fourier_features
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.local_svm import fit_local
 from ppsvm.core.lp import Task
-from ppsvm.core.metrics import evaluate
+from ppsvm.core.metrics import class_histogram, evaluate
 from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
@@ -71,6 +71,16 @@ class DpEvaluation(TypedDict):
 
     n_test: int
     error_rate: float
+    epsilon: float
+    noise: str
+
+
+class DpHistogram(TypedDict):
+    """What DpScoreHistogram releases: the fields of its reply, besides the entity's id and remaining budget."""
+
+    n_train: int
+    negative_counts: list[int]
+    positive_counts: list[int]
     epsilon: float
     noise: str
 
@@ -406,6 +416,80 @@ class EntityCore:
             "error_rate": min(max(noisy, 0), n_test) / n_test,
             "epsilon": eps,
             "noise": f"discrete Laplace, scale 1/{eps:g} errors, on the error count",
+        }
+
+    def dp_score_histogram(
+        self, model_json: bytes, edges: np.ndarray, epsilon: float, peer: str = "", source: IntegerSource | None = None
+    ) -> DpHistogram:
+        """Per-class counts of a DP model's decision values on the training records, each with discrete Laplace noise.
+
+        Bin k holds the decision values d with edges[k-1] <= d < edges[k] (edges[-1] = -inf, edges[B] = +inf),
+        counted separately for the records labelled -1 and +1 (:func:`ppsvm.core.metrics.class_histogram`).
+
+        Privacy. Under replace-one neighbours (n_train public), replacing one record removes one unit from
+        the (class, bin) count of the old record and adds one to that of the new one: the vector of the
+        2(B + 1) counts has L1 sensitivity 2, whatever the model and the edges are. Adding i.i.d. discrete
+        Laplace noise of scale 2/epsilon to every count (exact sampler, integer arithmetic) makes the release
+        epsilon-DP. So the request needs no check beyond its size and well-formed edges; the noised counts
+        are released as drawn (they may be negative; clamping them would be post-processing).
+
+        Parameters
+        ----------
+        model_json : bytes
+            A ppsvm-dp-model file with as many features as the cell.
+        edges : ndarray, shape (B,)
+            Finite, strictly increasing, 1 <= B <= MAX_HISTOGRAM_EDGES.
+        epsilon : float
+            Spent on the whole histogram, >= MIN_EPSILON.
+        peer : str
+            Who asked, for the release log.
+        source : IntegerSource, optional
+            The noise's randomness; None draws from the OS (tests inject a seeded one).
+
+        Returns
+        -------
+        dict
+            n_train, negative_counts and positive_counts (B + 1 noised counts each, in bin order), epsilon, noise.
+
+        Raises
+        ------
+        DataError
+            A request field out of range (named), a model that is not a DP model or has another number of
+            features, a cell without labels. Nothing is charged.
+        PrivacyError
+            The entity's mode does not serve DP releases, or its budget does not cover epsilon.
+        ReleaseFailed
+            The computation failed after the records were read (charged; the text names no data).
+        """
+        self.guard.admit("DpScoreHistogram")
+        eps = self._check_epsilon(epsilon)
+        model = _received_model(model_json)
+        if not isinstance(model, DpModel):
+            raise DataError("DpScoreHistogram takes a DP model file")
+        cell = self.cell
+        if model.n_features != cell.n_features:
+            raise DataError(f"the model expects {model.n_features} features; entity {self.id} holds {cell.n_features}")
+        if edges.ndim != 1 or not 1 <= edges.size <= MAX_HISTOGRAM_EDGES:
+            raise DataError(
+                f"entity {self.id}: edges must hold between 1 and {MAX_HISTOGRAM_EDGES} numbers, got {edges.size}"
+            )
+        if not (np.isfinite(edges).all() and (np.diff(edges) > 0).all()):
+            raise DataError(f"entity {self.id}: edges must be finite numbers in strictly increasing order")
+        if cell.y_train is None:
+            raise DataError(f"entity {self.id} holds no labels: a histogram by class needs labelled training records")
+        n_train = len(cell.train_ids)
+        self.guard.charge("DpScoreHistogram", peer, epsilon=eps, rows=n_train, bins=edges.size + 1)
+        with self.guard.touching("DpScoreHistogram"):
+            exact = class_histogram(cell.y_train, model.decision(cell.X_train), edges)
+            scale = Fraction(2) / Fraction(eps)
+            draws = integer_source(None) if source is None else source
+            negative, positive = ([int(c) + discrete_laplace(scale, draws) for c in counts] for counts in exact)
+        return {
+            "n_train": n_train,
+            "negative_counts": negative,
+            "positive_counts": positive,
+            "epsilon": eps,
+            "noise": f"discrete Laplace, scale 2/{eps:g} records, on each of the {2 * (edges.size + 1)} counts",
         }
 
     def local_baseline(

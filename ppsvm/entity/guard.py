@@ -46,7 +46,7 @@ RANDOM_KERNEL, DP, MIXED = ENTITY_MODES
 # replace-one neighbouring relation of the DP guarantee); AcceptModel receives, it releases nothing.
 _SERVES = {
     RANDOM_KERNEL: frozenset({"Metadata", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "LocalBaseline"}),
-    DP: frozenset({"Metadata", "AcceptModel", "DpWeights", "DpEvaluate"}),
+    DP: frozenset({"Metadata", "AcceptModel", "DpWeights", "DpEvaluate", "DpScoreHistogram"}),
 }
 _SERVES[MIXED] = _SERVES[RANDOM_KERNEL] | _SERVES[DP]
 

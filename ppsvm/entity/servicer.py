@@ -168,3 +168,12 @@ class EntityServicer(pb_grpc.EntityServicer):
         return pb.DpEvaluateReply(
             entity_id=self.core.id, budget_remaining=self.core.remaining_budget() or 0.0, **figures
         )
+
+    @unary_handler
+    def DpScoreHistogram(self, request: pb.DpHistogramRequest, context: grpc.ServicerContext) -> pb.DpHistogramReply:
+        histogram = self.core.dp_score_histogram(
+            request.model_json, np.asarray(request.edges, dtype=np.float64), request.epsilon, peer=_peer(context)
+        )
+        return pb.DpHistogramReply(
+            entity_id=self.core.id, budget_remaining=self.core.remaining_budget() or 0.0, **histogram
+        )

@@ -112,14 +112,14 @@ def test_a_second_process_serving_the_entity_shares_the_pin_and_the_budget(tmp_p
         (
             "random-kernel",
             ["Metadata", "Records", "FeatureRange", "KernelBlock", "LocalBaseline", "AcceptModel"],
-            ["DpWeights", "DpEvaluate"],
+            ["DpWeights", "DpEvaluate", "DpScoreHistogram"],
         ),
         (
             "dp",
-            ["Metadata", "DpWeights", "DpEvaluate", "AcceptModel"],
+            ["Metadata", "DpWeights", "DpEvaluate", "DpScoreHistogram", "AcceptModel"],
             ["Records", "FeatureRange", "KernelBlock", "LocalBaseline"],
         ),
-        ("mixed", ["Records", "KernelBlock", "DpWeights", "DpEvaluate"], []),
+        ("mixed", ["Records", "KernelBlock", "DpWeights", "DpEvaluate", "DpScoreHistogram"], []),
     ],
 )
 def test_each_mode_serves_its_protocol_only(tmp_path: Path, mode: str, served: list[str], refused: list[str]) -> None:
