@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 import grpc
@@ -166,6 +166,33 @@ class EntityClient:
         reply = self._call("DpEvaluate", lambda: self.stub.DpEvaluate(request, timeout=self.deadline))
         if not 0.0 <= reply.error_rate <= 1.0:
             raise EntityError(f"{self.name} sent an error rate of {reply.error_rate}; expected a number in [0, 1]")
+        return reply
+
+    def dp_score_histogram(self, model_json: str, edges: Sequence[float], epsilon: float) -> pb.DpHistogramReply:
+        """Per-class noised counts of the model's decision values on the entity's training records.
+
+        Parameters
+        ----------
+        model_json : str
+            A ppsvm-dp-model file.
+        edges : sequence of float, length B
+            Strictly increasing; bin k holds edges[k-1] <= d < edges[k].
+        epsilon : float
+            Spent at the entity on the whole histogram.
+
+        Returns
+        -------
+        DpHistogramReply
+            negative_counts and positive_counts of length B + 1 each.
+        """
+        request = pb.DpHistogramRequest(model_json=model_json.encode(), edges=list(edges), epsilon=epsilon)
+        reply = self._call("DpScoreHistogram", lambda: self.stub.DpScoreHistogram(request, timeout=self.deadline))
+        bins = len(request.edges) + 1
+        if len(reply.negative_counts) != bins or len(reply.positive_counts) != bins:
+            raise EntityError(
+                f"{self.name} sent {len(reply.negative_counts)} negative and {len(reply.positive_counts)} positive "
+                f"counts; expected {bins} of each"
+            )
         return reply
 
     def local_baseline(self, request: pb.BaselineRequest) -> pb.BaselineReply:
