@@ -9,12 +9,17 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
+import grpc
 import numpy as np
 import pytest
 
+from ppsvm.config import load_federation
+from ppsvm.constants import MAX_HISTOGRAM_EDGES
+from ppsvm.coordinator.client import EntityClient
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.fourier import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling
 from ppsvm.core.linear_svm import train_linear_svm
+from ppsvm.core.metrics import class_histogram
 from ppsvm.data.cell import load_cell
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
@@ -147,3 +152,54 @@ def test_no_release_field_could_carry_an_unnoised_intercept() -> None:
         "noise",
         "budget_remaining",
     }
+
+
+def test_score_histogram_is_noised_charged_and_checked_over_tls(dp_federation) -> None:
+    """DpScoreHistogram over mutual TLS: 2 x (B + 1) noised counts near the cell's own histogram, charged its epsilon;
+    hostile edges (1025 of them, a NaN) are refused with INVALID_ARGUMENT and charge nothing.
+
+    At epsilon 2 every count carries discrete Laplace noise of scale 1: a count is off by more than 30 with
+    probability below 1e-12, and the sum of the 20 counts off n_train by more than 60 with less still.
+    """
+    run, public = dp_federation
+    federation = load_federation(run.federation_path)
+    assert federation.tls is not None
+    entity = federation.entities[0]
+    cell = load_cell(run.split_dir / f"{entity.id}.csv")
+    low, high = public_scaling(load_cell(public).X_train)
+    rng = np.random.default_rng(0)
+    model = DpModel(
+        method="dp-hybrid",
+        mechanism="laplace",
+        epsilon=1.0,
+        private=True,
+        low=tuple(low.tolist()),
+        high=tuple(high.tolist()),
+        kernel_width=1.0,
+        C=1.0,
+        rho=tuple(map(tuple, rng.normal(size=(10, low.size)).tolist())),
+        weights=tuple(rng.normal(size=20).tolist()),
+    )
+    edges = np.linspace(-1.0, 1.0, 9)
+    client = EntityClient(entity, federation.tls)
+    try:
+        reply = client.dp_score_histogram(model.to_json(), edges.tolist(), 2.0)
+        assert reply.entity_id == entity.id and reply.n_train == len(cell.train_ids) and reply.epsilon == 2.0
+        assert "discrete Laplace" in reply.noise and reply.budget_remaining == pytest.approx(BUDGET - 2.0)
+        assert cell.y_train is not None
+        exact = np.concatenate(class_histogram(cell.y_train, model.decision(cell.X_train), edges))
+        released = np.array([*reply.negative_counts, *reply.positive_counts])
+        assert released.shape == (2 * (edges.size + 1),)
+        assert np.abs(released - exact).max() <= 30 and abs(int(released.sum()) - reply.n_train) <= 60
+        charged = [("DpScoreHistogram", 2_000_000)]
+        assert [(r["rpc"], r["epsilon_micro"]) for r in budget(run, entity.id)["releases"]] == charged
+
+        for edges_sent in (np.arange(MAX_HISTOGRAM_EDGES + 1.0), [0.0, np.nan]):
+            request = pb.DpHistogramRequest(model_json=model.to_json().encode(), edges=list(edges_sent), epsilon=0.1)
+            with pytest.raises(grpc.RpcError) as refused:
+                client.stub.DpScoreHistogram(request, timeout=60)
+            assert refused.value.code() is grpc.StatusCode.INVALID_ARGUMENT and "edges" in refused.value.details()
+        log = budget(run, entity.id)
+        assert [(r["rpc"], r["epsilon_micro"]) for r in log["releases"]] == charged and log["epsilon_spent"] == 2.0
+    finally:
+        client.close()
