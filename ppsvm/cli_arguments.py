@@ -92,6 +92,7 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
     from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, GUARANTEES, MECHANISMS, NON_PRIVATE
     from ppsvm.core.dp_model import METHODS
     from ppsvm.core.linear_svm import DEFAULT_C
+    from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 
     group = parser.add_argument_group(
         "differentially private RBF SVM (--method other than random-kernel; row blocks only, s = 1)",
@@ -120,6 +121,15 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
         "--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)"
     )
     group.add_argument("--C", type=float, default=DEFAULT_C, help="SVM cost in (C/n) sum hinge (default %(default)s)")
+    group.add_argument(
+        "--threshold-epsilon",
+        type=float,
+        default=DEFAULT_THRESHOLD_EPSILON,
+        help="dp-hybrid and private-svm: epsilon each entity spends on a noised histogram of the model's scores on "
+        "its training records, from which the decision threshold is chosen (default %(default)s, on top of "
+        "--epsilon); 0 keeps the threshold at 0, as the paper does, which on imbalanced labels predicts the "
+        "majority class for almost everyone",
+    )
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, federation: bool = True) -> None:

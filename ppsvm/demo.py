@@ -116,5 +116,15 @@ def _print_table(
     ]
     for name, figures in rows:
         print(f"{name:<62}" + "".join(f"{figures[k]:>16.4f}" for k in keys))
+    # The figures of a model that ignores the features, under the same column names.
+    baseline = ppsvm["trivial_baseline"]
+    trivial = {
+        "error_rate": baseline.get("majority_error_rate"),
+        "auc": baseline.get("constant_auc"),
+        "relative_error": baseline.get("mean_relative_error"),
+        "rmse": baseline.get("mean_rmse"),
+    }
+    name = "majority class, constant score" if "majority_error_rate" in baseline else "mean target for everyone"
+    print(f"{'trivial baseline: ' + name:<62}" + "".join(f"{trivial[k]:>16.4f}" for k in keys))
     if options.json:
         print(json.dumps(ppsvm))  # the same object as `ppsvm coordinator evaluate --json`

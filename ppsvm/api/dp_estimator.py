@@ -34,6 +34,7 @@ from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
 from ppsvm.coordinator.dp_train import DpOptions, train_dp
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, NON_PRIVATE
 from ppsvm.core.linear_svm import DEFAULT_C
+from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import cell_csv
 from ppsvm.entity.cell import CONTINUOUS_NOISE_MECHANISMS
@@ -57,8 +58,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         dp-hybrid learns rho from the public records; private-svm (Rubinstein et al.) draws it at
         random; public-only trains an RBF SVM on the public records alone.
     epsilon : float, default=1.0
-        Each entity's release is epsilon-DP for its records (its budget allows exactly one release).
-        Not used by public-only or mechanism "none".
+        Each entity's weights release is epsilon-DP for its records. Not used by public-only or mechanism "none".
     mechanism : {"laplace", "output-gamma", "objective", "none"}, default="laplace"
         laplace: the paper's, drawn exactly on a power-of-two grid. output-gamma and objective
         (Chaudhuri, Monteleoni & Sarwate 2011): less noise, drawn in floating point. none: the
@@ -67,6 +67,11 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         D, Fourier frequencies (2D features).
     C : float, default=1.0
         SVM cost in (1/2)||w||^2 + (C/n) sum hinge.
+    threshold_epsilon : float or None, default=0.1
+        dp-hybrid and private-svm: what each entity spends on a noised histogram of the model's scores on its
+        training records, from which the decision threshold is chosen (:mod:`ppsvm.core.threshold`); None keeps
+        the threshold at 0 as the paper does, which on imbalanced labels predicts the majority class. Each
+        simulated entity's budget is exactly epsilon + threshold_epsilon.
     row_blocks : int, default=1
         Entities, each holding a row block of the private records.
     public_size : float or int, default=0.1
@@ -94,6 +99,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         mechanism: str = "laplace",
         n_frequencies: int = DEFAULT_N_FREQUENCIES,
         C: float = DEFAULT_C,
+        threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON,
         row_blocks: int = 1,
         public_size: float | int = 0.1,
         random_state: RandomStateLike = None,
@@ -103,6 +109,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         self.mechanism = mechanism
         self.n_frequencies = n_frequencies
         self.C = C
+        self.threshold_epsilon = threshold_epsilon
         self.row_blocks = row_blocks
         self.public_size = public_size
         self.random_state = random_state
@@ -135,6 +142,9 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
             epsilon=positive_number(self.epsilon, "epsilon") if noised else None,
             n_frequencies=whole_number(self.n_frequencies, "n_frequencies", 1),
             C=positive_number(self.C, "C"),
+            threshold_epsilon=None
+            if self.threshold_epsilon is None
+            else positive_number(self.threshold_epsilon, "threshold_epsilon"),
             seed=run_seed,
             distribute=False,
         )
@@ -149,7 +159,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
             if self.method == "public-only":
                 self.model_ = train_dp(None, options)
             else:
-                settings = _dp_entity_settings(self.mechanism, options.epsilon)
+                settings = _dp_entity_settings(self.mechanism, options.epsilon, options.threshold_epsilon)
                 with simulate(
                     private,
                     work,
@@ -228,11 +238,13 @@ def _public_count(public_size: Any, m: int) -> int:
     return count
 
 
-def _dp_entity_settings(mechanism: str, epsilon: float | None) -> str:
-    """The simulated entities' ``[privacy]`` table: the DP protocol, a budget of exactly one release, and the
-    consent a mechanism other than Laplace needs (whoever simulates holds every entity's data, so it is theirs)."""
-    # The charge itself, as a decimal of whole micro-epsilons: the guard admits exactly one such release.
-    budget = 0.0 if epsilon is None else epsilon_of(epsilon_micro(epsilon))
+def _dp_entity_settings(mechanism: str, epsilon: float | None, threshold_epsilon: float | None) -> str:
+    """The simulated entities' ``[privacy]`` table: the DP protocol, a budget of exactly the weights and the
+    threshold releases, and the consent a mechanism other than Laplace needs (whoever simulates holds every
+    entity's data, so it is theirs)."""
+    # The charges themselves, as decimals of whole micro-epsilons: the guard admits exactly these releases.
+    charges = [e for e in (epsilon, threshold_epsilon) if e is not None]
+    budget = epsilon_of(sum(epsilon_micro(e) for e in charges))
     lines = ["", "[privacy]", 'mode = "dp"', f"epsilon_total = {budget!r}"]
     if mechanism == NON_PRIVATE:
         lines.append(f"{NON_PRIVATE_WEIGHTS_KEY} = true")

@@ -40,6 +40,7 @@ from ppsvm.core.dp_model import DpModel, load_any_model
 from ppsvm.core.linear_svm import DEFAULT_C
 from ppsvm.core.lp import Formulation
 from ppsvm.core.model import Model
+from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.errors import ConfigError
 
 __all__ = ["AUTO", "Federation", "task_setting", "train_options"]
@@ -191,6 +192,7 @@ class Federation:
         epsilon: float | None = None,
         n_frequencies: int = DEFAULT_N_FREQUENCIES,
         C: float = DEFAULT_C,
+        threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON,
         seed: int = 0,
         distribute: bool = True,
     ) -> DpModel:
@@ -204,6 +206,8 @@ class Federation:
             As for :meth:`train`.
         method, mechanism, epsilon, n_frequencies, C, seed
             As the command's ``--method``, ``--mechanism``, ``--epsilon``, ``--frequencies``, ``--C``, ``--seed``.
+        threshold_epsilon : float or None, default=0.1
+            As ``--threshold-epsilon``; None keeps the threshold at 0.
         distribute : bool, default=True
 
         Returns
@@ -217,6 +221,7 @@ class Federation:
             epsilon=epsilon,
             n_frequencies=n_frequencies,
             C=C,
+            threshold_epsilon=threshold_epsilon,
             seed=seed,
             deadline=self.deadline,
             distribute=distribute,

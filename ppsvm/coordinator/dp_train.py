@@ -7,10 +7,16 @@ s = 1) maps its rows with zhat, trains the exact linear SVM and releases its
 weights through a DP mechanism, charged to its own release log. The model's
 weights are the n_i-weighted mean of the releases: each is epsilon-DP for its
 entity's records, and averaging released values costs no further privacy.
+
+Then the decision threshold (:mod:`ppsvm.core.threshold`): each entity releases a
+histogram of the averaged model's scores on its training records per class, with
+discrete Laplace noise, charged as a second release of ``threshold_epsilon``; the
+coordinator cuts where the summed histograms show the fewest training errors.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import math
 import time
@@ -28,6 +34,13 @@ from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
 from ppsvm.core.fourier import learn_frequencies, public_preprocessing, random_frequencies
 from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.core.linear_svm import DEFAULT_C, train_kernel_svm
+from ppsvm.core.threshold import (
+    DEFAULT_THRESHOLD_EPSILON,
+    choose_threshold,
+    count_noise_std,
+    threshold_edge_count,
+    threshold_edges,
+)
 from ppsvm.data.cell import load_cell
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
@@ -48,6 +61,9 @@ class DpOptions:
         "none" releases unnoised weights (NOT PRIVATE) and needs each entity's own consent.
     epsilon : float or None
         Per release; None only with mechanism "none" or method "public-only".
+    threshold_epsilon : float or None
+        What each entity spends on its score histogram, from which the decision threshold is chosen;
+        None keeps the threshold at 0 (the paper's models). Not used by public-only.
     seed : int
         Seed of rho's start (dp-hybrid) or draw (private-svm): rho is public, so a seed is fine.
     """
@@ -59,6 +75,7 @@ class DpOptions:
     n_frequencies: int = DEFAULT_N_FREQUENCIES
     C: float = DEFAULT_C
     huber_h: float = DEFAULT_HUBER_H
+    threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON
     seed: int = 0
     deadline: float = DEFAULT_DEADLINE_S
     distribute: bool = True
@@ -79,6 +96,12 @@ class DpOptions:
         if not needs_epsilon and self.epsilon is not None:
             raise ConfigError(
                 f"--epsilon does not apply to {self.method if self.method == 'public-only' else 'mechanism none'}"
+            )
+        if self.threshold_epsilon is not None and not (
+            math.isfinite(self.threshold_epsilon) and self.threshold_epsilon > 0
+        ):
+            raise ConfigError(
+                f"--threshold-epsilon must be a number > 0 (or 0 for no threshold), got {self.threshold_epsilon}"
             )
         if self.n_frequencies < 1 or not (math.isfinite(self.C) and self.C > 0):
             raise ConfigError(f"frequencies must be >= 1 and C > 0, got {self.n_frequencies} and {self.C}")
@@ -158,31 +181,83 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
         if wrong:
             raise DataError(f"the public records have {scaled.shape[1]} features; entities {wrong} hold other counts")
         replies = session.each(lambda c: c.dp_weights(request))
-    releases = [replies[e.id] for e in federation.entities]
-    counts = np.array([r.n_train for r in releases], dtype=float)
-    weights = np.average(np.array([list(r.weights) for r in releases]), axis=0, weights=counts)
-    private = options.mechanism != NON_PRIVATE
-    return DpModel(
-        method=options.method,
-        mechanism=options.mechanism,
-        epsilon=options.epsilon if private else None,
-        private=private,
-        rho=tuple(map(tuple, rho.tolist())),
-        weights=tuple(weights.tolist()),
-        entities=tuple(DpEntity(r.entity_id, int(r.n_train), r.noise) for r in releases),
-        training={
-            "n_public": len(y_public),
-            "n_train": int(counts.sum()),
-            "rho_seconds": rho_seconds,
-            **rho_info,
-            "budget_remaining": {r.entity_id: r.budget_remaining for r in releases} if private else {},
-            "seconds": time.perf_counter() - started,
-        },
-        low=low_public,
-        high=high_public,
-        kernel_width=width,
-        C=options.C,
+        releases = [replies[e.id] for e in federation.entities]
+        counts = np.array([r.n_train for r in releases], dtype=float)
+        weights = np.average(np.array([list(r.weights) for r in releases]), axis=0, weights=counts)
+        private = options.mechanism != NON_PRIVATE
+        model = DpModel(
+            method=options.method,
+            mechanism=options.mechanism,
+            epsilon=options.epsilon if private else None,
+            private=private,
+            rho=tuple(map(tuple, rho.tolist())),
+            weights=tuple(weights.tolist()),
+            entities=tuple(DpEntity(r.entity_id, int(r.n_train), r.noise) for r in releases),
+            training={
+                "n_public": len(y_public),
+                "n_train": int(counts.sum()),
+                "rho_seconds": rho_seconds,
+                **rho_info,
+                "budget_remaining": {r.entity_id: r.budget_remaining for r in releases} if private else {},
+            },
+            low=low_public,
+            high=high_public,
+            kernel_width=width,
+            C=options.C,
+        )
+        if options.threshold_epsilon is not None:
+            model = with_threshold(session, model, X_public, options.threshold_epsilon)
+    return dataclasses.replace(model, training={**model.training, "seconds": time.perf_counter() - started})
+
+
+def with_threshold(session: Session, model: DpModel, X_public: np.ndarray, epsilon: float) -> DpModel:
+    """The model with the threshold the entities' noised score histograms choose (:mod:`ppsvm.core.threshold`).
+
+    Parameters
+    ----------
+    session : Session
+        Open on the entities that released the weights.
+    model : DpModel
+        Threshold 0.
+    X_public : ndarray, shape (k, d)
+        The public records, whose scores place the bin edges.
+    epsilon : float
+        Each entity's histogram release.
+
+    Returns
+    -------
+    DpModel
+        With ``threshold`` set and what chose it under ``training["threshold"]``.
+    """
+    smallest = min(e.n_train for e in model.entities)
+    count = threshold_edge_count(smallest, epsilon)
+    edges = threshold_edges(model.decision(X_public), float(np.linalg.norm(model.weights)), count)
+    text, bounds = model.to_json(), edges.tolist()
+    replies = session.each(lambda c: c.dp_score_histogram(text, bounds, epsilon))
+    negative = np.sum([np.asarray(r.negative_counts, dtype=np.int64) for r in replies.values()], axis=0)
+    positive = np.sum([np.asarray(r.positive_counts, dtype=np.int64) for r in replies.values()], axis=0)
+    # Each summed count carries the noise of every entity's.
+    choice = choose_threshold(edges, negative, positive, count_noise_std(epsilon) * math.sqrt(len(replies)))
+    logger.info(
+        "threshold %.6g chosen from the entities' score histograms (epsilon %g each): %d of about %d noised "
+        "training records misclassified",
+        choice.threshold,
+        epsilon,
+        choice.errors,
+        choice.records,
     )
+    training = {
+        **model.training,
+        "threshold": {
+            "rule": "fewest training errors by the entities' per-class score histograms (discrete Laplace)",
+            "epsilon": epsilon,
+            "bins": len(edges) + 1,
+            "noised_training_errors": choice.errors,
+            "noised_training_records": choice.records,
+        },
+        "budget_remaining": {r.entity_id: r.budget_remaining for r in replies.values()},
+    }
+    return dataclasses.replace(model, threshold=choice.threshold, training=training)
 
 
 def train_dp_and_save(federation: Federation | None, options: DpOptions, model_out: Path) -> DpModel:

@@ -14,6 +14,7 @@ from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import evaluate as figures_for
+from ppsvm.core.metrics import trivial_baseline
 from ppsvm.core.model import Model
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.wire.proto_names import KERNEL_KINDS
@@ -121,7 +122,9 @@ def evaluate_model(
     Returns
     -------
     dict
-        error_rate and auc (classify) or relative_error and rmse (regress), n_test, private.
+        error_rate and auc (classify) or relative_error and rmse (regress), n_test, private, and (random-kernel
+        models, whose held-out labels the coordinator holds) the trivial baseline's figures
+        (:func:`ppsvm.core.metrics.trivial_baseline`).
     """
     if isinstance(model, DpModel):
         if epsilon is None:
@@ -132,7 +135,12 @@ def evaluate_model(
     if epsilon is not None:
         raise ConfigError("--epsilon applies to DP models only; random-kernel models are scored from kernel rows")
     ids, targets, decision = assembled_decisions(federation, model, ("test",), deadline)["test"]
-    return {**figures_for(model.task, targets, decision), "n_test": len(ids), "private": model.private}
+    return {
+        **figures_for(model.task, targets, decision),
+        "n_test": len(ids),
+        "private": model.private,
+        "trivial_baseline": trivial_baseline(model.task, targets),
+    }
 
 
 def evaluate_dp_model(

@@ -61,6 +61,9 @@ class DpModel:
     dual_coef : tuple of float, length n_public; public-only
     entities : tuple of DpEntity
     training : dict
+    threshold : float
+        Subtracted from w' zhat(x): the decision threshold the entities' DP score histograms chose
+        (:mod:`ppsvm.core.threshold`), 0 when none was chosen. Public-only models keep 0.
     """
 
     method: str
@@ -78,6 +81,7 @@ class DpModel:
     entities: tuple[DpEntity, ...] = ()
     training: dict[str, Any] = field(default_factory=dict)
     task: str = "classify"
+    threshold: float = 0.0
 
     @property
     def n_features(self) -> int:
@@ -95,7 +99,7 @@ class DpModel:
         scaled = apply_scaling(X, np.asarray(self.low), np.asarray(self.high))
         if self.method == "public-only":
             return decision(gaussian_kernel(scaled, np.asarray(self.basis), self.kernel_width), self._public_svm)
-        return fourier_features(scaled, np.asarray(self.rho)) @ np.asarray(self.weights)
+        return fourier_features(scaled, np.asarray(self.rho)) @ np.asarray(self.weights) - self.threshold
 
     @property
     def _public_svm(self) -> Any:
@@ -113,6 +117,8 @@ class DpModel:
         with invalid_file(source, "ppsvm DP model file"):
             for key in ("kernel_width", "C"):
                 document[key] = number(document, key, source)
+            # Files written before thresholds existed have none: 0 is what they decided with.
+            document["threshold"] = number({"threshold": 0.0, **document}, "threshold", source)
             for key in ("low", "high", "weights", "dual_coef"):
                 document[key] = tuple(float(v) for v in document.get(key, ()))
             for key in ("rho", "basis"):
@@ -136,7 +142,9 @@ class DpModel:
                 )
         elif not self.rho or any(len(row) != d for row in self.rho) or len(self.weights) != 2 * len(self.rho):
             raise ConfigError(f"{source}: rho must be D x {d} and weights of length 2D")
-        numbers = [*self.low, *self.high, self.kernel_width, self.C, *self.weights, *self.dual_coef]
+        if self.method == "public-only" and self.threshold != 0.0:
+            raise ConfigError(f"{source}: a public-only model has no threshold")
+        numbers = [*self.low, *self.high, self.kernel_width, self.C, self.threshold, *self.weights, *self.dual_coef]
         numbers += [v for row in (*self.rho, *self.basis) for v in row]
         if not np.isfinite(numbers).all():
             raise ConfigError(f"{source}: every number in the model must be finite")

@@ -49,6 +49,26 @@ def rmse(targets: np.ndarray, predictions: np.ndarray) -> float:
     return float(np.sqrt(np.mean((predictions - targets) ** 2)))
 
 
+def trivial_baseline(task: str, targets: np.ndarray) -> dict[str, float]:
+    """The figures of a model that ignores the features, to print beside a real one's.
+
+    classify: the majority class for everyone (its error is the minority share) and a constant score (AUC 0.5);
+    regress: the mean target for everyone (relative error ||y - mean|| / ||y||, RMSE the standard deviation).
+    A model near these does not predict, whatever else it reports.
+
+    Parameters
+    ----------
+    task : {"classify", "regress"}
+    targets : ndarray, shape (m,), m >= 1
+        Labels in {-1, +1} or regression targets.
+    """
+    if task == "classify":
+        positive = float(np.mean(targets > 0))
+        return {"majority_error_rate": min(positive, 1.0 - positive), "constant_auc": 0.5}
+    constant = np.full(len(targets), float(np.mean(targets)))
+    return {"mean_relative_error": relative_error(targets, constant), "mean_rmse": rmse(targets, constant)}
+
+
 def evaluate(task: str, targets: np.ndarray, decision: np.ndarray) -> dict[str, float]:
     """The figures reported for a task: error_rate and auc, or relative_error and rmse."""
     if task == "classify":

@@ -3,7 +3,12 @@
 This module is the only place that touches the private rows. What it returns
 to the servicer is limited to what DESIGN.md rule 1 allows to leave: kernel
 blocks against the entity's own B_j, record ids, labels, per-feature min/max,
-shapes and the entity-alone error.
+shapes and the entity-alone error; in DP mode, noised weights, error counts and
+score histograms.
+
+It stays one module (about 520 lines) on purpose: every release the entity can
+make is here, each admitted, validated and charged through the guard in the same
+order, so that a privacy reviewer reads them side by side in one file.
 """
 
 from __future__ import annotations

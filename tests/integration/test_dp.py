@@ -61,7 +61,20 @@ def budget(run, entity: str) -> dict:
 def test_unnoised_release_equals_the_independent_svm(dp_federation) -> None:
     """With the entities' own consent to a NOT PRIVATE release, the model is exactly the n-weighted SVM mean."""
     run, public = dp_federation
-    train(run, public, "--method", "dp-hybrid", "--mechanism", "none", "--frequencies", "20", "--seed", "3")
+    train(
+        run,
+        public,
+        "--method",
+        "dp-hybrid",
+        "--mechanism",
+        "none",
+        "--frequencies",
+        "20",
+        "--seed",
+        "3",
+        "--threshold-epsilon",
+        "0",
+    )
     model = DpModel.from_json((run.split_dir / "dp.json").read_text())
     assert model.private is False and model.epsilon is None
     # Independently: rho from the public records only (same seed), then each cell's exact SVM.
@@ -87,21 +100,29 @@ def test_unnoised_release_equals_the_independent_svm(dp_federation) -> None:
 
 def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
     run, public = dp_federation
-    for epsilon in ("1", "1"):
+    # The default spends 0.1 more on the threshold's score histogram; --threshold-epsilon 0 keeps the paper's cut.
+    for extra in ((), ("--threshold-epsilon", "0")):
         summary = json.loads(
-            train(run, public, "--method", "dp-hybrid", "--epsilon", epsilon, "--frequencies", "20").stdout
+            train(run, public, "--method", "dp-hybrid", "--epsilon", "1", "--frequencies", "20", *extra).stdout
         )
         assert summary["private"] is True and summary["epsilon"] == 1.0
+        assert summary["threshold_epsilon"] == (0.1 if not extra else None)
+        if extra:  # with it, the cut may still stay at 0: 180 records per entity rarely show a clear win
+            assert summary["threshold"] == 0.0
     log = budget(run, "r1c0")
-    assert log["epsilon_spent"] == 2.0 and log["epsilon_remaining"] == 0.5  # exact: integer micro-epsilons
-    assert [(r["rpc"], r["epsilon_micro"]) for r in log["releases"]] == [("DpWeights", 1_000_000)] * 2
+    assert log["epsilon_spent"] == 2.1 and log["epsilon_remaining"] == 0.4  # exact: integer micro-epsilons
+    assert [(r["rpc"], r["epsilon_micro"]) for r in log["releases"]] == [
+        ("DpWeights", 1_000_000),
+        ("DpScoreHistogram", 100_000),
+        ("DpWeights", 1_000_000),
+    ]
     refused = train(run, public, "--method", "private-svm", "--epsilon", "1", check=False)
     assert refused.returncode == 1
-    assert "privacy budget exhausted: requested epsilon 1 but only 0.5 of 2.5 remains" in refused.stderr
+    assert "privacy budget exhausted: requested epsilon 1 but only 0.4 of 2.5 remains" in refused.stderr
     assert "PERMISSION_DENIED" in refused.stderr
-    assert budget(run, "r1c0")["epsilon_spent"] == 2.0  # the refusal spent nothing
+    assert budget(run, "r1c0")["epsilon_spent"] == 2.1  # the refusal spent nothing
     report = ppsvm("entity", "releases", "--config", str(run.split_dir / "r2c0.toml")).stdout
-    assert "DpWeights" in report and "laplace" in report and "epsilon spent 2, remaining 0.5 of 2.5" in report
+    assert "DpWeights" in report and "laplace" in report and "epsilon spent 2.1, remaining 0.4 of 2.5" in report
     evaluate = [
         "coordinator",
         "evaluate",
@@ -117,17 +138,17 @@ def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
         and "spends privacy budget at every entity" in refused.stderr
         and "--epsilon" in refused.stderr
     )
-    evaluation = json.loads(ppsvm(*evaluate, "--epsilon", "0.5").stdout.splitlines()[-1])
+    evaluation = json.loads(ppsvm(*evaluate, "--epsilon", "0.4").stdout.splitlines()[-1])
     assert set(evaluation) >= {"error_rate", "n_test", "private", "evaluation_epsilon"} and "auc" not in evaluation
     assert evaluation["private"] is True and budget(run, "r1c0")["epsilon_remaining"] == 0.0
     # Independently: the held-out error of the model file, from the cells; each entity's count carries discrete
-    # Laplace noise of scale 1/0.5 = 2 errors, so the pooled rate is within 3 x 12 errors of it (P > 1 - 1e-7).
+    # Laplace noise of scale 1/0.4 = 2.5 errors, so the pooled rate is within 3 x 15 errors of it (P > 1 - 1e-7).
     model = DpModel.from_json((run.split_dir / "dp.json").read_text())
     cells = [load_cell(run.split_dir / f"{e}.csv") for e in ("r0c0", "r1c0", "r2c0")]
     decision = model.decision(np.vstack([c.X_test for c in cells]))
     labels = np.concatenate([c.y_test for c in cells])
     exact = float(np.mean(np.where(decision >= 0, 1, -1) != labels))
-    assert abs(evaluation["error_rate"] - exact) <= 36 / len(labels)
+    assert abs(evaluation["error_rate"] - exact) <= 45 / len(labels)
 
 
 def test_public_only_needs_no_entity_and_non_private_release_needs_consent(dp_federation) -> None:

@@ -150,7 +150,8 @@ def _assert_no_feature_value_but_min_max(
 
 
 def test_dp_mode_sends_only_noised_weights_and_figures(tmp_path: Path) -> None:
-    """DpWeights and DpEvaluate: no row (raw, scaled or mapped by zhat) and no feature value leaves; the weights do."""
+    """DpWeights, DpScoreHistogram and DpEvaluate: no row (raw, scaled or mapped by zhat) and no feature value
+    leaves; the weights and the noised counts do."""
     public, private = public_and_private(tmp_path, 60)
     split_dir = split(tmp_path / "split", private, 2, 1, *DP_SPLIT_OPTIONS)
     for config in split_dir.glob("r*c0.toml"):
@@ -165,12 +166,13 @@ def test_dp_mode_sends_only_noised_weights_and_figures(tmp_path: Path) -> None:
         scaled = apply_scaling(X, np.array(model.low), np.array(model.high))
         mapped = fourier_features(scaled, np.array(model.rho))
         release = next(reply for reply in spies[entity_id].replies if isinstance(reply, pb.DpReply))
+        histogram = next(reply for reply in spies[entity_id].replies if isinstance(reply, pb.DpHistogramReply))
         assert np.array(release.weights).tobytes() in wire, "positive control: the spy must see the released weights"
         for row in (*X, *scaled, *mapped):
             assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
-        _assert_no_feature_value_but_min_max(
-            entity_id, wire, X, core.cell.X_train, (release.epsilon, release.budget_remaining)
-        )
+        # Numbers the protocol publishes: the epsilons (0.1 for the histogram) and the budgets left.
+        published = (release.epsilon, release.budget_remaining, histogram.epsilon, histogram.budget_remaining)
+        _assert_no_feature_value_but_min_max(entity_id, wire, X, core.cell.X_train, published)
 
 
 def test_entity_refuses_mbar_not_below_its_width(spied) -> None:

@@ -64,8 +64,12 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     evaluation = json.loads(lines[-1])
-    assert set(evaluation) == {"error_rate", "auc", "n_test", "private"} and evaluation["private"] is True
+    assert set(evaluation) == {"error_rate", "auc", "n_test", "private", "trivial_baseline"}
+    assert evaluation["private"] is True and evaluation["trivial_baseline"]["constant_auc"] == 0.5
+    # WDBC's held-out records: about 37% malignant, so the majority class errs on about 0.37 of them.
+    assert 0.25 < evaluation["trivial_baseline"]["majority_error_rate"] < 0.45
     assert any(line.startswith("PPSVM") for line in lines) and any("each entity alone" in line for line in lines)
+    assert any(line.startswith("trivial baseline: majority class, constant score") for line in lines)
     assert not _running_with(str(out))
 
 

@@ -21,6 +21,7 @@ from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.fourier import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling
 from ppsvm.core.linear_svm import train_linear_svm
 from ppsvm.core.model import Model
+from ppsvm.core.threshold import MIN_THRESHOLD_EDGES
 from ppsvm.data.dataset import DatasetOptions
 from ppsvm.data.dataset import load_dataset as read_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
@@ -184,6 +185,7 @@ def test_parameters_follow_scikit_learn(wdbc) -> None:
         "mechanism",
         "n_frequencies",
         "C",
+        "threshold_epsilon",
         "row_blocks",
         "public_size",
         "random_state",
@@ -228,7 +230,7 @@ def test_dp_hybrid_without_noise_equals_the_papers_pipeline(wdbc) -> None:
     X, y = wdbc
     public = np.arange(12, 24)  # both classes; learning rho costs seconds per dozen public records
     private = np.setdiff1d(np.arange(len(y)), public)
-    model = DpHybridClassifier(mechanism="none", n_frequencies=30, random_state=SEED)
+    model = DpHybridClassifier(mechanism="none", n_frequencies=30, threshold_epsilon=None, random_state=SEED)
     model.fit(X[private], y[private], X_public=X[public], y_public=y[public])
     signed = np.where(y == "M", 1.0, -1.0)
     low, high = public_scaling(X[public])
@@ -242,6 +244,20 @@ def test_dp_hybrid_without_noise_equals_the_papers_pipeline(wdbc) -> None:
     decision = fourier_features(apply_scaling(X, low, high), rho) @ np.array(model.model_.weights)
     np.testing.assert_allclose(model.decision_function(X), decision, rtol=0, atol=1e-12)
     assert (model.predict(X) == np.where(decision >= 0, "M", "B")).all()
+    assert model.model_.threshold == 0.0 and "threshold" not in model.model_.training
+
+    # The default adds the threshold the entities' noised score histograms choose: same weights, shifted cut.
+    cut = DpHybridClassifier(mechanism="none", n_frequencies=30, random_state=SEED)
+    cut.fit(X[private], y[private], X_public=X[public], y_public=y[public])
+    np.testing.assert_array_equal(cut.model_.weights, model.model_.weights)
+    np.testing.assert_allclose(cut.decision_function(X), decision - cut.model_.threshold, rtol=0, atol=1e-12)
+    chosen = cut.model_.training["threshold"]
+    assert chosen["epsilon"] == 0.1 and chosen["bins"] >= MIN_THRESHOLD_EDGES + 1
+    # 545 records, noise of 28 per count at epsilon 0.1: few bins, and the cut leaves 0 only for a clear win,
+    # so the training errors are not worse than at 0 beyond the noise of a few counts.
+    exact = np.sum(np.where(cut.decision_function(X[private]) >= 0, "M", "B") != y[private])
+    at_zero = np.sum(np.where(decision[private] >= 0, "M", "B") != y[private])
+    assert exact <= at_zero + 60
 
 
 @pytest.mark.parametrize("epsilon", [1.001, 100.0])
@@ -254,6 +270,9 @@ def test_dp_hybrid_releases_through_the_entities_budget(wdbc, epsilon: float) ->
     assert model.model_.private and model.model_.mechanism == "laplace" and model.model_.epsilon == epsilon
     assert len(model.model_.entities) == 3 and sum(e.n_train for e in model.model_.entities) == len(y) - 12
     assert model.model_.training["n_public"] == 12
+    # The budget held exactly the weights' and the threshold's releases.
+    assert model.model_.training["threshold"]["epsilon"] == 0.1
+    assert all(remaining == 0.0 for remaining in model.model_.training["budget_remaining"].values())
     if epsilon == 100.0:  # noise of scale 2^2.5 sqrt(30) / (76 * 100) per coordinate: the SVM shows through
         assert model.score(X, y) > 0.85
 

@@ -19,7 +19,6 @@ from ppsvm.config import load_entity_config
 from ppsvm.constants import MAX_HISTOGRAM_EDGES
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import class_histogram
-from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.noise import discrete_laplace
 from ppsvm.entity import cell as cell_module
 from ppsvm.entity.cell import EntityCore
@@ -27,6 +26,7 @@ from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
 from ppsvm.errors import ConfigError, DataError, PrivacyError, ReleaseFailed
 
 from .files import write
+from .test_cell import small_model
 
 FEATURES = 3
 N_TRAIN = 40
@@ -237,20 +237,7 @@ def test_a_failure_after_the_charge_stays_charged_and_names_no_data(
 
 
 def random_kernel_model() -> bytes:
-    model = Model(
-        task="classify",
-        kernel="gaussian",
-        mu=0.5,
-        nu=2.0,
-        mbar=2,
-        u=(0.25, -1.5),
-        gamma=0.125,
-        private=True,
-        scaling=(ColumnScaling(0, (-4.0, 5.0, -1.0), (3.0, 30.0, 2.0)),),
-        entities=(ModelEntity("ent-1", 0, 0),),
-        training={"n_train": 3},
-    )
-    return model.to_json().encode()
+    return small_model().to_json().encode()
 
 
 GOOD = dp_model(np.ones((2, FEATURES)), np.array([0.5, -0.5, 1.0, 0.25])).to_json().encode()

@@ -15,6 +15,7 @@ from pathlib import Path
 from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES
 from ppsvm.core.fourier import MAX_FREQUENCY_ITERATIONS, MAX_FREQUENCY_PAIRS
 from ppsvm.core.linear_svm import DEFAULT_C
+from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.errors import DataError
 from ppsvm.experiments import report
 from ppsvm.experiments.adult import ADULT_FILE, DATA_FILE, load_adult
@@ -65,6 +66,8 @@ def rerun_command(options: DpReproduceOptions) -> str:
         parts.append("--raw-capital")
     if options.no_timing:
         parts.append("--no-timing")
+    if options.threshold_epsilon != DEFAULT_THRESHOLD_EPSILON:
+        parts.append(f"--threshold-epsilon {key(options.threshold_epsilon)}")
     return " ".join(parts)
 
 
@@ -217,6 +220,7 @@ def cmd(args: argparse.Namespace) -> int:
         exact_rows=args.exact_rows,
         raw_capital=args.raw_capital,
         no_timing=args.no_timing,
+        threshold_epsilon=args.threshold_epsilon,
     )
     paths = run(options)
     document = json.loads(paths[1].read_text(encoding="utf-8"))
@@ -284,4 +288,11 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
     )
     parser.add_argument("--raw-capital", action="store_true", help="do not log1p capital-gain and capital-loss")
     parser.add_argument("--no-timing", action="store_true", help="skip the time to learn rho (and its figure)")
+    parser.add_argument(
+        "--threshold-epsilon",
+        type=float,
+        default=DEFAULT_THRESHOLD_EPSILON,
+        help="epsilon each entity spends on the score histogram that chooses the decision threshold, on top of "
+        "--epsilon (default %(default)s; 0: threshold 0, as the paper). Errors at threshold 0 are reported too",
+    )
     parser.set_defaults(run=cmd)

@@ -20,7 +20,7 @@ from ppsvm.core.fourier import (
     learn_frequencies,
     public_preprocessing,
 )
-from ppsvm.core.metrics import evaluate
+from ppsvm.core.metrics import error_rate, evaluate
 from ppsvm.experiments.adult import Adult
 from ppsvm.experiments.dp.setting import (
     DIAGNOSTIC_PAIRS,
@@ -155,8 +155,9 @@ def run_repetition(
     Returns
     -------
     dict
-        Test AUC and error rate per model under the keys of its :attr:`Fit.path`, the public preprocessing
-        and the noise-to-signal diagnostics.
+        Test AUC, error rate and the error rate cut at 0 (as the paper's models are) per model under the keys
+        of its :attr:`Fit.path`, with its threshold; the public preprocessing and the noise-to-signal
+        diagnostics.
     """
     started = time.perf_counter()
     X, y = adult.X, adult.y
@@ -173,10 +174,14 @@ def run_repetition(
             n_frequencies=settings.frequencies,
             C=fit.C,
             row_blocks=fit.row_blocks,
+            threshold_epsilon=settings.threshold_epsilon,
             random_state=seed,
             **noise,
         ).fit(X[private], y[private], X[public], y[public])
-        put(out, fit.path, evaluate("classify", y[test], classifier.decision_function(X[test])))
+        decision = classifier.decision_function(X[test])
+        figures = evaluate("classify", y[test], decision)
+        at_zero = error_rate(y[test], decision + classifier.model_.threshold)
+        put(out, fit.path, {**figures, "error_rate_at_zero": at_zero, "threshold": classifier.model_.threshold})
         models[fit.path] = classifier.model_
         done(fit)
     out["preprocessing"] = preprocessing(models, X, y, test, pool, settings, seed)

@@ -10,6 +10,7 @@ import numpy as np
 
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.linear_svm import DEFAULT_C
+from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.errors import ConfigError
 from ppsvm.experiments import report
 
@@ -54,7 +55,8 @@ PLAIN_METHODS = {
     POOLED: "non-private, 27,000 rows pooled (learned rho)",
     EXACT_RBF: "exact RBF SVM, private subsample",
 }
-FIGURES = ("auc", "error_rate")
+# error_rate_at_zero: the same model cut at 0, as the paper's models are (equal to error_rate without a threshold).
+FIGURES = ("auc", "error_rate", "error_rate_at_zero")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -112,6 +114,7 @@ class DpReproduceOptions:
     exact_rows: int | None = None
     raw_capital: bool = False
     no_timing: bool = False
+    threshold_epsilon: float = DEFAULT_THRESHOLD_EPSILON
 
     def __post_init__(self) -> None:
         if self.repetitions is not None and self.repetitions < 1:
@@ -134,6 +137,8 @@ class DpReproduceOptions:
                 raise ConfigError(
                     f"--other-C values must be distinct and differ from --C {self.C:g}, got {list(self.other_C)}"
                 )
+        if not (math.isfinite(self.threshold_epsilon) and self.threshold_epsilon >= 0):
+            raise ConfigError(f"--threshold-epsilon must be a finite number >= 0, got {self.threshold_epsilon}")
         if self.exact_rows is not None and not 0 <= self.exact_rows <= N_PRIVATE:
             raise ConfigError(f"--exact-rows must be between 0 (skip) and {N_PRIVATE:,}, got {self.exact_rows}")
 
@@ -155,6 +160,7 @@ class Settings:
     timing_public: tuple[int, ...]
     timing_frequencies: tuple[int, ...]
     timing_repeats: int
+    threshold_epsilon: float | None
 
     @property
     def seeds(self) -> list[int]:
@@ -182,6 +188,7 @@ def resolve_settings(options: DpReproduceOptions) -> Settings:
         timing_public=preset.timing_public if timing else (),
         timing_frequencies=preset.timing_frequencies if timing else (),
         timing_repeats=preset.timing_repeats,
+        threshold_epsilon=options.threshold_epsilon or None,
     )
 
 
