@@ -120,7 +120,20 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--frequencies", type=int, default=DEFAULT_N_FREQUENCIES, help="D, Fourier frequencies (default %(default)s)"
     )
-    group.add_argument("--C", type=float, default=DEFAULT_C, help="SVM cost in (C/n) sum hinge (default %(default)s)")
+    group.add_argument(
+        "--C",
+        type=auto_float,
+        default=AUTO,
+        help="SVM cost in (C/n) sum hinge; auto (default) chooses it by cross-validation on the public records with "
+        f"the release's noise simulated (the paper: {DEFAULT_C:g})",
+    )
+    group.add_argument(
+        "--width-factor",
+        type=auto_float,
+        default=AUTO,
+        help="the kernel width as a multiple of the public records' median heuristic; auto (default) chooses it "
+        "like --C (the paper: 1)",
+    )
     group.add_argument(
         "--threshold-epsilon",
         type=float,

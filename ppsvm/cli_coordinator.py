@@ -11,6 +11,7 @@ import json
 from pathlib import Path
 
 from ppsvm.cli_arguments import (
+    AUTO,
     add_basis_argument,
     add_connection_arguments,
     add_dp_arguments,
@@ -105,7 +106,8 @@ def _train_dp(args: argparse.Namespace) -> int:
         mechanism=args.mechanism,
         epsilon=args.epsilon,
         n_frequencies=args.frequencies,
-        C=args.C,
+        C=None if args.C == AUTO else args.C,
+        width_factor=None if args.width_factor == AUTO else args.width_factor,
         threshold_epsilon=args.threshold_epsilon or None,
         seed=args.seed,
         deadline=args.deadline,

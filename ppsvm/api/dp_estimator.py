@@ -33,7 +33,6 @@ from ppsvm.api.inprocess import simulate
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
 from ppsvm.coordinator.dp_train import DpOptions, train_dp
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, NON_PRIVATE
-from ppsvm.core.linear_svm import DEFAULT_C
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import cell_csv
@@ -65,8 +64,11 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         non-private SVM (NOT PRIVATE). The simulated entities are given the consent the latter three need.
     n_frequencies : int, default=100
         D, Fourier frequencies (2D features).
-    C : float, default=1.0
-        SVM cost in (1/2)||w||^2 + (C/n) sum hinge.
+    C : float or "auto", default="auto"
+        SVM cost in (1/2)||w||^2 + (C/n) sum hinge; "auto" chooses it by cross-validation on the public records
+        with the release's noise simulated (:mod:`ppsvm.core.dp_selection`, no privacy cost). The paper: 1.
+    width_factor : float or "auto", default="auto"
+        The kernel width as a multiple of the public records' median heuristic, or chosen like C. The paper: 1.
     threshold_epsilon : float or None, default=0.1
         dp-hybrid and private-svm: what each entity spends on a noised histogram of the model's scores on its
         training records, from which the decision threshold is chosen (:mod:`ppsvm.core.threshold`); None keeps
@@ -98,7 +100,8 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         epsilon: float = 1.0,
         mechanism: str = "laplace",
         n_frequencies: int = DEFAULT_N_FREQUENCIES,
-        C: float = DEFAULT_C,
+        C: float | str = "auto",
+        width_factor: float | str = "auto",
         threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON,
         row_blocks: int = 1,
         public_size: float | int = 0.1,
@@ -109,6 +112,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         self.mechanism = mechanism
         self.n_frequencies = n_frequencies
         self.C = C
+        self.width_factor = width_factor
         self.threshold_epsilon = threshold_epsilon
         self.row_blocks = row_blocks
         self.public_size = public_size
@@ -141,7 +145,8 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
             mechanism=self.mechanism,
             epsilon=positive_number(self.epsilon, "epsilon") if noised else None,
             n_frequencies=whole_number(self.n_frequencies, "n_frequencies", 1),
-            C=positive_number(self.C, "C"),
+            C=None if self.C == "auto" else positive_number(self.C, "C"),
+            width_factor=None if self.width_factor == "auto" else positive_number(self.width_factor, "width_factor"),
             threshold_epsilon=None
             if self.threshold_epsilon is None
             else positive_number(self.threshold_epsilon, "threshold_epsilon"),

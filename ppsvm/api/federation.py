@@ -37,7 +37,6 @@ from ppsvm.coordinator.serve import serve_coordinator
 from ppsvm.coordinator.train import TrainOptions, train, train_and_save
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
-from ppsvm.core.linear_svm import DEFAULT_C
 from ppsvm.core.lp import Formulation
 from ppsvm.core.model import Model
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
@@ -191,7 +190,8 @@ class Federation:
         mechanism: str = "laplace",
         epsilon: float | None = None,
         n_frequencies: int = DEFAULT_N_FREQUENCIES,
-        C: float = DEFAULT_C,
+        C: float | str = "auto",
+        width_factor: float | str = "auto",
         threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON,
         seed: int = 0,
         distribute: bool = True,
@@ -206,6 +206,8 @@ class Federation:
             As for :meth:`train`.
         method, mechanism, epsilon, n_frequencies, C, seed
             As the command's ``--method``, ``--mechanism``, ``--epsilon``, ``--frequencies``, ``--C``, ``--seed``.
+        C, width_factor : float or "auto", default="auto"
+            As ``--C`` and ``--width-factor``: "auto" chooses on the public records.
         threshold_epsilon : float or None, default=0.1
             As ``--threshold-epsilon``; None keeps the threshold at 0.
         distribute : bool, default=True
@@ -220,7 +222,8 @@ class Federation:
             mechanism=mechanism,
             epsilon=epsilon,
             n_frequencies=n_frequencies,
-            C=C,
+            C=None if C == "auto" else float(C),
+            width_factor=None if width_factor == "auto" else float(width_factor),
             threshold_epsilon=threshold_epsilon,
             seed=seed,
             deadline=self.deadline,

@@ -20,8 +20,10 @@ import dataclasses
 import logging
 import math
 import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -31,6 +33,14 @@ from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.train import distribute
 from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE
 from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
+from ppsvm.core.dp_selection import (
+    C_GRID,
+    PAPER_C,
+    SELECTION_STREAM,
+    WIDTH_FACTORS,
+    select_c_and_width,
+    simulated_release,
+)
 from ppsvm.core.fourier import learn_frequencies, public_preprocessing, random_frequencies
 from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.core.linear_svm import DEFAULT_C, train_kernel_svm
@@ -61,6 +71,9 @@ class DpOptions:
         "none" releases unnoised weights (NOT PRIVATE) and needs each entity's own consent.
     epsilon : float or None
         Per release; None only with mechanism "none" or method "public-only".
+    C, width_factor : float or None
+        The SVM cost and the multiple of the median heuristic's kernel width; None chooses it by
+        cross-validation on the public records (:mod:`ppsvm.core.dp_selection`). public-only takes C = 1 for None.
     threshold_epsilon : float or None
         What each entity spends on its score histogram, from which the decision threshold is chosen;
         None keeps the threshold at 0 (the paper's models). Not used by public-only.
@@ -73,7 +86,8 @@ class DpOptions:
     mechanism: str = "laplace"
     epsilon: float | None = None
     n_frequencies: int = DEFAULT_N_FREQUENCIES
-    C: float = DEFAULT_C
+    C: float | None = DEFAULT_C
+    width_factor: float | None = 1.0
     huber_h: float = DEFAULT_HUBER_H
     threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON
     seed: int = 0
@@ -103,8 +117,11 @@ class DpOptions:
             raise ConfigError(
                 f"--threshold-epsilon must be a number > 0 (or 0 for no threshold), got {self.threshold_epsilon}"
             )
-        if self.n_frequencies < 1 or not (math.isfinite(self.C) and self.C > 0):
-            raise ConfigError(f"frequencies must be >= 1 and C > 0, got {self.n_frequencies} and {self.C}")
+        if self.n_frequencies < 1:
+            raise ConfigError(f"--frequencies must be >= 1, got {self.n_frequencies}")
+        for flag, value in (("--C", self.C), ("--width-factor", self.width_factor)):
+            if value is not None and not (math.isfinite(value) and value > 0):
+                raise ConfigError(f"{flag} must be a number > 0 or auto, got {value}")
 
 
 def load_public(path: Path) -> tuple[np.ndarray, np.ndarray]:
@@ -127,7 +144,8 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     low, high, scaled, width = public.low, public.high, public.scaled, public.width
     low_public, high_public = tuple(low.tolist()), tuple(high.tolist())
     if options.method == "public-only":
-        svm = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y_public, options.C)
+        public_C = PAPER_C if options.C is None else options.C
+        svm = train_kernel_svm(gaussian_kernel(scaled, scaled, width), y_public, public_C)
         return DpModel(
             method="public-only",
             mechanism="public",
@@ -139,7 +157,7 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
             low=low_public,
             high=high_public,
             kernel_width=width,
-            C=options.C,
+            C=public_C,
         )
     if federation is None:
         raise ConfigError(f"{options.method} needs a federation of entities")
@@ -148,38 +166,40 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
             f"{options.method} trains on row blocks that hold every feature (s = 1); "
             f"{federation.source} has {len(federation.column_blocks)} column blocks"
         )
-    rng = np.random.default_rng(options.seed)
-    rho_started = time.perf_counter()
-    if options.method == "dp-hybrid":
-        fit = learn_frequencies(scaled, width, options.n_frequencies, rng)
-        rho, rho_info = (
-            fit.rho,
-            {
-                "objective_start": fit.objective_start,
-                "objective_end": fit.objective_end,
-                "rho_iterations": fit.iterations,
-                "rho_pairs": fit.n_pairs,
-            },
-        )
-    else:
-        rho, rho_info = random_frequencies(scaled.shape[1], options.n_frequencies, width, rng), {}
-    rho_seconds = time.perf_counter() - rho_started
-    request = pb.DpRequest(
-        method=options.method,
-        mechanism=options.mechanism,
-        epsilon=options.epsilon or 0.0,
-        c=options.C,
-        n_frequencies=options.n_frequencies,
-        rho=rho.ravel().tolist(),
-        low=low.tolist(),
-        high=high.tolist(),
-        huber_h=options.huber_h,
-    )
+    rho_info: dict[str, Any] = {}
+
+    def frequencies_for(factor: float) -> np.ndarray:
+        """rho for the median heuristic's width times ``factor``, from a generator seeded afresh (repeatable)."""
+        rng = np.random.default_rng(options.seed)
+        if options.method != "dp-hybrid":
+            return random_frequencies(scaled.shape[1], options.n_frequencies, width * factor, rng)
+        fit = learn_frequencies(scaled, width * factor, options.n_frequencies, rng)
+        rho_info[f"{factor:g}"] = {
+            "objective_start": fit.objective_start,
+            "objective_end": fit.objective_end,
+            "rho_iterations": fit.iterations,
+            "rho_pairs": fit.n_pairs,
+            "rho_seconds": fit.seconds,
+        }
+        return fit.rho
+
     with Session(federation, options.deadline) as session:
         metadata = session.load_metadata()
         wrong = {e: m.n_features for e, m in metadata.items() if m.n_features != scaled.shape[1]}
         if wrong:
             raise DataError(f"the public records have {scaled.shape[1]} features; entities {wrong} hold other counts")
+        C, factor, rho, selection = _setting(options, scaled, y_public, frequencies_for, metadata)
+        request = pb.DpRequest(
+            method=options.method,
+            mechanism=options.mechanism,
+            epsilon=options.epsilon or 0.0,
+            c=C,
+            n_frequencies=options.n_frequencies,
+            rho=rho.ravel().tolist(),
+            low=low.tolist(),
+            high=high.tolist(),
+            huber_h=options.huber_h,
+        )
         replies = session.each(lambda c: c.dp_weights(request))
         releases = [replies[e.id] for e in federation.entities]
         counts = np.array([r.n_train for r in releases], dtype=float)
@@ -196,18 +216,50 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
             training={
                 "n_public": len(y_public),
                 "n_train": int(counts.sum()),
-                "rho_seconds": rho_seconds,
-                **rho_info,
+                **rho_info.get(f"{factor:g}", {}),
+                **({"selection": selection} if selection else {}),
                 "budget_remaining": {r.entity_id: r.budget_remaining for r in releases} if private else {},
             },
             low=low_public,
             high=high_public,
-            kernel_width=width,
-            C=options.C,
+            kernel_width=width * factor,
+            C=C,
         )
         if options.threshold_epsilon is not None:
             model = with_threshold(session, model, X_public, options.threshold_epsilon)
     return dataclasses.replace(model, training={**model.training, "seconds": time.perf_counter() - started})
+
+
+def _setting(
+    options: DpOptions,
+    scaled: np.ndarray,
+    y_public: np.ndarray,
+    frequencies_for: Callable[[float], np.ndarray],
+    metadata: Mapping[str, pb.BlockMetadata],
+) -> tuple[float, float, np.ndarray, dict[str, Any]]:
+    """C, the width factor and rho: as given, or chosen on the public records (:mod:`ppsvm.core.dp_selection`)
+    with the release's noise simulated at the smallest entity's record count.
+
+    Returns
+    -------
+    (C, width factor, rho (D, d), the selection's record; empty when nothing was chosen)
+    """
+    if options.C is not None and options.width_factor is not None:
+        return options.C, options.width_factor, frequencies_for(options.width_factor), {}
+    smallest = min(int(m.n_train) for m in metadata.values())
+    release = simulated_release(options.mechanism, smallest, options.n_frequencies, options.epsilon)
+    choice = select_c_and_width(
+        scaled,
+        y_public,
+        frequencies_for,
+        release,
+        np.random.default_rng([options.seed, SELECTION_STREAM]),
+        C_grid=C_GRID if options.C is None else (options.C,),
+        width_factors=WIDTH_FACTORS if options.width_factor is None else (options.width_factor,),
+    )
+    logger.info("chose C = %g and %g x the median-heuristic width on the public records", choice.C, choice.width_factor)
+    record = {"C": choice.C, "width_factor": choice.width_factor, "mean_auc": choice.scores, "simulated_n": smallest}
+    return choice.C, choice.width_factor, choice.rho, record
 
 
 def with_threshold(session: Session, model: DpModel, X_public: np.ndarray, epsilon: float) -> DpModel:

@@ -74,6 +74,10 @@ def test_unnoised_release_equals_the_independent_svm(dp_federation) -> None:
         "3",
         "--threshold-epsilon",
         "0",
+        "--C",
+        "1",
+        "--width-factor",
+        "1",
     )
     model = DpModel.from_json((run.split_dir / "dp.json").read_text())
     assert model.private is False and model.epsilon is None

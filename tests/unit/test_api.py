@@ -185,6 +185,7 @@ def test_parameters_follow_scikit_learn(wdbc) -> None:
         "mechanism",
         "n_frequencies",
         "C",
+        "width_factor",
         "threshold_epsilon",
         "row_blocks",
         "public_size",
@@ -230,7 +231,8 @@ def test_dp_hybrid_without_noise_equals_the_papers_pipeline(wdbc) -> None:
     X, y = wdbc
     public = np.arange(12, 24)  # both classes; learning rho costs seconds per dozen public records
     private = np.setdiff1d(np.arange(len(y)), public)
-    model = DpHybridClassifier(mechanism="none", n_frequencies=30, threshold_epsilon=None, random_state=SEED)
+    paper = {"C": 1.0, "width_factor": 1.0}
+    model = DpHybridClassifier(mechanism="none", n_frequencies=30, threshold_epsilon=None, random_state=SEED, **paper)
     model.fit(X[private], y[private], X_public=X[public], y_public=y[public])
     signed = np.where(y == "M", 1.0, -1.0)
     low, high = public_scaling(X[public])
@@ -247,7 +249,7 @@ def test_dp_hybrid_without_noise_equals_the_papers_pipeline(wdbc) -> None:
     assert model.model_.threshold == 0.0 and "threshold" not in model.model_.training
 
     # The default adds the threshold the entities' noised score histograms choose: same weights, shifted cut.
-    cut = DpHybridClassifier(mechanism="none", n_frequencies=30, random_state=SEED)
+    cut = DpHybridClassifier(mechanism="none", n_frequencies=30, random_state=SEED, **paper)
     cut.fit(X[private], y[private], X_public=X[public], y_public=y[public])
     np.testing.assert_array_equal(cut.model_.weights, model.model_.weights)
     np.testing.assert_allclose(cut.decision_function(X), decision - cut.model_.threshold, rtol=0, atol=1e-12)
@@ -265,7 +267,10 @@ def test_dp_hybrid_releases_through_the_entities_budget(wdbc, epsilon: float) ->
     """Laplace noise on each of three entities' weights, within a budget of one release. 1.001 * 1e6 is
     1000999.99... in floating point: a budget of exactly 1.001 rounds down below the charge, which rounds up."""
     X, y = wdbc
-    model = DpHybridClassifier(epsilon=epsilon, row_blocks=3, n_frequencies=30, public_size=12, random_state=0)
+    # The paper's C and width: 12 public records say little, and this test is about the budget.
+    model = DpHybridClassifier(
+        epsilon=epsilon, row_blocks=3, n_frequencies=30, public_size=12, C=1.0, width_factor=1.0, random_state=0
+    )
     model.fit(X, y)
     assert model.model_.private and model.model_.mechanism == "laplace" and model.model_.epsilon == epsilon
     assert len(model.model_.entities) == 3 and sum(e.n_train for e in model.model_.entities) == len(y) - 12

@@ -205,7 +205,8 @@ def test_plan_fits_every_row_of_the_tables_once() -> None:
     assert len(paths) == len(set(paths))
     # Headline: 3 non-private, dp-hybrid x 3 mechanisms and private-svm x Laplace at 2 epsilons, exact, 2 public-only;
     # C = 100: 2 non-private, both methods x 2 mechanisms at 2 epsilons, 2 public-only.
-    assert len(fits) == (3 + 3 * 2 + 2 + 1 + 2) + (2 + 2 * 2 * 2 + 2)
+    # Useful configuration: its non-private model and dp-hybrid x 3 mechanisms at 2 epsilons.
+    assert len(fits) == (3 + 3 * 2 + 2 + 1 + 2) + (2 + 2 * 2 * 2 + 2) + (1 + 3 * 2)
     assert ("epsilon", "dp-hybrid/objective", "4") in paths and (
         "other_C",
         "100",
@@ -217,7 +218,10 @@ def test_plan_fits_every_row_of_the_tables_once() -> None:
     assert all(fit.epsilon is None for fit in fits if fit.mechanism == "none")
     assert all(fit.row_blocks == setting.N_ENTITIES for fit in fits if fit.path[-1] != setting.POOLED)
     no_extras = setting.resolve_settings(setting.DpReproduceOptions(quick=True, other_C=(), exact_rows=0))
-    assert len(runs.plan(no_extras)) == 3 + 3 * 2 + 2 + 2
+    assert len(runs.plan(no_extras)) == 3 + 3 * 2 + 2 + 2 + (1 + 3 * 2)
+    useful = [fit for fit in fits if fit.path[0] == "useful"]
+    assert all(fit.C == "auto" and fit.width_factor == "auto" for fit in useful)
+    assert all(fit.width_factor == 1.0 for fit in fits if fit.path[0] != "useful")
 
 
 def test_put_builds_the_nested_results() -> None:

@@ -35,6 +35,7 @@ from ppsvm.experiments.dp.setting import (
     TAG_DIAG,
     TAG_EXACT,
     TAG_TIMING,
+    USEFUL_MECHANISMS,
     Settings,
     key,
     rng,
@@ -52,7 +53,8 @@ class Fit:
         Keys of the repetition's results, e.g. ("epsilon", "dp-hybrid/laplace", "1").
     method, mechanism : str
         DpHybridClassifier's parameters of the same names.
-    C : float
+    C, width_factor : float or "auto"
+        As DpHybridClassifier's; "auto" chooses on the public records.
     epsilon : float or None
         None where no noise is drawn (mechanism "none", public-only).
     public : int
@@ -66,8 +68,9 @@ class Fit:
     path: tuple[str, ...]
     method: str
     mechanism: str
-    C: float
+    C: float | str
     epsilon: float | None = None
+    width_factor: float | str = 1.0
     public: int = HYBRID_PUBLIC
     row_blocks: int = N_ENTITIES
     exact: bool = False
@@ -76,11 +79,13 @@ class Fit:
 def plan(settings: Settings) -> list[Fit]:
     """Every model one repetition fits, the headline C first, then each of the other C.
 
-    At the headline C: the non-private models (learned rho, random rho, and one entity holding all private
-    records), dp-hybrid with each mechanism and private-svm with Laplace at every epsilon, the exact RBF SVM on
-    a subsample, and public-only per public-set size. At another C the same minus the pooled and exact models
-    and objective perturbation (it re-solves a perturbed problem per release), plus private-svm with
-    output-gamma (the sensitivity table compares both mechanisms).
+    At the headline C (the paper's, with its median-heuristic width): the non-private models (learned rho, random
+    rho, and one entity holding all private records), dp-hybrid with each mechanism and private-svm with Laplace
+    at every epsilon, the exact RBF SVM on a subsample, and public-only per public-set size. At another C the
+    same minus the pooled and exact models and objective perturbation (it re-solves a perturbed problem per
+    release), plus private-svm with output-gamma (the sensitivity table compares both mechanisms). Last, the
+    useful configuration: dp-hybrid with C and the width chosen on the public records, per mechanism and
+    epsilon, and without noise.
     """
     fits: list[Fit] = []
     for C in (settings.C, *settings.other_C):
@@ -104,6 +109,11 @@ def plan(settings: Settings) -> list[Fit]:
         for size in settings.public_sizes:
             path = ("public_only", str(size)) if headline else ("other_C", key(C), f"public-only/{size}")
             fits.append(Fit(path, "public-only", NO_NOISE, C, public=size))
+    fits.append(Fit(("useful", NON_PRIVATE), "dp-hybrid", NO_NOISE, "auto", width_factor="auto"))
+    for mechanism in USEFUL_MECHANISMS:
+        for epsilon in settings.epsilons:
+            path = ("useful", f"dp-hybrid/{mechanism}", key(epsilon))
+            fits.append(Fit(path, "dp-hybrid", mechanism, "auto", epsilon, width_factor="auto"))
     return fits
 
 
@@ -173,6 +183,7 @@ def run_repetition(
             mechanism=fit.mechanism,
             n_frequencies=settings.frequencies,
             C=fit.C,
+            width_factor=fit.width_factor,
             row_blocks=fit.row_blocks,
             threshold_epsilon=settings.threshold_epsilon,
             random_state=seed,
@@ -181,7 +192,9 @@ def run_repetition(
         decision = classifier.decision_function(X[test])
         figures = evaluate("classify", y[test], decision)
         at_zero = error_rate(y[test], decision + classifier.model_.threshold)
-        put(out, fit.path, {**figures, "error_rate_at_zero": at_zero, "threshold": classifier.model_.threshold})
+        model = classifier.model_
+        chosen = {"threshold": model.threshold, "C": model.C, "kernel_width": model.kernel_width}
+        put(out, fit.path, {**figures, "error_rate_at_zero": at_zero, **chosen})
         models[fit.path] = classifier.model_
         done(fit)
     out["preprocessing"] = preprocessing(models, X, y, test, pool, settings, seed)

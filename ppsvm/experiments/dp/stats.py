@@ -68,6 +68,10 @@ def summarise(reps: list[dict[str, Any]], settings: Settings) -> dict[str, Any]:
             else:
                 entry[method] = {key(e): stats("other_C", c, method, key(e)) for e in settings.epsilons}
         summary["other_C"][c] = entry
+    summary["useful"] = {
+        method: stats("useful", method) if "auc" in value else {e: stats("useful", method, e) for e in value}
+        for method, value in reps[0].get("useful", {}).items()
+    }
     return summary
 
 
