@@ -101,16 +101,25 @@ def test_figures_are_sane(quick: tuple[subprocess.CompletedProcess[str], Path]) 
     assert all(t["iterations"] >= 1 and t["seconds"]["median_wall"] > 0 for t in timing)
 
 
+def unthresholded(figures: dict[str, Any]) -> dict[str, Any]:
+    """A model's figures minus what its threshold moves: the threshold comes from noised histograms."""
+    return {key: value for key, value in figures.items() if key not in ("error_rate", "threshold")}
+
+
 def without_noise(document: dict[str, Any]) -> dict[str, Any]:
     """A dp.json minus what the noise (drawn from the operating system, as in production) moves: every figure of a
-    noised model, the summaries and verdicts built on them, and the noise-to-signal diagnostics."""
+    model with noised weights, the threshold and the error at it of every model (the threshold comes from noised
+    histograms), the summaries and verdicts built on them, and the noise-to-signal diagnostics. What is left: the
+    splits, the public preprocessing, and the AUC and the error cut at 0 of every model without noised weights."""
     kept = {key: value for key, value in document.items() if key not in ("summary", "verdicts")}
     repetitions = []
     for rep in document["repetitions"]:
-        rep = {key: value for key, value in rep.items() if key not in ("epsilon", "diagnostics")}
+        rep = {key: value for key, value in rep.items() if key not in ("epsilon", "diagnostics", "useful")}
+        rep["plain"] = {name: unthresholded(figures) for name, figures in rep["plain"].items()}
+        rep["public_only"] = {size: unthresholded(figures) for size, figures in rep["public_only"].items()}
         rep["other_C"] = {
             c: {
-                name: figures
+                name: unthresholded(figures)
                 for name, figures in block.items()
                 if "/" not in name or name.startswith(("non-", "public"))
             }
