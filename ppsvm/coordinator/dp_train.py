@@ -35,7 +35,6 @@ from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NO
 from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
 from ppsvm.core.dp_selection import (
     C_GRID,
-    OBJECTIVE_C_GRID,
     PAPER_C,
     SELECTION_STREAM,
     WIDTH_FACTORS,
@@ -255,9 +254,7 @@ def _setting(
         frequencies_for,
         release,
         np.random.default_rng([options.seed, SELECTION_STREAM]),
-        C_grid=(OBJECTIVE_C_GRID if options.mechanism == "objective" else C_GRID)
-        if options.C is None
-        else (options.C,),
+        C_grid=C_GRID if options.C is None else (options.C,),
         width_factors=WIDTH_FACTORS if options.width_factor is None else (options.width_factor,),
     )
     logger.info("chose C = %g and %g x the median-heuristic width on the public records", choice.C, choice.width_factor)

@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import math
 import secrets
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Literal, TypeGuard
 
@@ -73,6 +74,9 @@ DEFAULT_HUBER_H = 0.5
 # Newton's method on the perturbed Huber objective stops at this max-abs gradient.
 NEWTON_TOL = 1e-12
 MAX_NEWTON_ITERATIONS = 200
+# The line search stops where |phi'(t)| is this fraction of |phi'(0)| (or after this many evaluations).
+LINE_SEARCH_TOL = 1e-12
+MAX_LINE_SEARCH_ITERATIONS = 200
 # Random bits seeding the noise generator (the OS CSPRNG).
 SEED_BITS = 256
 
@@ -378,6 +382,48 @@ def perturbed_huber_objective(
     return value, gradient
 
 
+def _exact_step(
+    slope_at: Callable[[float], float], slope: float, max_iterations: int = MAX_LINE_SEARCH_ITERATIONS
+) -> float:
+    """The minimiser t > 0 of phi(t) = J(w + t d) along a descent direction d, from phi'.
+
+    phi' is increasing (J is strongly convex) and piecewise linear (J is piecewise quadratic), so its
+    root is bracketed by doubling from the Newton step t = 1 and found by regula falsi with the
+    Illinois modification: exact in one step between two kinks, so a Newton step whose pieces are
+    already right is taken as t = 1. Only phi' is compared, never phi, whose changes vanish in
+    rounding near the optimum (accepting a step on a smaller gradient instead cycled on Adult at C = 100).
+    """
+    low, low_slope = 0.0, slope
+    high, high_slope = 1.0, slope_at(1.0)
+    while high_slope < 0.0:
+        low, low_slope = high, high_slope
+        high *= 2.0
+        high_slope = slope_at(high)
+        if high > 1e12:
+            raise SolverError("Newton line search found no minimum along the step on the perturbed Huber objective")
+    if high_slope == 0.0:
+        return high
+    side = 0
+    for _ in range(max_iterations):
+        t = (low * high_slope - high * low_slope) / (high_slope - low_slope)
+        if not low < t < high:
+            t = 0.5 * (low + high)
+        value = slope_at(t)
+        if abs(value) <= LINE_SEARCH_TOL * abs(slope) or high - low <= 1e-15 * high:
+            return t
+        if value < 0.0:
+            low, low_slope = t, value
+            if side == -1:
+                high_slope *= 0.5
+            side = -1
+        else:
+            high, high_slope = t, value
+            if side == 1:
+                low_slope *= 0.5
+            side = 1
+    return 0.5 * (low + high)
+
+
 def solve_perturbed_huber(
     Z: np.ndarray,
     y: np.ndarray,
@@ -388,10 +434,11 @@ def solve_perturbed_huber(
     huber_h: float = DEFAULT_HUBER_H,
     tol: float = NEWTON_TOL,
 ) -> np.ndarray:
-    """Exact minimiser of :func:`perturbed_huber_objective` by Newton's method with backtracking.
+    """Exact minimiser of :func:`perturbed_huber_objective` by Newton's method with an exact line search.
 
-    The objective is (Lambda + Delta)-strongly convex and piecewise quadratic, so Newton steps
-    with an Armijo line search converge, and finitely once the pieces stop changing.
+    The objective is (Lambda + Delta)-strongly convex and piecewise quadratic, so Newton directions
+    with an exact line search decrease it at every step and converge, finitely once the pieces stop
+    changing (the step is then t = 1).
 
     Parameters
     ----------
@@ -404,6 +451,11 @@ def solve_perturbed_huber(
     Returns
     -------
     ndarray, shape (p,)
+
+    Raises
+    ------
+    SolverError
+        The gradient did not reach ``tol`` in :data:`MAX_NEWTON_ITERATIONS` iterations.
     """
     A = as_matrix(Z, "Z")
     labels = check_labels(y, A.shape[0], "Z")
@@ -417,29 +469,27 @@ def solve_perturbed_huber(
     ridge = 1.0 / C + extra
     YZ = labels[:, None] * A
     w = np.zeros(p)
-    value, grad = perturbed_huber_objective(w, A, labels, C=C, b=noise, extra_ridge=extra, huber_h=h)
+    margins = np.zeros(n)
+    grad = perturbed_huber_objective(w, A, labels, C=C, b=noise, extra_ridge=extra, huber_h=h)[1]
     for _ in range(MAX_NEWTON_ITERATIONS):
         if np.abs(grad).max() <= tol:
             return w
-        _, _, second = huber_loss(YZ @ w, h)
+        _, _, second = huber_loss(margins, h)
         curved = second > 0.0
         hessian = (YZ[curved].T * second[curved]) @ YZ[curved] / n
         hessian[np.diag_indices(p)] += ridge
         step = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(hessian), grad)
-        slope = float(grad @ step)
-        t = 1.0
-        while True:
-            trial = w + t * step
-            trial_value, trial_grad = perturbed_huber_objective(
-                trial, A, labels, C=C, b=noise, extra_ridge=extra, huber_h=h
-            )
-            # Armijo; near the optimum rounding can hide the decrease, so accept a smaller gradient too.
-            if trial_value <= value + 1e-4 * t * slope or np.abs(trial_grad).max() < np.abs(grad).max():
-                break
-            t *= 0.5
-            if t < 1e-20:
-                raise SolverError("Newton line search failed on the perturbed Huber objective")
-        w, value, grad = trial, trial_value, trial_grad
+        along = YZ @ step
+        w_step, step_step, noise_step = float(w @ step), float(step @ step), float(noise @ step)
+
+        def slope_at(t: float) -> float:
+            first = huber_loss(margins + t * along, h)[1]
+            return float(first @ along) / n + ridge * (w_step + t * step_step) + noise_step / n
+
+        t = _exact_step(slope_at, float(grad @ step))
+        w = w + t * step
+        margins = YZ @ w
+        grad = perturbed_huber_objective(w, A, labels, C=C, b=noise, extra_ridge=extra, huber_h=h)[1]
     if np.abs(grad).max() <= tol:
         return w
     raise SolverError(

@@ -655,3 +655,25 @@ def test_default_release_uses_fresh_noise(data):
     second = dp.private_weights(Z, y, epsilon=1.0, mechanism="output-gamma")
     assert not np.array_equal(first.weights, second.weights)
     assert set(dp.GUARANTEES) == {*dp.MECHANISMS, dp.NON_PRIVATE}
+
+
+def test_perturbed_huber_minimiser_at_large_C() -> None:
+    """At C = 1000 a line search that also accepted steps on a smaller gradient cycled here (gradient 1e-3 after
+    200 steps); the exact line search converges, to the minimiser a quasi-Newton method finds."""
+    r = np.random.default_rng(157)
+    n, d, D = int(r.integers(200, 1500)), int(r.integers(2, 8)), int(r.integers(5, 40))
+    X = r.random((n, d))
+    y = np.where(X[:, 0] + 0.3 * r.normal(size=n) > 0.5, 1.0, -1.0)
+    Z = fourier.fourier_features(X, fourier.random_frequencies(d, D, float(r.choice([1.0, 10.0, 50.0])), r))
+    C = float(r.choice([100.0, 1000.0]))
+    b = r.normal(size=2 * D) * 5
+    assert C == 1000.0
+    w = dp.solve_perturbed_huber(Z, y, C=C, b=b, extra_ridge=0.0)
+    assert np.abs(perturbed_gradient(w, Z, y, C, b, 0.0, 0.5)).max() <= dp.NEWTON_TOL
+
+    def objective(v: np.ndarray) -> tuple[float, np.ndarray]:
+        return dp.perturbed_huber_objective(v, Z, y, C=C, b=b, extra_ridge=0.0, huber_h=0.5)
+
+    reference = minimize(objective, np.zeros(2 * D), jac=True, method="L-BFGS-B", options={"gtol": 1e-11, "ftol": 0})
+    assert objective(w)[0] <= reference.fun + 1e-12
+    np.testing.assert_allclose(w, reference.x, atol=1e-4 * np.linalg.norm(w))
