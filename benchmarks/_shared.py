@@ -24,7 +24,7 @@ from ppsvm.experiments.report import cpu_model
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
 
-# The DESIGN.md section 4 setting: 20 features, mbar = 19 (< n_j = 20, privacy rule 3), nu = 1.
+# The docs/design.md section 4 setting: 20 features, mbar = 19 (< n_j = 20, privacy rule 3), nu = 1.
 N_FEATURES = 20
 MBAR = 19
 NU = 1.0
@@ -32,7 +32,7 @@ NU = 1.0
 MU = 1.0 / N_FEATURES
 # Objectives must agree with highs-dual to this relative tolerance.
 AGREEMENT_RTOL = 1e-6
-# Rows above which a formulation is not run by default (measured too slow in DESIGN.md section 4).
+# Rows above which a formulation is not run by default (measured too slow in docs/design.md section 4).
 SKIP_ABOVE = {"cvxpy-primal": 40_000, "cvxpy-dual": 160_000}
 # The formulation every other one's objective is checked against.
 REFERENCE_FORMULATION = "highs-dual"

@@ -191,7 +191,7 @@ def report(n: int, rows: int, seed: int, peer: list[dict[str, Any]], coordinator
         "two points at mbar = n: the record and its mirror image in the hyperplane through the n points; "
         "linear: n - rank B_j). Rule 3 leaves only these dimensions free: the rest of the record (its projection "
         "onto the affine hull of the mbar points, resp. onto the row space of B_j) is determined exactly.",
-        "rule 3: 'kept' when mbar < n_j (DESIGN.md section 2), 'BROKEN' otherwise "
+        "rule 3: 'kept' when mbar < n_j (docs/design.md section 2), 'BROKEN' otherwise "
         "(entities refuse without the override).",
         "",
         "Attack by a coordinator that knows neither A_ij nor B_j, through the Scaling (low, high) of its "

@@ -1,4 +1,4 @@
-"""DESIGN.md section 4 regenerated: every LP formulation of ppsvm.core.lp on one Gaussian random kernel.
+"""docs/design.md section 4 regenerated: every LP formulation of ppsvm.core.lp on one Gaussian random kernel.
 
 One kernel K(A, B') per size: A uniform on [0, 1]^20 (m rows), B uniform (mbar = 19 rows),
 mu = 1/20, labels from a noisy nonlinear rule, nu = 1. Each formulation is timed (median of

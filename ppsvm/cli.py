@@ -182,7 +182,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     split = commands.add_parser(
         "split", help="partition a dataset into a checkerboard of entity cells, configs and secrets"
     )
-    split.add_argument("data", help="dataset file (e.g. ../shared/datasets/wdbc.data)")
+    split.add_argument("data", help="dataset file (e.g. ppsvm/data/bundled/wdbc.data)")
     split.add_argument("--rows", type=int, required=True, help="row blocks r")
     split.add_argument("--cols", type=int, required=True, help="column blocks s")
     split.add_argument("--out", required=True, help="output directory")

@@ -26,7 +26,7 @@ class ConfigError(PpsvmError, ValueError):
 
 
 class PrivacyError(PpsvmError):
-    """A request is refused: it would break a privacy rule of DESIGN.md section 2, or the caller's certificate
+    """A request is refused: it would break a privacy rule of docs/design.md section 2, or the caller's certificate
     does not allow it."""
 
 

@@ -1,4 +1,4 @@
-"""The Python API, above the entity and the coordinator (DESIGN.md section 3).
+"""The Python API, above the entity and the coordinator (docs/design.md section 3).
 
 ``estimators``: scikit-learn estimators fitted on a federation simulated in this process
 (``inprocess``); ``federation``: a client for a running, networked federation, which the

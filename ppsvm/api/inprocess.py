@@ -134,7 +134,7 @@ def simulate(
 def new_record_kernel(
     model: Model, secrets: Sequence[str], column_blocks: Sequence[np.ndarray], X: np.ndarray
 ) -> np.ndarray:
-    """K(x', B') for new records, assembled as DESIGN.md section 1 classifies a new point.
+    """K(x', B') for new records, assembled as docs/design.md section 1 classifies a new point.
 
     The owners of column block j compute K(x_j', B_j') from their secret under the model's
     view of B_j (kernel, the width entities are asked for, the training scaling), exactly as an

@@ -258,7 +258,7 @@ def learn_frequencies(
 def public_kernel_width(X_public: np.ndarray) -> float:
     """Median heuristic: gamma = 1 / median of the squared distances between public records.
 
-    Then a typical pair has kernel value exp(-1). Public data only (DESIGN.md).
+    Then a typical pair has kernel value exp(-1). Public data only (docs/design.md).
 
     Parameters
     ----------

@@ -161,7 +161,7 @@ def rescale_gaussian(K: np.ndarray, mu_from: float, mu_to: float) -> np.ndarray:
     """Gaussian kernel at width ``mu_to`` from the one at ``mu_from``: K ** (mu_to / mu_from).
 
     Lets the coordinator tune mu without asking entities for new blocks
-    (DESIGN.md section 4). Shape is preserved.
+    (docs/design.md section 4). Shape is preserved.
     """
     if not (mu_from > 0 and mu_to > 0):
         raise ValueError(f"Gaussian widths must be > 0, got {mu_from} and {mu_to}")

@@ -211,7 +211,7 @@ def train_linear_svm(
 ) -> LinearSVM:
     """Minimiser of (1/2)||w||^2 + (C/n) sum_i max(0, 1 - y_i w'z_i), no intercept, to a certified gap.
 
-    No intercept because an un-noised intercept may not be released (DESIGN.md). Solved by
+    No intercept because an un-noised intercept may not be released (docs/design.md). Solved by
     dual coordinate descent: max sum_i a_i - (1/2)||sum_i a_i y_i z_i||^2 over 0 <= a_i <= C/n,
     w = sum_i a_i y_i z_i, with shuffled sweeps until the projected gradient spans <= ``tol``
     *and* the duality gap P(w) - dual(a) is at most :data:`GAP_BOUND` (else SolverError).

@@ -9,7 +9,7 @@ Regression (Fung & Mangasarian), real targets y_i:
     min_{u, gamma}  sum_i |K_i u - gamma - y_i| + nu * ||u||_1
 
 Both are the LPs of the papers with the slack variables eliminated. Formulations
-(DESIGN.md section 4 shows the formulation decides the speed by 5x to 30x):
+(docs/design.md section 4 shows the formulation decides the speed by 5x to 30x):
 
 - ``highs-dual`` (default): the LP dual, mbar + 1 dense rows and m bounded
   columns, passed straight to HiGHS (dual simplex, interior point with

@@ -1,4 +1,4 @@
-"""Privacy rule 3 (DESIGN.md section 2): fewer random points than features."""
+"""Privacy rule 3 (docs/design.md section 2): fewer random points than features."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """The secret random matrix B_j and the generators used for sampling.
 
 B_j is derived inside the entities of column block j from the secret they share
-(DESIGN.md rule 2): the coordinator never chooses or sees it. Rows come from one
+(docs/design.md rule 2): the coordinator never chooses or sees it. Rows come from one
 fixed stream per (secret, column width), so a request for mbar rows gets the
 first mbar rows of the same matrix: repeated requests with different mbar never
 reveal more than max(mbar) < n_j random points, and a restarted entity derives

@@ -2,7 +2,7 @@
 
 Every answer an entity derives from its records (kernel blocks, record ids and labels,
 ranges, entity-alone figures, DP weights and DP error counts) is written here *before*
-it is computed, so a failure or a crash never under-counts (DESIGN.md rule 6: once data
+it is computed, so a failure or a crash never under-counts (docs/design.md rule 6: once data
 is touched, the release is charged). The DP budget is part of this log: a DP release
 carries its epsilon as an integer number of micro-epsilons, so the ledger sums exactly.
 

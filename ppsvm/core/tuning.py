@@ -1,7 +1,7 @@
 """k-fold cross-validation of nu (and mu for Gaussian kernels) on an assembled kernel.
 
 For Gaussian kernels every width is derived from one kernel by the power
-identity K(mu2) = K(mu1) ** (mu2 / mu1) (DESIGN.md section 4), so tuning needs
+identity K(mu2) = K(mu1) ** (mu2 / mu1) (docs/design.md section 4), so tuning needs
 no new blocks from the entities.
 """
 

@@ -3,7 +3,7 @@
 A dataset is cut into r row blocks and s column blocks; each cell goes to one
 entity as a CSV file, with an entity config that is private to that entity, a
 secret per column block (shared by that block's entities, from which they derive
-B_j; DESIGN.md section 2), a public federation file for the coordinator, TLS
+B_j; docs/design.md section 2), a public federation file for the coordinator, TLS
 certificates (each with its roles: the coordinator, every entity and one
 prediction client, ``client``) from a one-off CA whose key is not kept, and a
 manifest (``split.json``) recording how the split was made. All files are staged

@@ -1,7 +1,7 @@
 """An entity's private cell A_ij and everything it may compute from it.
 
 This module is the only place that touches the private rows. What it returns
-to the servicer is limited to what DESIGN.md rule 1 allows to leave: kernel
+to the servicer is limited to what docs/design.md rule 1 allows to leave: kernel
 blocks against the entity's own B_j, record ids, labels, per-feature min/max,
 shapes and the entity-alone error; in DP mode, noised weights, error counts and
 score histograms.

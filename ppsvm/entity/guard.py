@@ -1,6 +1,6 @@
 """The release guard: every answer an entity derives from its records is admitted, counted and charged here.
 
-DESIGN.md section 2 counts what an entity releases over its whole life, against a
+docs/design.md section 2 counts what an entity releases over its whole life, against a
 coordinator that sends any request it likes (possibly helped by one other entity):
 
 - **Modes** (rule 7). An entity serves the random-kernel protocol or the DP protocol for

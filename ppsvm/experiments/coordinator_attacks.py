@@ -1,7 +1,7 @@
 """What a malicious coordinator recovers through the requests it chooses: demonstrations, not tools.
 
 The coordinator knows neither A_ij nor B_j but sends any request it likes with a valid certificate,
-possibly helped by one column-block peer, which holds the column-block secret (DESIGN.md section 2,
+possibly helped by one column-block peer, which holds the column-block secret (docs/design.md section 2,
 rule 5; docs/threat-model.md). Each function below is an attack the entities now refuse; the tests
 and ``benchmarks/attacks.py`` run them against the old behaviour and against real entities:
 
@@ -112,7 +112,7 @@ def reconstruct_by_peer_scalings(
     The peer holds the column-block secret, so it knows B_j and can tag a range of its choosing as
     its own; the column block's scaling is the min and max over its members' ranges, so a forged
     range that contains the honest block range *is* the scaling the target applies. Each new
-    scaling of the same records adds mbar equations per record (DESIGN.md rule 5). With
+    scaling of the same records adds mbar equations per record (docs/design.md rule 5). With
     u = (x - low) / (high - low) the honestly scaled record and b_r the known points:
 
     - linear, n + 1 requests: widening feature f's high to low + 2 (high - low) maps u_f to u_f / 2,
@@ -165,7 +165,7 @@ def reconstruct_by_peer_scalings(
 
 
 def reconstruct_two_views(K_linear: np.ndarray, K_gaussian: np.ndarray, B: np.ndarray, mu: float) -> np.ndarray:
-    """Records from a linear and a Gaussian view of the same basis B (DESIGN.md rule 5: one basis, one view).
+    """Records from a linear and a Gaussian view of the same basis B (docs/design.md rule 5: one basis, one view).
 
     The linear rows give B a; the Gaussian rows give ||a - b_r||^2 = -log(K_r) / mu, hence
     ||a||^2 = ||a - b_r||^2 + 2 b_r'a - ||b_r||^2 (averaged over r). At mbar = n - 1 with B of full

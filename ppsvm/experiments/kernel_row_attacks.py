@@ -1,7 +1,7 @@
 """What a column-block peer recovers from another entity's kernel rows: demonstrations, not tools.
 
 The peer knows B_j (it shares the secret) and sees kernel rows K(A_ij, B_j') of another
-entity's records (DESIGN.md sections 1 and 2). :func:`reconstruct_gaussian` and
+entity's records (docs/design.md sections 1 and 2). :func:`reconstruct_gaussian` and
 :func:`reconstruct_linear` try to recover each record from its kernel row. With
 mbar >= n_j + 1 (Gaussian) or mbar >= n_j (linear) a row pins its record down; with
 mbar < n_j (privacy rule 3) the exact solutions form a sphere (Gaussian) or an affine

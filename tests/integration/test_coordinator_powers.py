@@ -1,6 +1,6 @@
 """What a coordinator can make an entity do, tried over the wire against real `ppsvm entity` processes.
 
-Privacy rule 2 (DESIGN.md section 2): the coordinator cannot choose or learn B_j, and an
+Privacy rule 2 (docs/design.md section 2): the coordinator cannot choose or learn B_j, and an
 entity never computes a kernel against a matrix supplied by someone else (or a coordinator
 that sends chosen B's reconstructs A). These tests try: methods that do not exist, a
 matrix smuggled into a real request as an unknown protobuf field, and a scan of every

@@ -16,7 +16,7 @@ import pytest
 pytestmark = [pytest.mark.docker, pytest.mark.long]
 
 REPO = Path(__file__).resolve().parents[2]
-ENGINE_SCRIPT = REPO.parent / "shared" / "tools" / "docker-engine.sh"
+ENGINE_SCRIPT = REPO / "docker" / "local-engine.sh"
 PROJECT = "ppsvm-test"
 ENGINE_TIMEOUT_S = 900
 # Base image, dependency install from PyPI, four entities and training with cross-validation.

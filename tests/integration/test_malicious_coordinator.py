@@ -1,6 +1,6 @@
 """Issue 10's attacks, run against real `ppsvm entity` processes with the coordinator's valid certificate.
 
-Threat model (docs/threat-model.md, DESIGN.md section 2 rule 5): a coordinator sends any request
+Threat model (docs/threat-model.md, docs/design.md section 2 rule 5): a coordinator sends any request
 it likes, possibly helped by one entity of the target's column block, which holds the column-block
 secret (so it knows B_j and can tag any range as its own). Each finding of issue 10 gets a test that
 runs the attack over gRPC/mutual TLS and shows it fails now, **and a control that runs the same attack

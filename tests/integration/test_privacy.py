@@ -1,4 +1,4 @@
-"""Privacy rules on the wire (DESIGN.md section 2): a spy records every message entities send.
+"""Privacy rules on the wire (docs/design.md section 2): a spy records every message entities send.
 
 No row of A_ij (raw or scaled) and no entry of B_j may appear in what leaves an
 entity; the mbar guard refuses mbar >= n_j unless the entity's own config

@@ -192,7 +192,7 @@ def test_parameters_follow_scikit_learn(wdbc) -> None:
         "random_state",
     }
     with pytest.raises(TypeError):
-        RandomKernelClassifier(2, 2)  # type: ignore[misc]  # keyword-only, as DESIGN.md asks
+        RandomKernelClassifier(2, 2)  # type: ignore[misc]  # keyword-only, as docs/design.md asks
 
 
 def test_a_grid_search_clones_and_refits_the_estimator(wdbc) -> None:

@@ -24,7 +24,7 @@ PRIVACY_FLOOR = (
 )
 DP_NOISE = (
     "the released weights carry Laplace noise from the OS generator, which random_state does not seed "
-    "(DESIGN.md: no fixed seed in production paths), so two fits differ"
+    "(docs/design.md: no fixed seed in production paths), so two fits differ"
 )
 EXPECTED_FAILURES: dict[str, dict[str, str]] = {
     "RandomKernelClassifier": {"check_classifiers_train": PRIVACY_FLOOR},

@@ -1,4 +1,4 @@
-"""The checked-in gRPC stubs match proto/, and no RPC accepts a matrix (DESIGN.md rule 2)."""
+"""The checked-in gRPC stubs match proto/, and no RPC accepts a matrix (docs/design.md rule 2)."""
 
 from __future__ import annotations
 

@@ -1,6 +1,6 @@
 """What `pip install .` puts into site-packages, and which layer may import which.
 
-DESIGN.md section 3: one import namespace (`ppsvm`), and layers that point one way:
+docs/design.md section 3: one import namespace (`ppsvm`), and layers that point one way:
 core (math) <- wire <- entity | coordinator <- API <- CLI / demo / experiments.
 """
 
