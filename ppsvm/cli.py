@@ -264,7 +264,11 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     demo.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default %(default)s)")
     demo.add_argument("--out", help="keep the split, model and configs in this directory (default: a temporary one)")
     demo.add_argument("--json", action="store_true", help="last line: the PPSVM evaluation as JSON")
-    add_task_arguments(demo)
+    add_task_arguments(
+        demo,
+        seed_help="seed of the shuffle, the cross-validation folds and the demo-only column-block secrets, so two "
+        "runs with the same seed give the same figures (default %(default)s)",
+    )
     add_connection_arguments(demo, federation=False)
     add_dataset_arguments(demo)
     add_basis_argument(demo)

@@ -40,7 +40,11 @@ auto_int = _number_or_auto(int, "a whole number")
 auto_float = _number_or_auto(float, "a number")
 
 
-def add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = True) -> None:
+def add_task_arguments(
+    parser: argparse.ArgumentParser,
+    random_kernel: bool = True,
+    seed_help: str = "seed of the cross-validation folds (default %(default)s)",
+) -> None:
     """Training settings; unset ones come from the federation file's [task] table, then defaults.
 
     ``random_kernel=False`` (entities alone) leaves out what only the coordinator's random-kernel
@@ -76,7 +80,7 @@ def add_task_arguments(parser: argparse.ArgumentParser, random_kernel: bool = Tr
         parser.add_argument(
             "--folds", type=int, default=DEFAULT_FOLDS, help="cross-validation folds for 'auto' (default %(default)s)"
         )
-    parser.add_argument("--seed", type=int, default=0, help="seed of the cross-validation folds (default %(default)s)")
+    parser.add_argument("--seed", type=int, default=0, help=seed_help)
     if random_kernel:
         parser.add_argument(
             "--lp-formulation",
@@ -125,7 +129,8 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
         type=auto_float,
         default=AUTO,
         help="SVM cost in (C/n) sum hinge; auto (default) chooses it by cross-validation on the public records with "
-        f"the release's noise simulated (the paper: {DEFAULT_C:g})",
+        "the release's noise simulated, leaving the largest C the expected noise allows only for a clear win "
+        f"(the paper: {DEFAULT_C:g})",
     )
     group.add_argument(
         "--width-factor",

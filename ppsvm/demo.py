@@ -11,6 +11,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ppsvm.api.inprocess import set_secrets, simulation_secrets
 from ppsvm.config import federation_at_addresses, load_federation
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_model, mean_figures
 from ppsvm.coordinator.reference import LABEL as REFERENCE_LABEL
@@ -68,6 +69,8 @@ def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
         ),
         provenance=dataclasses.asdict(options.dataset),
     )
+    # Demo only: secrets derived from the seed make two runs alike; a real federation's are random.
+    set_secrets(split, simulation_secrets(options.seed, options.cols))
     logger.info(
         "split %s (%d x %d) into a %d x %d checkerboard in %s",
         options.data.name,

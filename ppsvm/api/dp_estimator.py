@@ -66,7 +66,8 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         D, Fourier frequencies (2D features).
     C : float or "auto", default="auto"
         SVM cost in (1/2)||w||^2 + (C/n) sum hinge; "auto" chooses it by cross-validation on the public records
-        with the release's noise simulated (:mod:`ppsvm.core.dp_selection`, no privacy cost). The paper: 1.
+        with the release's noise simulated, leaving for a clear win only the largest C the expected noise allows
+        (:mod:`ppsvm.core.dp_selection`, no privacy cost). The paper: 1.
     width_factor : float or "auto", default="auto"
         The kernel width as a multiple of the public records' median heuristic, or chosen like C. The paper: 1.
     threshold_epsilon : float or None, default=0.1

@@ -73,6 +73,27 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
     assert not _running_with(str(out))
 
 
+def _demo_json(out: Path, seed: int) -> dict:
+    result = subprocess.run(
+        [sys.executable, "-m", "ppsvm", "demo", "--out", str(out), "--json", "--seed", str(seed)],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        cwd=REPO,
+    )
+    assert result.returncode == 0, result.stderr
+    return json.loads(result.stdout.strip().splitlines()[-1])
+
+
+@pytest.mark.long
+def test_demo_with_the_same_seed_gives_the_same_figures(tmp_path: Path) -> None:
+    """The README demo with its defaults (tuning included), twice: same seed, same secrets, same figures."""
+    first, second = _demo_json(tmp_path / "a", 3), _demo_json(tmp_path / "b", 3)
+    assert first == second
+    secrets = [[(tmp_path / run / f"column-block-{j}.secret").read_text() for j in (0, 1)] for run in "ab"]
+    assert secrets[0] == secrets[1] and secrets[0][0] != secrets[0][1]
+
+
 def test_process_probe_sees_a_running_entity(tmp_path: Path) -> None:
     """Positive control for the checks above: the probe finds a live entity by its config path."""
     split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
