@@ -15,8 +15,9 @@ from a default only for a clear win (:data:`TIE_AUC`), and the default comes fro
 (:func:`default_C`): the largest C whose expected noise stays below half the bound sqrt(2C) on ||w||, since with
 thousands of private records a larger C fits better as long as the noise allows it, and the median width. When a
 class has fewer than 2 public records the default is kept without cross-validating. Measured on Adult (dp-hybrid,
-Laplace, epsilon 1, 10 splits): the paper's C = 1 as the default gave test error 0.211 (AUC 0.793), this rule's
-C = 10 gave 0.206 (0.796), and C = 10 fixed 0.199 (0.798).
+Laplace, epsilon 1, 10 splits, one noise draw each, so about 0.005 either way): the paper's C = 1 as the default
+gave test error 0.211 (AUC 0.793); this rule's default gave 0.209 (0.796) with a clear win meaning 0.005 AUC,
+0.201 (0.797) with 0.02 and 0.197 (0.783) with 0.05; C = 10 fixed gave 0.199 (0.798).
 """
 
 from __future__ import annotations
@@ -39,7 +40,7 @@ WIDTH_FACTORS: tuple[float, ...] = (0.25, 1.0, 4.0)
 MAX_FOLDS = 5
 NOISE_DRAWS = 5
 # Mean AUCs this close count as equal: the default wins them.
-TIE_AUC = 0.005
+TIE_AUC = 0.02
 # The paper's C (public-only models keep it).
 PAPER_C = 1.0
 # The default's expected noise norm, as a share of the bound sqrt(2C) on ||w|| (measured ||w|| is about a third
