@@ -14,7 +14,7 @@ from typing import Any, TypeVar
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import FORMULATIONS
-from ppsvm.data.dataset import ColumnRef, DatasetOptions
+from ppsvm.data.dataset import DEFAULT_MISSING_VALUES, ColumnRef, DatasetOptions
 
 T = TypeVar("T")
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -230,7 +230,14 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
         "--missing",
         choices=("refuse", "drop", "impute"),
         default="refuse",
-        help="missing values ('?' or empty): refuse, drop the rows, or impute column means (default refuse)",
+        help="missing values: refuse (default), drop the rows, or impute each entity's training means per column",
+    )
+    group.add_argument(
+        "--missing-values",
+        metavar="TOKENS",
+        help="comma-separated field values that mean missing, besides an empty field (default: "
+        + ", ".join(v for v in DEFAULT_MISSING_VALUES if v)
+        + ")",
     )
     group.add_argument("--header", action="store_true", help="the first line holds column names")
     group.add_argument("--delimiter", default=",", help="field separator (default ',')")
@@ -260,6 +267,9 @@ def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOpt
         drop=drop,
         id_column=None if args.id_column is None else _column_ref(args.id_column),
         missing=args.missing,
+        missing_values=DEFAULT_MISSING_VALUES
+        if args.missing_values is None
+        else ("", *(token.strip() for token in args.missing_values.split(","))),
         header=args.header,
         delimiter=args.delimiter,
     )

@@ -1,7 +1,8 @@
 """Turning raw benchmark files (UCI style) into a numeric, labelled dataset.
 
-The files are read as published: no header unless told, ``?`` or an empty cell
-means missing, labels are arbitrary strings, whitespace around fields is ignored
+The files are read as published: no header unless told (a first line that looks
+like one is named in the error), ``?``, ``NA``, ``NaN``, ``null`` or an empty cell
+means missing (configurable), labels are arbitrary strings, whitespace around fields is ignored
 and blank lines are skipped. Column references (label, dropped columns, id
 column) are 0-based indices, negative ones counting from the end, or header
 names; error messages use the same 0-based column indices and 1-based line
@@ -27,9 +28,12 @@ __all__ = ["Dataset", "DatasetOptions", "load_dataset"]
 
 logger = logging.getLogger(__name__)
 
-MISSING_TOKENS = frozenset({"", "?"})
+# Missing-value spellings by default: UCI's "?", R's and pandas' NA / NaN / null, and an empty field.
+DEFAULT_MISSING_VALUES: tuple[str, ...] = ("", "?", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 # Enough distinct values to recognise the label column in an error, not a dump of it.
 _MAX_LISTED_VALUES = 8
+# Problems of a file listed in one error, so a user fixes them in one go rather than one run each.
+MAX_REPORTED_PROBLEMS = 20
 
 ColumnRef = str | int
 
@@ -55,8 +59,11 @@ class DatasetOptions:
         Column holding record ids; it is never a feature. Default: the 0-based
         number of the data row (blank lines and header not counted), as a string.
     missing : {"refuse", "drop", "impute"}
-        Missing feature values: raise, drop the rows, or use the column mean of
-        the observed values.
+        Missing feature values: raise, drop the rows, or impute: ``ppsvm split``
+        fills them with the mean of each entity's own training records (the
+        loaded :class:`Dataset` keeps them as NaN).
+    missing_values : tuple of str
+        Field values that mean missing (after stripping whitespace).
     header : bool
         The first non-blank line holds column names.
     delimiter : str
@@ -70,6 +77,7 @@ class DatasetOptions:
     drop: tuple[ColumnRef, ...] = ()
     id_column: ColumnRef | None = None
     missing: Literal["refuse", "drop", "impute"] = "refuse"
+    missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES
     header: bool = False
     delimiter: str = ","
 
@@ -95,7 +103,8 @@ class Dataset:
     ids : ndarray of str, shape (m,)
         Unique record ids (numpy unicode dtype).
     X : ndarray of float64, shape (m, n)
-        Finite feature values.
+        Finite feature values; NaN only for missing values loaded with ``missing="impute"``, which
+        :func:`ppsvm.data.partition.split_dataset` fills per entity.
     y : ndarray of float64, shape (m,)
         +1/-1 for classification, real targets for regression.
     feature_names : tuple of str, length n
@@ -149,10 +158,15 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     """
     table = read_table(Path(path), delimiter=options.delimiter, header=options.header, max_line_chars=max_line_chars)
     label_column, id_column, feature_columns = _resolve_columns(table, options)
+    tokens = frozenset(options.missing_values)
 
-    X, missing = _parse_features(table, feature_columns)
-    label_missing = np.array([row[label_column] in MISSING_TOKENS for row in table.rows])
-    ids = _record_ids(table, id_column)
+    X, missing, problems = _parse_features(table, feature_columns, tokens)
+    label_missing = np.array([row[label_column] in tokens for row in table.rows])
+    if options.missing == "refuse" and missing.any():
+        problems.append(_missing_summary(table, missing, feature_columns))
+    if problems:
+        raise DataError(_problem_report(table, problems, options.header, feature_columns, tokens))
+    ids = _record_ids(table, id_column, tokens)
 
     keep = _apply_missing_policy(table, options, X, missing, label_missing, label_column, feature_columns)
     raw_labels = [row[label_column] for row, kept in zip(table.rows, keep, strict=True) if kept]
@@ -205,37 +219,85 @@ def _resolve_columns(table: Table, options: DatasetOptions) -> tuple[int, int | 
     return label, id_column, features
 
 
-def _parse_features(table: Table, columns: list[int]) -> tuple[np.ndarray, np.ndarray]:
-    """Feature values (m, n) and a mask (m, n) of missing cells; errors in file order."""
+def _parse_features(
+    table: Table, columns: list[int], tokens: frozenset[str]
+) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Feature values (m, n) (NaN where missing), a mask (m, n) of missing cells, and the problems found, in file
+    order (at most :data:`MAX_REPORTED_PROBLEMS` + 1 of them: the last one says how many more there are)."""
     X = np.zeros((len(table.rows), len(columns)))
     missing = np.zeros(X.shape, dtype=bool)
+    problems: list[str] = []
+    extra = 0
     for r, fields in enumerate(table.rows):
         values = X[r]
         for k, c in enumerate(columns):
             text = fields[c]
-            if text in MISSING_TOKENS:
+            if text in tokens:
                 missing[r, k] = True
+                values[k] = math.nan
                 continue
             try:
                 value = float(text)
             except ValueError:
-                raise DataError(
-                    f"{table.where(r, c)}: non-numeric feature value {text!r}; "
-                    f"drop the column with --drop {c} or encode it as numbers"
-                ) from None
-            if not math.isfinite(value):
-                raise DataError(f"{table.where(r, c)}: non-finite feature value {text!r}")
-            values[k] = value
-    return X, missing
+                problem = f"{table.where(r, c)}: non-numeric feature value {text!r}"
+            else:
+                if math.isfinite(value):
+                    values[k] = value
+                    continue
+                problem = f"{table.where(r, c)}: non-finite feature value {text!r}"
+            if len(problems) < MAX_REPORTED_PROBLEMS:
+                problems.append(problem)
+            else:
+                extra += 1
+    if extra:
+        problems.append(f"... and {extra} more")
+    return X, missing, problems
 
 
-def _record_ids(table: Table, id_column: int | None) -> np.ndarray:
+def _looks_like_header(table: Table, columns: list[int], tokens: frozenset[str]) -> bool:
+    """The first row is text in most feature columns, and in at least one of them every other row is a number
+    (or missing): names over numbers."""
+    if len(table.rows) < 2:
+        return False
+
+    text = [c for c in columns if not _number_or_missing(table.rows[0][c], tokens)]
+    return len(text) * 2 > len(columns) and any(
+        all(_number_or_missing(row[c], tokens) for row in table.rows[1:]) for c in text
+    )
+
+
+def _number_or_missing(text: str, tokens: frozenset[str]) -> bool:
+    return text in tokens or _as_numbers([text]) is not None
+
+
+def _problem_report(table: Table, problems: list[str], header: bool, columns: list[int], tokens: frozenset[str]) -> str:
+    """One message for every problem of a file, then the fixes that apply."""
+    hints = []
+    rows = table.rows
+    if not header and _looks_like_header(table, columns, tokens):
+        names = ", ".join(repr(table.rows[0][c]) for c in columns[:_MAX_LISTED_VALUES])
+        hints.append(f"line {table.line_numbers[0]} looks like a header ({names}, ...): pass --header")
+        rows = rows[1:]
+    text_columns = sorted({c for c in columns for row in rows if not _number_or_missing(row[c], tokens)})
+    if text_columns:
+        shown = ",".join(map(str, text_columns[:_MAX_LISTED_VALUES]))
+        hints.append(
+            f"drop the column with --drop {shown} or encode it as numbers (missing values are spelt "
+            + ", ".join(repr(t) for t in DEFAULT_MISSING_VALUES)
+            + " unless --missing-values says otherwise)"
+        )
+    listed = "\n  ".join(problems)
+    count = f"more than {MAX_REPORTED_PROBLEMS}" if problems[-1].startswith("...") else str(len(problems))
+    return "\n".join([f"{table.path}: {count} problem(s):\n  {listed}", *hints])
+
+
+def _record_ids(table: Table, id_column: int | None, tokens: frozenset[str]) -> np.ndarray:
     if id_column is None:
         return np.array([str(r) for r in range(len(table.rows))])
     first_line: dict[str, int] = {}
     for r, fields in enumerate(table.rows):
         record_id = fields[id_column]
-        if record_id in MISSING_TOKENS:
+        if record_id in tokens:
             raise DataError(f"{table.where(r, id_column)}: missing record id {record_id!r}")
         if record_id in first_line:
             raise DataError(
@@ -254,7 +316,7 @@ def _apply_missing_policy(
     label_column: int,
     feature_columns: list[int],
 ) -> np.ndarray:
-    """Handle missing cells (imputes X in place); returns the mask (m,) of rows kept."""
+    """The mask (m,) of rows kept under the missing-value policy (imputation is left to the split)."""
     rows_missing = missing.any(axis=1)
     if options.missing == "drop":
         keep = ~(rows_missing | label_missing)
@@ -274,28 +336,25 @@ def _apply_missing_policy(
     if not missing.any():
         return np.ones(len(X), dtype=bool)
 
-    if options.missing == "refuse":
-        r, k = (int(i) for i in np.argwhere(missing)[0])
-        columns = ", ".join(str(feature_columns[k]) for k in np.flatnonzero(missing.any(axis=0)))
-        raise DataError(
-            f"{table.where(r, feature_columns[k])}: missing value {table.rows[r][feature_columns[k]]!r} "
-            f"({int(rows_missing.sum())} rows have missing values, in columns {columns}); "
-            "pass --missing drop to drop those rows or --missing impute to use column means"
-        )
-
-    observed = (~missing).sum(axis=0)
-    if (observed == 0).any():
-        c = feature_columns[int(np.flatnonzero(observed == 0)[0])]
-        raise DataError(f"{table.path}: column {c} has no observed values to impute from; drop it with --drop {c}")
-    means = np.where(missing, 0.0, X).sum(axis=0) / observed
-    X[missing] = np.broadcast_to(means, X.shape)[missing]
-    logger.warning(
-        "%s: imputed %d missing values in %d columns with column means",
+    # "refuse" was reported with the other problems; "impute" leaves NaN for split_dataset to fill per entity.
+    logger.info(
+        "%s: %d missing values in %d columns, to impute from each entity's training records",
         table.path,
         int(missing.sum()),
         int(missing.any(axis=0).sum()),
     )
     return np.ones(len(X), dtype=bool)
+
+
+def _missing_summary(table: Table, missing: np.ndarray, feature_columns: list[int]) -> str:
+    """The first missing value, with how many rows and which columns have any (for ``missing="refuse"``)."""
+    r, k = (int(i) for i in np.argwhere(missing)[0])
+    columns = ", ".join(str(feature_columns[k]) for k in np.flatnonzero(missing.any(axis=0)))
+    return (
+        f"{table.where(r, feature_columns[k])}: missing value {table.rows[r][feature_columns[k]]!r} "
+        f"({int(missing.any(axis=1).sum())} rows have missing values, in columns {columns}); "
+        "pass --missing drop to drop those rows or --missing impute to fill them with each entity's training means"
+    )
 
 
 def _listing(counts: dict[str, int]) -> str:

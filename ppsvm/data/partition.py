@@ -13,6 +13,7 @@ under temporary names and renamed into place only once every one was written.
 from __future__ import annotations
 
 import csv
+import dataclasses
 import hashlib
 import io
 import json
@@ -193,6 +194,7 @@ def split_dataset(
     if options.task == "classify":
         _check_both_classes(dataset.y, train_blocks)
     blocks = feature_blocks(n, options.cols, column_blocks)
+    dataset, imputed = _impute_per_row_block(dataset, train_blocks, test_blocks)
 
     files: dict[str, tuple[str, int]] = {}
     entity_names: list[str] = []
@@ -243,6 +245,7 @@ def split_dataset(
         "n": n,
         "n_train": len(train),
         "n_test": len(test),
+        "imputed": imputed,
         "column_blocks": [_manifest_block(j, columns, dataset.feature_names) for j, columns in enumerate(blocks)],
         "cells": cells,
     }
@@ -255,6 +258,47 @@ def split_dataset(
         n_train=len(train),
         n_test=len(test),
     )
+
+
+def _impute_per_row_block(
+    dataset: Dataset, train_blocks: list[np.ndarray], test_blocks: list[np.ndarray]
+) -> tuple[Dataset, dict[str, int]]:
+    """Fill missing (NaN) values with the column means of each row block's training records.
+
+    Entity (i, j) holds row block i's values of column block j's features, so these are means it could compute
+    from its own training records alone: nothing from the test records or from another party enters.
+
+    Returns
+    -------
+    dataset : Dataset
+        With finite X.
+    imputed : dict
+        "row block i" -> number of values filled (empty when nothing was missing).
+    """
+    missing = np.isnan(dataset.X)
+    if not missing.any():
+        return dataset, {}
+    X = dataset.X.copy()
+    imputed: dict[str, int] = {}
+    for i, (train, test) in enumerate(zip(train_blocks, test_blocks, strict=True)):
+        rows = np.concatenate([train, test])
+        observed = (~missing[train]).sum(axis=0)
+        needed = missing[rows].any(axis=0)
+        empty = np.flatnonzero(needed & (observed == 0))
+        if empty.size:
+            names = ", ".join(dataset.feature_names[k] for k in empty)
+            raise DataError(
+                f"{dataset.source}: row block {i} has no observed training value of feature(s) {names} to impute "
+                "from; drop the column(s) or use --missing drop"
+            )
+        means = np.nansum(X[train], axis=0) / np.maximum(observed, 1)
+        block = X[rows]
+        holes = np.isnan(block)
+        block[holes] = np.broadcast_to(means, block.shape)[holes]
+        X[rows] = block
+        imputed[f"row block {i}"] = int(holes.sum())
+    logger.warning("imputed %d missing values with each row block's training means", sum(imputed.values()))
+    return dataclasses.replace(dataset, X=X), imputed
 
 
 def _validate(dataset: Dataset, options: SplitOptions) -> None:

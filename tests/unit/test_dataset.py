@@ -6,6 +6,7 @@ import argparse
 import csv
 import gzip
 import logging
+import re
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -15,7 +16,7 @@ import numpy as np
 import pytest
 
 from ppsvm.cli_arguments import add_dataset_arguments, dataset_options_from_args
-from ppsvm.data.dataset import DatasetOptions, load_dataset
+from ppsvm.data.dataset import MAX_REPORTED_PROBLEMS, DatasetOptions, load_dataset
 from ppsvm.data.shipped import SHIPPED_DATA
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.experiments.adult import ADULT_FILE
@@ -97,7 +98,7 @@ def test_bupa(dataset_path: Callable[[str], Path]) -> None:
 
 
 def test_adult_names_the_string_column(dataset_path: Callable[[str], Path]) -> None:
-    with pytest.raises(DataError, match=r"line 1, column 1: non-numeric feature value 'State-gov'; drop the column"):
+    with pytest.raises(DataError, match=r"(?s)line 1, column 1: non-numeric feature value 'State-gov'.*--drop 1,3,"):
         load_dataset(dataset_path("adult.data"), DatasetOptions(positive=">50K"))
 
 
@@ -134,12 +135,37 @@ def test_regression_targets(tmp_path: Path) -> None:
     np.testing.assert_array_equal(data.y, [0.25, -300.0])
 
 
-def test_impute_uses_observed_column_means(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+def test_impute_leaves_missing_values_to_the_split(tmp_path: Path) -> None:
     path = write(tmp_path, "1,?,1\n3,4,0\n,8,1\n")
-    with caplog.at_level(logging.WARNING):
-        data = load_dataset(path, DatasetOptions(missing="impute"))
-    np.testing.assert_array_equal(data.X, [[1, 6], [3, 4], [2, 8]])
-    assert "imputed 2 missing values in 2 columns" in caplog.text
+    data = load_dataset(path, DatasetOptions(missing="impute"))
+    np.testing.assert_array_equal(np.isnan(data.X), [[False, True], [False, False], [True, False]])
+    np.testing.assert_array_equal(data.X[~np.isnan(data.X)], [1, 3, 4, 8])
+
+
+@pytest.mark.parametrize("token", ["NA", "NaN", "nan", "null", "N/A", "?", ""])
+def test_common_missing_spellings(tmp_path: Path, token: str) -> None:
+    path = write(tmp_path, f"1,2,1\n3,{token},0\n")
+    with pytest.raises(DataError, match=rf"line 2, column 1: missing value '{re.escape(token)}'"):
+        load_dataset(path, DatasetOptions())
+    assert np.isnan(load_dataset(path, DatasetOptions(missing="impute")).X[1, 1])
+    custom = DatasetOptions(missing="impute", missing_values=("", "-999"))
+    if token:
+        with pytest.raises(DataError, match=rf"non-numeric feature value '{re.escape(token)}'|non-finite"):
+            load_dataset(path, custom)
+    assert np.isnan(load_dataset(write(tmp_path, "1,2,1\n3,-999,0\n", "b.csv"), custom).X[1, 1])
+
+
+def test_a_header_line_is_recognised_and_every_problem_reported_at_once(tmp_path: Path) -> None:
+    rows = ["age,glucose,bmi,outcome"] + [f"{30 + k},{'NA' if k == 2 else 90 + k},x{k},1" for k in range(30)]
+    path = write(tmp_path, "\n".join(rows) + "\n", "hospital.csv")
+    with pytest.raises(DataError) as raised:
+        load_dataset(path, DatasetOptions(missing="impute"))
+    message = str(raised.value)
+    assert "line 1 looks like a header ('age', 'glucose', 'bmi', ...): pass --header" in message
+    # line 1's three names, then bmi's text on every line, capped: 20 listed and a count of the rest.
+    assert f"more than {MAX_REPORTED_PROBLEMS} problem(s)" in message and "... and 13 more" in message
+    assert message.count("non-numeric feature value") == MAX_REPORTED_PROBLEMS
+    assert "drop the column with --drop 2 " in message and "'NA'" not in message.split("\n")[1]
 
 
 # --- errors: each names the file, the line and the column ----------------------------------
@@ -166,7 +192,7 @@ def test_missing_label_is_an_error_unless_dropped(tmp_path: Path) -> None:
         pytest.param(
             "1,2,1\n3,abc,0\n",
             DatasetOptions(),
-            r"line 2, column 1: non-numeric feature value 'abc'; drop the column with --drop 1",
+            r"(?s)line 2, column 1: non-numeric feature value 'abc'.*drop the column with --drop 1 ",
             id="non_numeric_feature",
         ),
         pytest.param(
@@ -203,7 +229,7 @@ def test_malformed_file(tmp_path: Path, text: str, options: DatasetOptions, mess
         load_dataset(write(tmp_path, text), options)
 
 
-@pytest.mark.parametrize("value", ["inf", "-Infinity", "nan"])
+@pytest.mark.parametrize("value", ["inf", "-Infinity"])
 def test_non_finite_feature(tmp_path: Path, value: str) -> None:
     path = write(tmp_path, f"1,2,1\n{value},4,0\n")
     with pytest.raises(DataError, match=rf"line 2, column 0: non-finite feature value '{value}'"):

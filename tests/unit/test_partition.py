@@ -351,3 +351,32 @@ def test_any_finite_values_and_odd_ids_round_trip(X: list[list[float]], prefix: 
         result = split_dataset(data, options)
         rebuilt, y, _ = reassemble(result, data)
     assert (rebuilt == data.X).all() and (y == data.y).all()
+
+
+def test_missing_values_are_imputed_from_each_row_blocks_training_records(tmp_path: Path) -> None:
+    dataset = make_dataset(m=40, n=4)
+    X = np.round(np.random.default_rng(3).normal(size=(40, 4)), 3)
+    holes = np.zeros(X.shape, dtype=bool)
+    holes[::3, 1] = holes[5::7, 3] = True
+    X[holes] = np.nan
+    dataset = Dataset(dataset.ids, X, dataset.y, dataset.feature_names, dataset.source)
+    result = split_dataset(dataset, SplitOptions(rows=2, cols=2, out_dir=tmp_path / "s"))
+    filled, _, split_of = reassemble(result, dataset)
+    assert np.isfinite(filled).all()
+    np.testing.assert_array_equal(filled[~holes], X[~holes])
+    # Each row block's fill is the mean of that block's own training values, used for its test records too.
+    block_of = {}
+    for config_path in result.entity_config_paths:
+        entity = tomllib.loads(config_path.read_text())["entity"]
+        _, rows = read_cell(config_path.parent / entity["data"])
+        block_of.update({row[0]: config_path.stem[:2] for row in rows})
+    position = {record_id: k for k, record_id in enumerate(dataset.ids.tolist())}
+    for block in ("r0", "r1"):
+        rows = np.array([position[i] for i, b in block_of.items() if b == block])
+        train = np.array([position[i] for i, b in block_of.items() if b == block and split_of[i] == "train"])
+        for column in (1, 3):
+            expected = np.nanmean(X[train, column])
+            missing_rows = rows[holes[rows, column]]
+            assert missing_rows.size and np.allclose(filled[missing_rows, column], expected, rtol=1e-12)
+    manifest = json.loads((tmp_path / "s" / "split.json").read_text())
+    assert sum(manifest["imputed"].values()) == int(holes.sum())
