@@ -148,6 +148,18 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
         "--epsilon); 0 keeps the threshold at 0, as the paper does, which on imbalanced labels predicts the "
         "majority class for almost everyone",
     )
+    group.add_argument(
+        "--dry-run",
+        action="store_true",
+        help="DP methods: print, from public facts only, what each entity would be charged, its budget left and the "
+        "expected noise against the bound on the weights, and the verdict; exit 1 if the run would be refused. "
+        "Nothing is computed or spent",
+    )
+    group.add_argument(
+        "--allow-noisy",
+        action="store_true",
+        help="DP methods: release even where the expected noise exceeds the bound on the weights (refused otherwise)",
+    )
 
 
 def add_connection_arguments(parser: argparse.ArgumentParser, federation: bool = True) -> None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import argparse
 import json
 from pathlib import Path
+from typing import Any
 
 from ppsvm.cli_arguments import (
     AUTO,
@@ -96,7 +97,7 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 def _train_dp(args: argparse.Namespace) -> int:
     """``coordinator train --method dp-hybrid|private-svm|public-only``."""
-    from ppsvm.coordinator.dp_train import DpOptions, train_dp_and_save
+    from ppsvm.coordinator.dp_train import DpOptions, dry_run, train_dp_and_save
 
     if args.public is None:
         raise ConfigError(f"--method {args.method} needs --public PUBLIC.csv (public records: id,label,features...)")
@@ -112,9 +113,16 @@ def _train_dp(args: argparse.Namespace) -> int:
         seed=args.seed,
         deadline=args.deadline,
         distribute=not args.no_distribute,
+        allow_noisy=args.allow_noisy,
     )
     # public-only asks no entity, so it does not read the federation file either.
     federation = federation_from_args(args).config if args.method != "public-only" else None
+    if args.dry_run:
+        if federation is None:
+            raise ConfigError("--dry-run applies to methods that ask the entities, not public-only")
+        report = dry_run(federation, options)
+        print(json.dumps(report) if args.json else _dry_run_text(report))
+        return 0 if report["verdict"] == "would train" else 1
     model = train_dp_and_save(federation, options, Path(args.model_out))
     summary = {
         "model": str(args.model_out),
@@ -131,6 +139,18 @@ def _train_dp(args: argparse.Namespace) -> int:
     }
     print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
     return 0
+
+
+def _dry_run_text(report: dict[str, Any]) -> str:
+    lines = [f"charge per entity: epsilon {report['charge']:g}; C = {report['C']:g}"]
+    for entity_id, facts in report["entities"].items():
+        lines.append(
+            f"  {entity_id}: {facts['n_train']} records, mode {facts['mode']}, epsilon left {facts['epsilon_left']:g}, "
+            f"expected noise norm {facts['noise_norm']:.3g} vs weights <= {facts['weight_bound']:.3g} "
+            f"({facts['noise_to_bound']:.2f})"
+        )
+    lines.append(f"verdict: {report['verdict']}")
+    return "\n".join(lines)
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:

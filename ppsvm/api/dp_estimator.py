@@ -80,6 +80,9 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
     public_size : float or int, default=0.1
         When ``fit`` gets no public records: the share (float, rounded up, at least 2) or number
         (int) of X's records, drawn at random in both classes, that are public; the rest are private.
+    allow_noisy : bool, default=False
+        Release even where the expected noise exceeds the bound sqrt(2C) on the weights; by default such a fit
+        raises ConfigError before anything is spent (``ppsvm coordinator train --dry-run`` shows the figures).
     random_state : int, RandomState or None, default=None
         Seeds the public draw, the shuffle into row blocks and rho. The noise is never seeded: it
         comes from the operating system's generator, as in production.
@@ -106,6 +109,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON,
         row_blocks: int = 1,
         public_size: float | int = 0.1,
+        allow_noisy: bool = False,
         random_state: RandomStateLike = None,
     ) -> None:
         self.method = method
@@ -117,6 +121,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         self.threshold_epsilon = threshold_epsilon
         self.row_blocks = row_blocks
         self.public_size = public_size
+        self.allow_noisy = allow_noisy
         self.random_state = random_state
 
     def fit(self, X: Any, y: Any, X_public: Any = None, y_public: Any = None) -> DpHybridClassifier:
@@ -153,6 +158,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
             else positive_number(self.threshold_epsilon, "threshold_epsilon"),
             seed=run_seed,
             distribute=False,
+            allow_noisy=bool(self.allow_noisy),
         )
         public, private = self._public_and_private(X, signed, X_public, y_public, run_seed)
         with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:

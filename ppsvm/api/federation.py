@@ -195,6 +195,7 @@ class Federation:
         threshold_epsilon: float | None = DEFAULT_THRESHOLD_EPSILON,
         seed: int = 0,
         distribute: bool = True,
+        allow_noisy: bool = False,
     ) -> DpModel:
         """Train a DP model (``ppsvm coordinator train --method dp-hybrid | private-svm | public-only``).
 
@@ -211,6 +212,8 @@ class Federation:
         threshold_epsilon : float or None, default=0.1
             As ``--threshold-epsilon``; None keeps the threshold at 0.
         distribute : bool, default=True
+        allow_noisy : bool, default=False
+            As ``--allow-noisy``: release even where the expected noise exceeds the bound on the weights.
 
         Returns
         -------
@@ -228,6 +231,7 @@ class Federation:
             seed=seed,
             deadline=self.deadline,
             distribute=distribute,
+            allow_noisy=allow_noisy,
         )
         # public-only trains on the public records alone: no entity is asked.
         federation = self.config if method != "public-only" else None

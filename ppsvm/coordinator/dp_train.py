@@ -31,7 +31,14 @@ from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.train import distribute
-from ppsvm.core.dp import DEFAULT_HUBER_H, DEFAULT_N_FREQUENCIES, MECHANISMS, NON_PRIVATE, expected_noise_norm
+from ppsvm.core.dp import (
+    DEFAULT_HUBER_H,
+    DEFAULT_N_FREQUENCIES,
+    MECHANISMS,
+    NON_PRIVATE,
+    expected_noise_norm,
+    weight_bound,
+)
 from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
 from ppsvm.core.dp_selection import (
     C_GRID,
@@ -54,7 +61,7 @@ from ppsvm.core.threshold import (
     threshold_edges,
 )
 from ppsvm.data.cell import load_cell
-from ppsvm.errors import ConfigError, DataError
+from ppsvm.errors import ConfigError, DataError, PrivacyError
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 logger = logging.getLogger(__name__)
@@ -81,6 +88,8 @@ class DpOptions:
         None keeps the threshold at 0 (the paper's models). Not used by public-only.
     seed : int
         Seed of rho's start (dp-hybrid) or draw (private-svm): rho is public, so a seed is fine.
+    allow_noisy : bool
+        Release even where the expected noise exceeds the bound on the weights (:func:`preflight`).
     """
 
     method: str
@@ -95,6 +104,7 @@ class DpOptions:
     seed: int = 0
     deadline: float = DEFAULT_DEADLINE_S
     distribute: bool = True
+    allow_noisy: bool = False
 
     def __post_init__(self) -> None:
         if self.method not in METHODS:
@@ -190,6 +200,7 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
         wrong = {e: m.n_features for e, m in metadata.items() if m.n_features != scaled.shape[1]}
         if wrong:
             raise DataError(f"the public records have {scaled.shape[1]} features; entities {wrong} hold other counts")
+        check_preflight(preflight(metadata, options), options)
         C, factor, rho, selection = _setting(options, scaled, y_public, frequencies_for, metadata)
         request = pb.DpRequest(
             method=options.method,
@@ -232,6 +243,113 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     return dataclasses.replace(model, training={**model.training, "seconds": time.perf_counter() - started})
 
 
+# Refused unless forced: a release whose expected noise norm exceeds the bound sqrt(2C) on the weights.
+NOISE_DOMINATES = 1.0
+
+
+def preflight(metadata: Mapping[str, pb.BlockMetadata], options: DpOptions) -> dict[str, Any]:
+    """What a DP training run will meet, from public facts only, before anything is computed or spent.
+
+    Per entity: its mode (an entity serving the random-kernel protocol refuses weights), its budget left against
+    what the run charges (epsilon + threshold epsilon), and the expected norm of its release's noise against
+    the bound sqrt(2C) on the SVM's weights (:func:`ppsvm.core.dp.expected_noise_norm`), at the given C, or for
+    C chosen on the public records at the smallest of the grid, where the ratio is lowest.
+
+    Parameters
+    ----------
+    metadata : mapping
+        Entity id -> its BlockMetadata (records, mode, budget).
+    options : DpOptions
+
+    Returns
+    -------
+    dict
+        "charge" (epsilon per entity), "C", and "entities": id -> n_train, mode, epsilon_left, noise_norm,
+        weight_bound, noise_to_bound.
+    """
+    private = options.mechanism != NON_PRIVATE and options.epsilon is not None
+    charge = (options.epsilon or 0.0) + (options.threshold_epsilon or 0.0) if private else 0.0
+    C = options.C if options.C is not None else min(C_GRID)
+    entities = {}
+    for entity_id, m in sorted(metadata.items()):
+        noise = expected_noise_norm(
+            options.mechanism, C=C, n=int(m.n_train), n_frequencies=options.n_frequencies, epsilon=options.epsilon
+        )
+        entities[entity_id] = {
+            "n_train": int(m.n_train),
+            "mode": m.mode,
+            "epsilon_left": max(m.epsilon_total - m.epsilon_spent, 0.0),
+            "noise_norm": noise,
+            "weight_bound": weight_bound(C),
+            "noise_to_bound": noise / weight_bound(C),
+        }
+    return {"charge": charge, "C": C, "entities": entities}
+
+
+def check_preflight(report: dict[str, Any], options: DpOptions) -> None:
+    """Refuse, naming the entities, a run that an entity would refuse or whose noise is expected to dominate.
+
+    Raises
+    ------
+    ConfigError
+        An entity serves the random-kernel protocol only.
+    PrivacyError
+        An entity's budget left is below the charge.
+    ConfigError
+        The expected noise exceeds the weight bound at an entity (unless ``options.allow_noisy``).
+    """
+    entities = report["entities"]
+    kernel_only = [e for e, facts in entities.items() if facts["mode"] == "random-kernel"]
+    if kernel_only:
+        raise ConfigError(
+            f"entities {', '.join(kernel_only)} serve the random-kernel protocol and refuse DP weights; their owners "
+            'would have to set [privacy] mode = "dp" (or "mixed")'
+        )
+    # The entities count in micro-epsilons; a hair's difference is theirs to judge.
+    short = {e: f["epsilon_left"] for e, f in entities.items() if f["epsilon_left"] < report["charge"] - 1e-6}
+    if report["charge"] and short:
+        listed = ", ".join(f"{e} ({left:g} left)" for e, left in short.items())
+        raise PrivacyError(
+            f"this run charges epsilon {report['charge']:g} per entity (--epsilon plus --threshold-epsilon) and "
+            f"entities {listed} have less: nothing was requested"
+        )
+    noisy = {e: f for e, f in entities.items() if f["noise_to_bound"] > NOISE_DOMINATES}
+    if noisy and not options.allow_noisy:
+        listed = ", ".join(
+            f"{e} ({f['n_train']} records: noise {f['noise_norm']:.3g} vs weights <= {f['weight_bound']:.3g})"
+            for e, f in noisy.items()
+        )
+        raise ConfigError(
+            f"the {options.mechanism} release at epsilon {options.epsilon:g} and C = {report['C']:g} would be "
+            f"mostly noise at {listed}: the model would classify little better than chance. Nothing was requested "
+            "or spent. Raise --epsilon, lower --frequencies, give the entities more records, try "
+            "--mechanism output-gamma, or pass --allow-noisy to release anyway"
+        )
+
+
+def dry_run(federation: Federation, options: DpOptions) -> dict[str, Any]:
+    """:func:`preflight`'s report for ``options`` on the federation, with the verdict of :func:`check_preflight`:
+    reads the public records and the entities' metadata, computes and spends nothing.
+
+    Returns
+    -------
+    dict
+        The report, plus "verdict": "would train" or the refusal's message.
+    """
+    X_public, _ = load_public(options.public)
+    with Session(federation, options.deadline) as session:
+        metadata = session.load_metadata()
+    wrong = {e: m.n_features for e, m in metadata.items() if m.n_features != X_public.shape[1]}
+    if wrong:
+        raise DataError(f"the public records have {X_public.shape[1]} features; entities {wrong} hold other counts")
+    report = preflight(metadata, options)
+    try:
+        check_preflight(report, options)
+    except (ConfigError, PrivacyError) as refusal:
+        return {**report, "verdict": str(refusal)}
+    return {**report, "verdict": "would train"}
+
+
 def _setting(
     options: DpOptions,
     scaled: np.ndarray,
@@ -256,7 +374,12 @@ def _setting(
             options.mechanism, C=C, n=smallest, n_frequencies=options.n_frequencies, epsilon=options.epsilon
         )
 
-    grid = C_GRID if options.C is None else (options.C,)
+    # A C whose release is expected to be mostly noise is no candidate (the smallest stays if all are).
+    grid = (
+        tuple(C for C in C_GRID if noise_norm(C) <= NOISE_DOMINATES * weight_bound(C)) or (min(C_GRID),)
+        if options.C is None
+        else (options.C,)
+    )
     default = (default_C(grid, noise_norm), DEFAULT_FACTOR)
     choice = select_c_and_width(
         scaled,

@@ -120,11 +120,20 @@ def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
         ("DpScoreHistogram", 100_000),
         ("DpWeights", 1_000_000),
     ]
+    # The coordinator sees the budgets in the entities' metadata and refuses before learning anything; the
+    # entities' own refusal (PERMISSION_DENIED) stands behind it (test_guard.py, test_malicious_coordinator.py).
     refused = train(run, public, "--method", "private-svm", "--epsilon", "1", check=False)
     assert refused.returncode == 1
-    assert "privacy budget exhausted: requested epsilon 1 but only 0.4 of 2.5 remains" in refused.stderr
-    assert "PERMISSION_DENIED" in refused.stderr
+    assert "charges epsilon 1.1 per entity" in refused.stderr and "r1c0 (0.4 left)" in refused.stderr
     assert budget(run, "r1c0")["epsilon_spent"] == 2.1  # the refusal spent nothing
+    dry = train(run, public, "--method", "private-svm", "--epsilon", "0.3", "--frequencies", "5", "--dry-run")
+    report = json.loads(dry.stdout)
+    assert report["verdict"] == "would train" and report["charge"] == pytest.approx(0.4)
+    assert report["entities"]["r1c0"]["epsilon_left"] == pytest.approx(0.4) and report["C"] == 0.1
+    assert 0 < report["entities"]["r1c0"]["noise_to_bound"] < 1
+    noisy = train(run, public, "--method", "private-svm", "--epsilon", "0.3", "--dry-run", check=False)
+    assert noisy.returncode == 1 and "mostly noise" in json.loads(noisy.stdout)["verdict"]
+    assert budget(run, "r1c0")["epsilon_spent"] == 2.1  # dry runs spend nothing
     report = ppsvm("entity", "releases", "--config", str(run.split_dir / "r2c0.toml")).stdout
     assert "DpWeights" in report and "laplace" in report and "epsilon spent 2.1, remaining 0.4 of 2.5" in report
     evaluate = [

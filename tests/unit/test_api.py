@@ -189,6 +189,7 @@ def test_parameters_follow_scikit_learn(wdbc) -> None:
         "threshold_epsilon",
         "row_blocks",
         "public_size",
+        "allow_noisy",
         "random_state",
     }
     with pytest.raises(TypeError):
@@ -267,9 +268,17 @@ def test_dp_hybrid_releases_through_the_entities_budget(wdbc, epsilon: float) ->
     """Laplace noise on each of three entities' weights, within a budget of one release. 1.001 * 1e6 is
     1000999.99... in floating point: a budget of exactly 1.001 rounds down below the charge, which rounds up."""
     X, y = wdbc
-    # The paper's C and width: 12 public records say little, and this test is about the budget.
+    # The paper's C and width: 12 public records say little, and this test is about the budget (at epsilon 1,
+    # 190 records per entity, the noise dominates: allowed here).
     model = DpHybridClassifier(
-        epsilon=epsilon, row_blocks=3, n_frequencies=30, public_size=12, C=1.0, width_factor=1.0, random_state=0
+        epsilon=epsilon,
+        row_blocks=3,
+        n_frequencies=30,
+        public_size=12,
+        C=1.0,
+        width_factor=1.0,
+        allow_noisy=True,
+        random_state=0,
     )
     model.fit(X, y)
     assert model.model_.private and model.model_.mechanism == "laplace" and model.model_.epsilon == epsilon
@@ -280,6 +289,12 @@ def test_dp_hybrid_releases_through_the_entities_budget(wdbc, epsilon: float) ->
     assert all(remaining == 0.0 for remaining in model.model_.training["budget_remaining"].values())
     if epsilon == 100.0:  # noise of scale 2^2.5 sqrt(30) / (76 * 100) per coordinate: the SVM shows through
         assert model.score(X, y) > 0.85
+
+
+def test_a_release_that_would_be_mostly_noise_is_refused_before_anything_is_spent(wdbc) -> None:
+    X, y = wdbc
+    with pytest.raises(ConfigError, match=r"(?s)would be mostly noise at r0c0 \(\d+ records: noise .*--allow-noisy"):
+        DpHybridClassifier(epsilon=1.0, row_blocks=3, n_frequencies=30, public_size=12, C=1.0, random_state=0).fit(X, y)
 
 
 def test_dp_public_only_and_public_records_checked(wdbc) -> None:

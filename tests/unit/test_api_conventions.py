@@ -55,8 +55,9 @@ def expected_failures(estimator: BaseEstimator) -> dict[str, str]:
     [
         RandomKernelClassifier(random_state=0),
         RandomKernelRegressor(random_state=0),
-        # 20 frequencies instead of 100: learning rho dominates the time of each of the checks' fits.
-        DpHybridClassifier(n_frequencies=20, random_state=0),
+        # 20 frequencies instead of 100: learning rho dominates the time of each of the checks' fits. The checks'
+        # datasets are tiny, so the noise dominates every release: allowed, since they check conventions.
+        DpHybridClassifier(n_frequencies=20, allow_noisy=True, random_state=0),
     ],
     expected_failed_checks=expected_failures,
 )
