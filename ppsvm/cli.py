@@ -12,6 +12,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import signal
 import sys
 from collections.abc import Sequence
@@ -41,6 +42,7 @@ from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NA
 # Exit statuses besides 0 (success) and argparse's 2 (a command line that does not parse): see main.
 EXIT_ERROR = 1
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as a shell reports a job stopped by Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `yes | head` reports for `yes`
 
 
 def cmd_split(args: argparse.Namespace) -> int:
@@ -283,21 +285,28 @@ def main(argv: Sequence[str] | None = None) -> int:
 
     0 on success; 1 on any error of :mod:`ppsvm.errors`, printed as one line ``ppsvm: error: ...``
     without a traceback (and from ``audit`` when a condition fails); 2 when the command line does
-    not parse (argparse prints the usage and exits); 130 on Ctrl-C. Any other exception is a bug:
-    Python prints its traceback and exits with 1.
+    not parse (argparse prints the usage and exits); 130 on Ctrl-C; 141, silently, when the reader of
+    stdout has gone (``ppsvm reference DIR | head``). Any other exception is a bug: Python prints its
+    traceback and exits with 1.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
-    args = build_parser(reproduce_targets="reproduce" in argv).parse_args(argv)
-    level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-    logging.basicConfig(level=level, format="ppsvm: %(message)s", stream=sys.stderr)
     try:
-        return args.run(args)
+        args = build_parser(reproduce_targets="reproduce" in argv).parse_args(argv)
+        level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
+        logging.basicConfig(level=level, format="ppsvm: %(message)s", stream=sys.stderr)
+        result: int = args.run(args)
+        sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
+        return result
     except PpsvmError as error:
         print(f"ppsvm: error: {error}", file=sys.stderr)
         return EXIT_ERROR
     except KeyboardInterrupt:
         print("ppsvm: interrupted", file=sys.stderr)
         return EXIT_INTERRUPTED
+    except BrokenPipeError:
+        # Nobody reads what is left: point stdout at /dev/null so that the exit's flush cannot fail again.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_BROKEN_PIPE
 
 
 if __name__ == "__main__":

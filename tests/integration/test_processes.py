@@ -136,3 +136,19 @@ def test_demo_interrupted_while_starting_entities(tmp_path: Path, after_processe
 
 def test_demo_terminated_stops_every_entity(tmp_path: Path) -> None:
     _interrupt_demo(tmp_path / "demo", signal.SIGTERM, after_processes=3)
+
+
+def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> None:
+    """`ppsvm reference DIR | head -1`: the reader closes the pipe; no traceback, exit 141 as for SIGPIPE."""
+    split_dir = split(tmp_path / "split", WDBC, 1, 1, *WDBC_OPTIONS)
+    reader_gone = subprocess.Popen(
+        [sys.executable, "-m", "ppsvm", "reference", str(split_dir), "--json"],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        cwd=REPO,
+    )
+    assert reader_gone.stdout is not None and reader_gone.stderr is not None
+    reader_gone.stdout.close()  # before the command has written anything: its first write meets a closed pipe
+    stderr = reader_gone.stderr.read().decode()
+    assert reader_gone.wait(timeout=300) == 141, stderr
+    assert "Traceback" not in stderr and "BrokenPipe" not in stderr
