@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -46,7 +47,14 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--json",
         action="store_true",
         help="print one JSON object: error_rate and auc (classify) or relative_error and rmse "
-        "(regress), n_test, private",
+        "(regress), n_test, private, the trivial baseline; classifying, also the confusion matrix, sensitivity, "
+        "specificity, balanced accuracy, calibration by score decile and ROC points",
+    )
+    evaluate.add_argument(
+        "--plot",
+        metavar="DIR",
+        help="classifiers: write roc.png and calibration.png into DIR (needs matplotlib: pip install "
+        "'ppsvm[reproduce]')",
     )
     evaluate.add_argument(
         "--epsilon",
@@ -156,10 +164,18 @@ def _dry_run_text(report: dict[str, Any]) -> str:
 def cmd_evaluate(args: argparse.Namespace) -> int:
     """Score a model on the entities' held-out records and print the figures."""
     result = federation_from_args(args).evaluate(args.model, epsilon=args.epsilon)
+    if args.plot:
+        if "roc" not in result:
+            raise ConfigError("--plot draws a classifier's ROC curve and calibration from its decision values")
+        from ppsvm.evaluation_plots import write_evaluation_plots
+
+        paths = write_evaluation_plots(result, Path(args.plot), Path(args.model).name)
+        print("wrote: " + ", ".join(map(str, paths)), file=sys.stderr)
     if args.json:
         print(json.dumps(result))
     else:
-        print("\n".join(f"{key:>15}: {value}" for key, value in result.items()))
+        shown = {key: value for key, value in result.items() if key not in ("roc", "calibration")}
+        print("\n".join(f"{key:>17}: {value}" for key, value in shown.items()))
     return 0
 
 

@@ -13,8 +13,8 @@ from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.dp_model import DpModel
+from ppsvm.core.metrics import classification_report, trivial_baseline
 from ppsvm.core.metrics import evaluate as figures_for
-from ppsvm.core.metrics import trivial_baseline
 from ppsvm.core.model import Model
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.wire.proto_names import KERNEL_KINDS
@@ -124,7 +124,9 @@ def evaluate_model(
     dict
         error_rate and auc (classify) or relative_error and rmse (regress), n_test, private, and (random-kernel
         models, whose held-out labels the coordinator holds) the trivial baseline's figures
-        (:func:`ppsvm.core.metrics.trivial_baseline`).
+        (:func:`ppsvm.core.metrics.trivial_baseline`) and, classifying, the confusion matrix, sensitivity,
+        specificity, balanced accuracy and calibration by score decile
+        (:func:`ppsvm.core.metrics.classification_report`).
     """
     if isinstance(model, DpModel):
         if epsilon is None:
@@ -140,6 +142,7 @@ def evaluate_model(
         "n_test": len(ids),
         "private": model.private,
         "trivial_baseline": trivial_baseline(model.task, targets),
+        **(classification_report(targets, decision) if model.task == "classify" else {}),
     }
 
 

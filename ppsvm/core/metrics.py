@@ -1,6 +1,9 @@
-"""Evaluation figures: error rate and AUC (classify), relative error and RMSE (regress), per-class score histograms."""
+"""Evaluation figures: error rate and AUC, the confusion matrix and its rates, calibration by score decile (classify),
+relative error and RMSE (regress), per-class score histograms."""
 
 from __future__ import annotations
+
+from typing import Any
 
 import numpy as np
 
@@ -67,6 +70,74 @@ def trivial_baseline(task: str, targets: np.ndarray) -> dict[str, float]:
         return {"majority_error_rate": min(positive, 1.0 - positive), "constant_auc": 0.5}
     constant = np.full(len(targets), float(np.mean(targets)))
     return {"mean_relative_error": relative_error(targets, constant), "mean_rmse": rmse(targets, constant)}
+
+
+# Score bins of the calibration summary: deciles of the decision values.
+CALIBRATION_BINS = 10
+# Thresholds of the ROC curve in a report: enough for a smooth plot, few enough for a JSON line.
+ROC_POINTS = 101
+
+
+def classification_report(labels: np.ndarray, decision: np.ndarray) -> dict[str, Any]:
+    """What a clinician asks beyond error and AUC: the confusion matrix, sensitivity, specificity, balanced
+    accuracy, and how the observed positive rate rises with the score (calibration of an uncalibrated score).
+
+    Parameters
+    ----------
+    labels : ndarray, shape (m,), values in {-1, +1}
+    decision : ndarray, shape (m,)
+        Predict +1 where decision >= 0.
+
+    Returns
+    -------
+    dict
+        confusion_matrix {"true_positive", "false_positive", "true_negative", "false_negative"}; sensitivity
+        (true positive rate; NaN without positives), specificity (true negative rate; NaN without negatives),
+        balanced_accuracy (their mean); calibration: one entry per decile of the decision values (fewer where
+        values tie), each {"score_low", "score_high", "n", "positive_rate"}; roc: [false positive rate, true
+        positive rate] pairs from (0, 0) to (1, 1) at up to :data:`ROC_POINTS` thresholds (quantiles of the
+        decision values; empty with one class).
+    """
+    positive, predicted = labels > 0, decision >= 0
+    tp, fp = int(np.sum(positive & predicted)), int(np.sum(~positive & predicted))
+    tn, fn = int(np.sum(~positive & ~predicted)), int(np.sum(positive & ~predicted))
+    sensitivity = tp / (tp + fn) if tp + fn else float("nan")
+    specificity = tn / (tn + fp) if tn + fp else float("nan")
+    order = np.argsort(decision, kind="stable")
+    calibration = []
+    for chunk in np.array_split(order, min(CALIBRATION_BINS, len(order))):
+        if chunk.size:
+            calibration.append(
+                {
+                    "score_low": float(decision[chunk].min()),
+                    "score_high": float(decision[chunk].max()),
+                    "n": int(chunk.size),
+                    "positive_rate": float(np.mean(positive[chunk])),
+                }
+            )
+    return {
+        "confusion_matrix": {"true_positive": tp, "false_positive": fp, "true_negative": tn, "false_negative": fn},
+        "sensitivity": sensitivity,
+        "specificity": specificity,
+        "balanced_accuracy": (sensitivity + specificity) / 2,
+        "calibration": calibration,
+        "roc": roc_points(labels, decision),
+    }
+
+
+def roc_points(labels: np.ndarray, decision: np.ndarray, points: int = ROC_POINTS) -> list[list[float]]:
+    """[false positive rate, true positive rate] of predicting +1 where decision >= t, for t from above the
+    largest value down through quantiles of the values: a curve from (0, 0) to (1, 1); empty with one class."""
+    positive = labels > 0
+    n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+    if n_pos == 0 or n_neg == 0:
+        return []
+    thresholds = np.unique(np.quantile(decision, np.linspace(0.0, 1.0, points)))[::-1]
+    curve = [[0.0, 0.0]]
+    for t in thresholds:
+        predicted = decision >= t
+        curve.append([float(np.sum(predicted & ~positive) / n_neg), float(np.sum(predicted & positive) / n_pos)])
+    return curve
 
 
 def evaluate(task: str, targets: np.ndarray, decision: np.ndarray) -> dict[str, float]:

@@ -56,10 +56,10 @@ def parse_list(kind: Callable[[str], T], text: str, flag: str) -> tuple[T, ...]:
         raise ConfigError(f"{flag}: expected a comma-separated list, got {text!r}") from None
 
 
-def require_matplotlib() -> None:
+def require_matplotlib(who: str = "ppsvm reproduce") -> None:
     """Fail before any long work when the figures cannot be drawn."""
     if importlib.util.find_spec("matplotlib") is None:
-        raise ConfigError(f"ppsvm reproduce draws its figures with matplotlib, which is not installed: {INSTALL_HINT}")
+        raise ConfigError(f"{who} draws its figures with matplotlib, which is not installed: {INSTALL_HINT}")
 
 
 def software_versions() -> dict[str, str]:

@@ -90,7 +90,7 @@ class RunningFederation:
             check=check,
         )
 
-    def evaluate(self) -> dict:
+    def evaluate(self, *options: str) -> dict:
         out = ppsvm(
             "coordinator",
             "evaluate",
@@ -99,6 +99,7 @@ class RunningFederation:
             "--model",
             str(self.split_dir / "model.json"),
             "--json",
+            *options,
         )
         return json.loads(out.stdout.strip().splitlines()[-1])
 

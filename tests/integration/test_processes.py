@@ -64,7 +64,21 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
     assert result.returncode == 0, result.stderr
     lines = result.stdout.strip().splitlines()
     evaluation = json.loads(lines[-1])
-    assert set(evaluation) == {"error_rate", "auc", "n_test", "private", "trivial_baseline"}
+    assert set(evaluation) == {
+        "error_rate",
+        "auc",
+        "n_test",
+        "private",
+        "trivial_baseline",
+        "confusion_matrix",
+        "sensitivity",
+        "specificity",
+        "balanced_accuracy",
+        "calibration",
+    }
+    matrix = evaluation["confusion_matrix"]
+    assert sum(matrix.values()) == evaluation["n_test"]
+    assert (matrix["false_positive"] + matrix["false_negative"]) / evaluation["n_test"] == evaluation["error_rate"]
     assert evaluation["private"] is True and evaluation["trivial_baseline"]["constant_auc"] == 0.5
     # WDBC's held-out records: about 37% malignant, so the majority class errs on about 0.37 of them.
     assert 0.25 < evaluation["trivial_baseline"]["majority_error_rate"] < 0.45

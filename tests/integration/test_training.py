@@ -125,6 +125,20 @@ def test_distributed_linear_model_equals_central(federation) -> None:
     central = central_model(run.split_dir, "linear", 6, 100.0, 0.0)
     np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=0)
     assert abs(model.gamma - central.gamma) < 1e-8
+    # The clinician's figures and plots, against the central model's decisions on the same held-out records.
+    result = run.evaluate("--plot", str(run.split_dir / "plots"))
+    decision = central.kernel_rows(central.X_test) @ central.u - central.gamma
+    positive, predicted = central.y_test > 0, decision >= 0
+    assert result["confusion_matrix"] == {
+        "true_positive": int(np.sum(positive & predicted)),
+        "false_positive": int(np.sum(~positive & predicted)),
+        "true_negative": int(np.sum(~positive & ~predicted)),
+        "false_negative": int(np.sum(positive & ~predicted)),
+    }
+    assert result["sensitivity"] == pytest.approx(np.mean(predicted[positive]), abs=1e-12)
+    assert result["roc"][0] == [0.0, 0.0] and result["roc"][-1] == [1.0, 1.0]
+    for name in ("roc.png", "calibration.png"):
+        assert (run.split_dir / "plots" / name).read_bytes().startswith(b"\x89PNG")
 
 
 def test_regression_over_two_entities(federation, tmp_path: Path) -> None:

@@ -21,7 +21,7 @@ from ppsvm.cli_arguments import training_flags
 from ppsvm.coordinator.train import TrainOptions, default_mbar
 from ppsvm.core.kernels import gaussian_kernel, linear_kernel
 from ppsvm.core.lp import solve_lp
-from ppsvm.core.metrics import auc, error_rate, evaluate, relative_error, rmse
+from ppsvm.core.metrics import auc, classification_report, error_rate, evaluate, relative_error, rmse
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.privacy import check_mbar
 from ppsvm.core.tuning import TuningResult, cross_validation_score, fold_indices, tune
@@ -507,3 +507,32 @@ def test_a_grid_point_whose_lp_fails_is_skipped(monkeypatch: pytest.MonkeyPatch)
     monkeypatch.setattr(tuning, "solve_lp", lambda *a, **k: (_ for _ in ()).throw(SolverError("always")))
     with pytest.raises(SolverError, match="any grid point"):
         tuning.tune("classify", "linear", K, y, mu_ref=1.0, nu_values=(0.1,), mu_values=(0.0,), folds=4, seed=0)
+
+
+def test_classification_report_matches_scikit_learn() -> None:
+    from sklearn.metrics import balanced_accuracy_score, confusion_matrix, recall_score
+
+    rng = np.random.default_rng(8)
+    labels = np.where(rng.random(203) < 0.3, 1.0, -1.0)
+    decision = labels * 0.5 + rng.normal(size=203)
+    decision[:7] = 0.0  # a score of 0 predicts +1
+    report = classification_report(labels, decision)
+    predicted = np.where(decision >= 0, 1.0, -1.0)
+    (tn, fp), (fn, tp) = confusion_matrix(labels, predicted, labels=[-1.0, 1.0])
+    assert report["confusion_matrix"] == {
+        "true_positive": tp,
+        "false_positive": fp,
+        "true_negative": tn,
+        "false_negative": fn,
+    }
+    assert report["sensitivity"] == pytest.approx(recall_score(labels, predicted, pos_label=1.0))
+    assert report["specificity"] == pytest.approx(recall_score(labels, predicted, pos_label=-1.0))
+    assert report["balanced_accuracy"] == pytest.approx(balanced_accuracy_score(labels, predicted))
+    deciles = report["calibration"]
+    assert len(deciles) == 10 and sum(d["n"] for d in deciles) == 203
+    assert all(a["score_high"] <= b["score_low"] for a, b in zip(deciles[:-1], deciles[1:], strict=True))
+    # The score ranks: the top decile holds a larger share of positives than the bottom one.
+    assert deciles[-1]["positive_rate"] > deciles[0]["positive_rate"]
+    assert sum(d["positive_rate"] * d["n"] for d in deciles) == pytest.approx(np.sum(labels > 0))
+    one_class = classification_report(np.ones(3), np.array([1.0, -1.0, 2.0]))
+    assert np.isnan(one_class["specificity"]) and one_class["sensitivity"] == pytest.approx(2 / 3)
