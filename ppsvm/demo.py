@@ -92,7 +92,14 @@ def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
         )
     reference = pooled_reference(work, model.task, model.kernel, nu=None, mu=None, seed=options.seed)
     _print_table(
-        options, model.training["n_train"], model.mbar, result, mean_figures(alone), reference, len(federation.entities)
+        options,
+        model.training["n_train"],
+        model.mbar,
+        result,
+        mean_figures(alone),
+        reference,
+        len(federation.entities),
+        model.training.get("warnings", []),
     )
     return result
 
@@ -105,6 +112,7 @@ def _print_table(
     alone: dict[str, float],
     reference: dict[str, Any],
     n_entities: int,
+    warnings: list[str],
 ) -> None:
     keys = [k for k in ("error_rate", "auc", "relative_error", "rmse") if k in ppsvm]
     print(
@@ -129,5 +137,13 @@ def _print_table(
     }
     name = "majority class, constant score" if "majority_error_rate" in baseline else "mean target for everyone"
     print(f"{'trivial baseline: ' + name:<62}" + "".join(f"{trivial[k]:>16.4f}" for k in keys))
+    main = keys[0]  # error_rate or relative_error: lower is better
+    if ppsvm[main] > alone[main]:
+        other = "gaussian" if options.train.kernel == "linear" else "linear"
+        why = " ".join(w[:1].upper() + w[1:] for w in warnings) or (
+            f"mbar = {mbar} random points per column block may be too few for these data, or the tuning may have "
+            f"missed: try --kernel {other}, or --nu and --mu by hand."
+        )
+        print(f"\nPPSVM's {main} is worse than each entity alone here. {why}")
     if options.json:
         print(json.dumps(ppsvm))  # the same object as `ppsvm coordinator evaluate --json`

@@ -18,7 +18,7 @@ from sklearn.metrics import roc_auc_score
 from ppsvm.api.federation import train_options
 from ppsvm.cli import build_parser
 from ppsvm.cli_arguments import training_flags
-from ppsvm.coordinator.train import TrainOptions, default_mbar
+from ppsvm.coordinator.train import TrainOptions, _basis_warnings, default_mbar
 from ppsvm.core.kernels import gaussian_kernel, linear_kernel
 from ppsvm.core.lp import solve_lp
 from ppsvm.core.metrics import auc, classification_report, error_rate, evaluate, relative_error, rmse
@@ -536,3 +536,16 @@ def test_classification_report_matches_scikit_learn() -> None:
     assert sum(d["positive_rate"] * d["n"] for d in deciles) == pytest.approx(np.sum(labels > 0))
     one_class = classification_report(np.ones(3), np.array([1.0, -1.0, 2.0]))
     assert np.isnan(one_class["specificity"]) and one_class["sensitivity"] == pytest.approx(2 / 3)
+
+
+def test_a_small_gaussian_basis_is_warned_of_with_the_private_alternatives() -> None:
+    # Three hospitals with 6 features each (horizontal): 5 points, and only the linear kernel helps.
+    (warning,) = _basis_warnings(TrainOptions(), 5, [6], 630)
+    assert "mbar = 5" in warning and "at most 5" in warning and "--kernel linear" in warning
+    assert "--basis product" not in warning
+    # A checkerboard of narrow blocks: the product basis is offered first, with its column count.
+    (warning,) = _basis_warnings(TrainOptions(), 2, [3, 3], 630)
+    assert warning.index("--basis product (up to 63 columns") < warning.index("--kernel linear")
+    assert _basis_warnings(TrainOptions(), 12, [13, 17], 630) == []
+    assert _basis_warnings(TrainOptions(kernel="linear"), 2, [3, 3], 630) == []
+    assert _basis_warnings(TrainOptions(basis="product"), 2, [3, 3], 630) == []
