@@ -15,8 +15,10 @@ import logging
 import math
 import os
 import signal
+import sys
 import threading
 import time
+import weakref
 from collections import Counter
 from collections.abc import Callable, Collection, Iterator, Mapping
 from concurrent import futures
@@ -273,6 +275,11 @@ class PeerLimits(WrappingInterceptor):
             abort(context, CallLimitError(message))
         return peer
 
+    def running(self) -> int:
+        """Calls whose handlers are running now, over all callers."""
+        with self._lock:
+            return sum(self._running.values())
+
     def _leave(self, peer: str) -> None:
         with self._lock:
             self._running[peer] -= 1
@@ -323,6 +330,10 @@ class PeerLimits(WrappingInterceptor):
         return limited
 
 
+# Each server's PeerLimits, which counts the handlers still running when serve_until stops the server.
+_CALL_COUNTERS: weakref.WeakKeyDictionary[grpc.Server, PeerLimits] = weakref.WeakKeyDictionary()
+
+
 def create_server(
     address: str,
     register: Callable[[grpc.Server], None],
@@ -361,8 +372,10 @@ def create_server(
     limits.check(max_workers)
     # Authorize first: a refused caller never takes one of its name's slots.
     interceptors: list[grpc.ServerInterceptor] = [Authorize(roles, allowed_peers)] if tls is not None else []
-    interceptors.append(PeerLimits(limits, max_workers))
+    peer_limits = PeerLimits(limits, max_workers)
+    interceptors.append(peer_limits)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
+    _CALL_COUNTERS[server] = peer_limits
     register(server)
     try:
         port = (
@@ -410,3 +423,19 @@ def serve_until(stop: threading.Event, server: grpc.Server, listen: str, port: i
         pass
     logger.info("%s: shutting down", name)
     server.stop(SHUTDOWN_GRACE_S).wait()
+    counter = _CALL_COUNTERS.get(server)
+    lingering = counter.running() if counter is not None else 0
+    if lingering:
+        # gRPC cancels the calls but cannot stop their handler threads, and the interpreter's exit would wait for
+        # them: minutes for a handler deep in a solver on a large cell. Whatever a handler released is already
+        # in the release log (charged and fsynced before computing), so the process can go without them.
+        logger.warning(
+            "%s: %d call(s) still computing %g s after the stop; exiting without them",
+            name,
+            lingering,
+            SHUTDOWN_GRACE_S,
+        )
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(0)

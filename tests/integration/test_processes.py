@@ -3,13 +3,17 @@
 from __future__ import annotations
 
 import json
+import os
 import signal
 import subprocess
 import sys
 import time
 from pathlib import Path
 
+import numpy as np
 import pytest
+
+from ppsvm.constants import SHUTDOWN_GRACE_S
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm_process, split
 
@@ -166,3 +170,38 @@ def test_a_reader_that_goes_away_ends_the_command_quietly(tmp_path: Path) -> Non
     stderr = reader_gone.stderr.read().decode()
     assert reader_gone.wait(timeout=300) == 141, stderr
     assert "Traceback" not in stderr and "BrokenPipe" not in stderr
+
+
+def _cpu_seconds(pid: int) -> float:
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
+
+
+@pytest.mark.slow
+def test_an_entity_deep_in_a_computation_stops_within_seconds_of_sigterm(federation, tmp_path: Path) -> None:
+    """`coordinator baselines` on 5,600 records keeps the entity's solver busy for minutes; SIGTERM must not wait."""
+    rng = np.random.default_rng(0)
+    X = rng.normal(size=(8000, 10))
+    y = np.where(X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.normal(size=8000) > 0, 1, -1)
+    data = tmp_path / "large.csv"
+    np.savetxt(data, np.column_stack([X, y]), delimiter=",", fmt="%.5f")
+    run = federation(1, 1, data=data, options=["--label", "-1"])
+    entity = run.processes.processes[0]
+    baselines = ppsvm_process(
+        "coordinator", "baselines", "--federation", str(run.federation_path), "--json", "--deadline", "3600"
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while _cpu_seconds(entity.pid) < 5 and time.monotonic() < deadline:
+            time.sleep(0.2)
+        assert _cpu_seconds(entity.pid) >= 5, "the entity never got busy"
+        assert entity.poll() is None and baselines.poll() is None, "the computation ended before the signal"
+        stopped = time.monotonic()
+        entity.send_signal(signal.SIGTERM)
+        assert entity.wait(timeout=30) == 0
+        assert time.monotonic() - stopped < SHUTDOWN_GRACE_S + 4
+        assert baselines.wait(timeout=60) == 1 and "r0c0" in baselines.stderr.read()
+    finally:
+        if baselines.poll() is None:
+            baselines.kill()
+            baselines.wait()
