@@ -65,11 +65,12 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
     n_frequencies : int, default=100
         D, Fourier frequencies (2D features).
     C : float or "auto", default="auto"
-        SVM cost in (1/2)||w||^2 + (C/n) sum hinge; "auto" chooses it by cross-validation on the public records
-        with the release's noise simulated, leaving for a clear win only the largest C the expected noise allows
-        (:mod:`ppsvm.core.dp_selection`, no privacy cost). The paper: 1.
+        SVM cost in (1/2)||w||^2 + (C/n) sum hinge; "auto": the largest of 0.1, 1, 10, 100 whose expected noise
+        norm stays below half the bound sqrt(2C) on ||w|| (:mod:`ppsvm.core.dp_selection`, public facts only).
+        The paper: 1.
     width_factor : float or "auto", default="auto"
-        The kernel width as a multiple of the public records' median heuristic, or chosen like C. The paper: 1.
+        The kernel width as a multiple of the public records' median heuristic, or "auto": chosen among 0.25, 1
+        and 4 by cross-validation on the public records with the release's noise simulated. The paper: 1.
     threshold_epsilon : float or None, default=0.1
         dp-hybrid and private-svm: what each entity spends on a noised histogram of the model's scores on its
         training records, from which the decision threshold is chosen (:mod:`ppsvm.core.threshold`); None keeps

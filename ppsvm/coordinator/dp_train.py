@@ -59,6 +59,7 @@ from ppsvm.core.threshold import (
     count_noise_std,
     threshold_edge_count,
     threshold_edges,
+    zero_margin_stds,
 )
 from ppsvm.data.cell import load_cell
 from ppsvm.errors import ConfigError, DataError, PrivacyError
@@ -253,7 +254,8 @@ def preflight(metadata: Mapping[str, pb.BlockMetadata], options: DpOptions) -> d
     Per entity: its mode (an entity serving the random-kernel protocol refuses weights), its budget left against
     what the run charges (epsilon + threshold epsilon), and the expected norm of its release's noise against
     the bound sqrt(2C) on the SVM's weights (:func:`ppsvm.core.dp.expected_noise_norm`), at the given C, or for
-    C chosen on the public records at the smallest of the grid, where the ratio is lowest.
+    C chosen by the noise rule at the smallest of the grid, where the ratio is lowest (the rule takes it when no
+    C keeps the noise below half the bound).
 
     Parameters
     ----------
@@ -357,7 +359,8 @@ def _setting(
     frequencies_for: Callable[[float], np.ndarray],
     metadata: Mapping[str, pb.BlockMetadata],
 ) -> tuple[float, float, np.ndarray, dict[str, Any]]:
-    """C, the width factor and rho: as given, or chosen on the public records (:mod:`ppsvm.core.dp_selection`)
+    """C, the width factor and rho, as given or chosen from public facts (:mod:`ppsvm.core.dp_selection`): C as
+    the largest the expected noise allows (:func:`default_C`), the width by cross-validation on the public records
     with the release's noise simulated at the smallest entity's record count.
 
     Returns
@@ -374,28 +377,25 @@ def _setting(
             options.mechanism, C=C, n=smallest, n_frequencies=options.n_frequencies, epsilon=options.epsilon
         )
 
-    # A C whose release is expected to be mostly noise is no candidate (the smallest stays if all are).
-    grid = (
-        tuple(C for C in C_GRID if noise_norm(C) <= NOISE_DOMINATES * weight_bound(C)) or (min(C_GRID),)
-        if options.C is None
-        else (options.C,)
-    )
-    default = (default_C(grid, noise_norm), DEFAULT_FACTOR)
+    # C from public facts (the largest the expected noise allows): cross-validating it on a few dozen public
+    # records chose worse than this rule on Adult (dp_selection's notes); the width is cross-validated.
+    C = default_C(C_GRID, noise_norm) if options.C is None else options.C
+    default = (C, DEFAULT_FACTOR)
     choice = select_c_and_width(
         scaled,
         y_public,
         frequencies_for,
         release,
         np.random.default_rng([options.seed, SELECTION_STREAM]),
-        C_grid=grid,
+        C_grid=(C,),
         width_factors=WIDTH_FACTORS if options.width_factor is None else (options.width_factor,),
         default=default,
     )
     logger.info("chose C = %g and %g x the median-heuristic width on the public records", choice.C, choice.width_factor)
     record = {
         "C": choice.C,
+        "C_rule": "given" if options.C is not None else "largest expected noise norm <= 0.5 sqrt(2C)",
         "width_factor": choice.width_factor,
-        "default_C": default[0],
         "mean_auc": choice.scores,
         "simulated_n": smallest,
     }
@@ -429,7 +429,8 @@ def with_threshold(session: Session, model: DpModel, X_public: np.ndarray, epsil
     negative = np.sum([np.asarray(r.negative_counts, dtype=np.int64) for r in replies.values()], axis=0)
     positive = np.sum([np.asarray(r.positive_counts, dtype=np.int64) for r in replies.values()], axis=0)
     # Each summed count carries the noise of every entity's.
-    choice = choose_threshold(edges, negative, positive, count_noise_std(epsilon) * math.sqrt(len(replies)))
+    noise = count_noise_std(epsilon) * math.sqrt(len(replies))
+    choice = choose_threshold(edges, negative, positive, noise, zero_margin_stds(smallest, epsilon))
     logger.info(
         "threshold %.6g chosen from the entities' score histograms (epsilon %g each): %d of about %d noised "
         "training records misclassified",

@@ -140,3 +140,15 @@ def test_trivial_baselines() -> None:
     baseline = trivial_baseline("regress", targets)
     assert baseline["mean_rmse"] == pytest.approx(1.0)
     assert baseline["mean_relative_error"] == pytest.approx(np.sqrt(2) / np.sqrt(10))
+
+
+def test_sparse_histograms_need_a_larger_win_to_leave_zero() -> None:
+    # Adult's 9,000 records per entity afford 62 edges at epsilon 0.1; WDBC's 76 not even the minimum 3.
+    assert threshold.zero_margin_stds(9_000, 0.1) == threshold.ZERO_MARGIN_STDS == 1.0
+    assert threshold.zero_margin_stds(76, 0.1) == threshold.SPARSE_ZERO_MARGIN_STDS == 4.0
+    assert threshold.zero_margin_stds(76, 10.0) == 1.0  # a larger epsilon makes the same records informative
+    edges = np.array([-1.0, 0.0, 1.0])
+    negative, positive = np.array([0, 0, 100, 0]), np.array([0, 0, 0, 100])
+    # A gain of 100 over one bin at noise 30 per count (42 for the difference): 2.4 std, enough at 1, not at 4.
+    assert choose_threshold(edges, negative, positive, 30.0, margin_stds=1.0).threshold == 1.0
+    assert choose_threshold(edges, negative, positive, 30.0, margin_stds=4.0).threshold == 0.0

@@ -84,8 +84,8 @@ def plan(settings: Settings) -> list[Fit]:
     at every epsilon, the exact RBF SVM on a subsample, and public-only per public-set size. At another C the
     same minus the pooled and exact models and objective perturbation (it re-solves a perturbed problem per
     release), plus private-svm with output-gamma (the sensitivity table compares both mechanisms). Last, the
-    useful configuration: dp-hybrid with C and the width chosen on the public records, per mechanism and
-    epsilon, and without noise.
+    useful configuration: dp-hybrid with C from the noise rule and the width chosen on the public records, per
+    mechanism and epsilon, and without noise.
     """
     fits: list[Fit] = []
     for C in (settings.C, *settings.other_C):

@@ -43,8 +43,8 @@ NON_PRIVATE = "non-private/learned-rho"
 RANDOM_RHO = "non-private/random-rho"
 POOLED = "non-private/pooled-learned-rho"
 EXACT_RBF = "exact-rbf/subsample"
-# The useful configuration (our addition): C and the width chosen on the public records, the threshold from the
-# entities' histograms; the rows of its table.
+# The useful configuration (our addition): C from the noise rule, the width chosen on the public records, the
+# threshold from the entities' histograms; the rows of its table.
 USEFUL_MECHANISMS = ("laplace", "output-gamma", "objective")
 EPSILON_METHODS = {
     HYBRID_LAPLACE: f"dp-hybrid, Laplace ({HYBRID_PUBLIC} public)",
