@@ -79,6 +79,7 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
         "specificity",
         "balanced_accuracy",
         "calibration",
+        "roc",
     }
     matrix = evaluation["confusion_matrix"]
     assert sum(matrix.values()) == evaluation["n_test"]
