@@ -62,6 +62,14 @@ def require_matplotlib(who: str = "ppsvm reproduce") -> None:
         raise ConfigError(f"{who} draws its figures with matplotlib, which is not installed: {INSTALL_HINT}")
 
 
+def print_summary(paths: list[Path]) -> None:
+    """What a finished target prints: the report's title, where to read it, and every file written (the report
+    itself stays in its file, so a terminal or a pipe gets a few lines)."""
+    title = paths[0].read_text(encoding="utf-8").splitlines()[0].lstrip("# ")
+    print(f"{title}: report in {paths[0]}")
+    print("wrote: " + ", ".join(str(path) for path in paths))
+
+
 def software_versions() -> dict[str, str]:
     """Python and the installed versions of the packages the results depend on."""
     found = {"python": platform.python_version()}

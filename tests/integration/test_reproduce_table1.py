@@ -68,7 +68,9 @@ def test_quick_run_writes_the_table_and_both_figures(tmp_path: Path) -> None:
     assert ppsvm < alone
     text = (out / "table1.md").read_text()
     assert "Quick run" in text and "| WDBC (569 x 30) | 1 |" in text and "| 0.03 |" in text
-    assert result.stdout.startswith("# Mangasarian & Wild, Table 1") and "wrote: " in result.stdout
+    # The report stays in its file; stdout says where it is.
+    assert result.stdout.startswith("Mangasarian & Wild, Table 1") and f"report in {out / 'table1.md'}" in result.stdout
+    assert "wrote: " in result.stdout and "| WDBC" not in result.stdout
 
 
 def test_a_rerun_gives_the_same_numbers_and_matches_a_central_computation(tmp_path: Path) -> None:
@@ -115,7 +117,7 @@ def test_a_partition_that_leaves_one_feature_is_skipped_and_said(tmp_path: Path)
     assert document["skipped"] == [
         {"dataset": "bupa", "s": 4, "reason": "a block of 1 feature leaves no mbar < n_j (s = 4, n = 6)"}
     ]
-    assert "Not run: Bupa Liver s = 4" in result.stdout
+    assert "Not run: Bupa Liver s = 4" in (tmp_path / "out" / "table1.md").read_text() and result.returncode == 0
 
 
 def test_unknown_dataset_is_refused_before_any_work(tmp_path: Path) -> None:

@@ -44,6 +44,7 @@ from ppsvm.experiments.report import (
     Progress,
     add_common_arguments,
     parse_list,
+    print_summary,
     require_matplotlib,
     write_results,
 )
@@ -268,7 +269,7 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
 
 
 def cmd(args: argparse.Namespace) -> int:
-    """Build :class:`SincOptions` from the command line, run, print the Markdown and the files written."""
+    """Build :class:`SincOptions` from the command line, run, print where the report and the files are."""
     options = SincOptions(
         out=args.out,
         quick=args.quick,
@@ -278,6 +279,5 @@ def cmd(args: argparse.Namespace) -> int:
         alone_basis_fraction=args.alone_basis_fraction,
     )
     paths = run(options)
-    print(paths[0].read_text(encoding="utf-8"))
-    print("wrote: " + ", ".join(str(path) for path in paths))
+    print_summary(paths)
     return 0

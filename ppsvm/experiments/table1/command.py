@@ -48,6 +48,7 @@ from ppsvm.experiments.report import (
     add_common_arguments,
     parse_list,
     png,
+    print_summary,
     require_matplotlib,
     write_results,
 )
@@ -335,7 +336,7 @@ def add_parser(targets: argparse._SubParsersAction) -> None:
 
 
 def cmd(args: argparse.Namespace) -> int:
-    """Build :class:`Table1Options` from the command line, run, print the Markdown and the files written."""
+    """Build :class:`Table1Options` from the command line, run, print where the report and the files are."""
     quick = args.quick
     options = Table1Options(
         out=args.out,
@@ -354,6 +355,5 @@ def cmd(args: argparse.Namespace) -> int:
         progress=not args.no_progress,
     )
     paths = run(options)
-    print(paths[0].read_text(encoding="utf-8"))
-    print("wrote: " + ", ".join(str(path) for path in paths))
+    print_summary(paths)
     return 0
