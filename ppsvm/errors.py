@@ -46,5 +46,9 @@ class CallLimitError(PpsvmError):
     """A caller already runs as many calls on a server as one caller may; it may retry when one ends."""
 
 
+class CallCancelled(PpsvmError):
+    """The caller cancelled a call or its deadline passed, so the server stopped computing its answer."""
+
+
 class EntityError(PpsvmError):
     """An entity could not be reached or answered with an error (names the entity)."""

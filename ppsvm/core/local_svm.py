@@ -10,6 +10,7 @@ Used for the papers' two comparisons, never for the private model:
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import numpy as np
@@ -51,6 +52,7 @@ def fit_local(
     mu: float | None,
     seed: int,
     folds: int = DEFAULT_FOLDS,
+    progress: Callable[[int, int], None] | None = None,
 ) -> LocalModel:
     """Fit a reduced-kernel SVM; nu / mu of None are tuned by cross-validation.
 
@@ -63,6 +65,8 @@ def fit_local(
         Fraction of rows (at least one) used as the kernel basis Abar; 1.0 for the full kernel.
     seed : int
         Chooses the basis rows and the folds.
+    progress : callable(done, total), optional
+        Called after each grid point of the tuning; raising from it stops the fit (a cancelled call).
     """
     rng = np.random.default_rng(seed)
     low, high = X.min(axis=0), X.max(axis=0)
@@ -85,6 +89,7 @@ def fit_local(
             mu_values=mu_values,
             folds=folds,
             seed=seed,
+            progress=progress,
         )
         nu = tuning.nu
         if kernel_name == "gaussian":

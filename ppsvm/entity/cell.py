@@ -16,7 +16,7 @@ from __future__ import annotations
 import hmac
 import logging
 import math
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
@@ -40,7 +40,7 @@ from ppsvm.core.randomness import derive_B, features_check, key_check_value, ran
 from ppsvm.core.release_log import ReleaseLog, create_release_log
 from ppsvm.data.cell import load_cell
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
-from ppsvm.errors import ConfigError, DataError, PrivacyError
+from ppsvm.errors import CallCancelled, ConfigError, DataError, PrivacyError
 from ppsvm.files import write_atomic
 
 logger = logging.getLogger(__name__)
@@ -498,9 +498,19 @@ class EntityCore:
         }
 
     def local_baseline(
-        self, task: Task, kernel_name: KernelName, nu: float | None, mu: float | None, seed: int, peer: str = ""
+        self,
+        task: Task,
+        kernel_name: KernelName,
+        nu: float | None,
+        mu: float | None,
+        seed: int,
+        peer: str = "",
+        wanted: Callable[[], bool] = lambda: True,
     ) -> dict[str, float]:
         """Train on this cell alone, evaluate on its held-out records; only the figures leave.
+
+        ``wanted`` (the call's ``context.is_active``) is asked after each grid point of the tuning: once the
+        caller has cancelled or its deadline has passed, the computation stops with :class:`CallCancelled`.
 
         Returns
         -------
@@ -521,10 +531,24 @@ class EntityCore:
         if len(cell.test_ids) == 0:
             raise DataError(f"entity {self.id} holds no held-out records to evaluate on")
         self.guard.charge("LocalBaseline", peer, task=task, kernel=kernel_name, nu=nu, mu=mu, seed=seed)
+
+        def stop_if_unwanted(done: int, total: int) -> None:
+            if not wanted():
+                # No count in the text: how far the solver got in a given time depends on the records.
+                raise CallCancelled(f"entity {self.id}: LocalBaseline stopped, its caller cancelled or timed out")
+
         with self.guard.touching("LocalBaseline"):
             fraction = min(1.0, _BASELINE_BASIS_ROWS / len(cell.train_ids))
             model = fit_local(
-                task, kernel_name, cell.X_train, cell.y_train, basis_fraction=fraction, nu=nu, mu=mu, seed=seed
+                task,
+                kernel_name,
+                cell.X_train,
+                cell.y_train,
+                basis_fraction=fraction,
+                nu=nu,
+                mu=mu,
+                seed=seed,
+                progress=stop_if_unwanted,
             )
             figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
         return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), **figures}

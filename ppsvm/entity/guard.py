@@ -37,7 +37,7 @@ from typing import Any
 
 from ppsvm.config import ENTITY_MODES
 from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog
-from ppsvm.errors import PrivacyError, ReleaseFailed
+from ppsvm.errors import CallCancelled, PrivacyError, ReleaseFailed
 
 logger = logging.getLogger(__name__)
 
@@ -226,6 +226,9 @@ class ReleaseGuard:
         """
         try:
             yield
+        except CallCancelled:
+            logger.info("entity %s: %s stopped, its caller having gone (charged as a release)", self.who, rpc)
+            raise
         except Exception:
             logger.exception("entity %s: %s failed after touching the records (charged as a release)", self.who, rpc)
             raise ReleaseFailed(

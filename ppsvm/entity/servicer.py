@@ -121,6 +121,7 @@ class EntityServicer(pb_grpc.EntityServicer):
             request.mu or None,
             request.seed,
             _peer(context),
+            context.is_active,
         )
         # Field by field: the classify figures or the regress ones are set, the others stay 0 (unset in proto3).
         return pb.BaselineReply(

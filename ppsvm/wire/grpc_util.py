@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TypeVar, cast
 import grpc
 
 from ppsvm.errors import (
+    CallCancelled,
     CallLimitError,
     ConfigError,
     DataError,
@@ -37,6 +38,7 @@ _STATUS = (
     (DataError, grpc.StatusCode.INVALID_ARGUMENT),
     (WireError, grpc.StatusCode.INVALID_ARGUMENT),
     (CallLimitError, grpc.StatusCode.RESOURCE_EXHAUSTED),
+    (CallCancelled, grpc.StatusCode.CANCELLED),
     (ConfigError, grpc.StatusCode.FAILED_PRECONDITION),
     (SolverError, grpc.StatusCode.FAILED_PRECONDITION),
     (ReleaseFailed, grpc.StatusCode.FAILED_PRECONDITION),

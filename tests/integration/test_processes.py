@@ -15,7 +15,7 @@ import pytest
 
 from ppsvm.constants import SHUTDOWN_GRACE_S
 
-from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm_process, split
+from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm, ppsvm_process, split
 
 
 def _running_with(marker: str) -> list[str]:
@@ -178,15 +178,40 @@ def _cpu_seconds(pid: int) -> float:
     return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")  # utime + stime
 
 
-@pytest.mark.slow
-def test_an_entity_deep_in_a_computation_stops_within_seconds_of_sigterm(federation, tmp_path: Path) -> None:
-    """`coordinator baselines` on 5,600 records keeps the entity's solver busy for minutes; SIGTERM must not wait."""
+def _one_large_entity(federation, tmp_path: Path):  # type: ignore[no-untyped-def]
+    """One entity over 14,000 training records: its entity-alone tuning (56 grid points) takes minutes."""
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(8000, 10))
-    y = np.where(X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.normal(size=8000) > 0, 1, -1)
+    X = rng.normal(size=(20000, 10))
+    y = np.where(X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.normal(size=20000) > 0, 1, -1)
     data = tmp_path / "large.csv"
     np.savetxt(data, np.column_stack([X, y]), delimiter=",", fmt="%.5f")
-    run = federation(1, 1, data=data, options=["--label", "-1"])
+    return federation(1, 1, data=data, options=["--label", "-1"])
+
+
+@pytest.mark.slow
+def test_a_caller_that_gives_up_stops_the_entitys_computation(federation, tmp_path: Path) -> None:
+    """The coordinator's deadline passes: the entity stops after the grid point it is on, not minutes later."""
+    run = _one_large_entity(federation, tmp_path)
+    entity = run.processes.processes[0]
+    gave_up = ppsvm(
+        "coordinator", "baselines", "--federation", str(run.federation_path), "--deadline", "4", check=False
+    )
+    assert gave_up.returncode == 1 and "did not answer LocalBaseline within 4 s" in gave_up.stderr
+    deadline, idle = time.monotonic() + 60, False
+    before = _cpu_seconds(entity.pid)
+    while not idle and time.monotonic() < deadline:
+        time.sleep(3)
+        after = _cpu_seconds(entity.pid)
+        idle = after - before < 0.3  # a busy solver uses about 3 s of CPU in 3 s
+        before = after
+    assert idle, "the entity kept computing for a minute after its caller gave up"
+    assert entity.poll() is None  # stopped computing, still serving
+
+
+@pytest.mark.slow
+def test_an_entity_deep_in_a_computation_stops_within_seconds_of_sigterm(federation, tmp_path: Path) -> None:
+    """`coordinator baselines` on 14,000 records keeps the entity's solver busy for minutes; SIGTERM must not wait."""
+    run = _one_large_entity(federation, tmp_path)
     entity = run.processes.processes[0]
     baselines = ppsvm_process(
         "coordinator", "baselines", "--federation", str(run.federation_path), "--json", "--deadline", "3600"
