@@ -160,12 +160,13 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     label_column, id_column, feature_columns = _resolve_columns(table, options)
     tokens = frozenset(options.missing_values)
 
-    X, missing, problems = _parse_features(table, feature_columns, tokens)
+    X, missing, problems, unlisted = _parse_features(table, feature_columns, tokens)
     label_missing = np.array([row[label_column] in tokens for row in table.rows])
-    if options.missing == "refuse" and missing.any():
-        problems.append(_missing_summary(table, missing, feature_columns))
-    if problems:
-        raise DataError(_problem_report(table, problems, options.header, feature_columns, tokens))
+    refused = (
+        [_missing_summary(table, missing, feature_columns)] if options.missing == "refuse" and missing.any() else []
+    )
+    if problems or refused:
+        raise DataError(_problem_report(table, problems, unlisted, refused, options.header, feature_columns, tokens))
     ids = _record_ids(table, id_column, tokens)
 
     keep = _apply_missing_policy(table, options, X, missing, label_missing, label_column, feature_columns)
@@ -221,13 +222,13 @@ def _resolve_columns(table: Table, options: DatasetOptions) -> tuple[int, int | 
 
 def _parse_features(
     table: Table, columns: list[int], tokens: frozenset[str]
-) -> tuple[np.ndarray, np.ndarray, list[str]]:
-    """Feature values (m, n) (NaN where missing), a mask (m, n) of missing cells, and the problems found, in file
-    order (at most :data:`MAX_REPORTED_PROBLEMS` + 1 of them: the last one says how many more there are)."""
+) -> tuple[np.ndarray, np.ndarray, list[str], int]:
+    """Feature values (m, n) (NaN where missing), a mask (m, n) of missing cells, the first
+    :data:`MAX_REPORTED_PROBLEMS` problems found in file order, and how many more there were."""
     X = np.zeros((len(table.rows), len(columns)))
     missing = np.zeros(X.shape, dtype=bool)
     problems: list[str] = []
-    extra = 0
+    unlisted = 0
     for r, fields in enumerate(table.rows):
         values = X[r]
         for k, c in enumerate(columns):
@@ -248,10 +249,8 @@ def _parse_features(
             if len(problems) < MAX_REPORTED_PROBLEMS:
                 problems.append(problem)
             else:
-                extra += 1
-    if extra:
-        problems.append(f"... and {extra} more")
-    return X, missing, problems
+                unlisted += 1
+    return X, missing, problems, unlisted
 
 
 def _looks_like_header(table: Table, columns: list[int], tokens: frozenset[str]) -> bool:
@@ -270,8 +269,17 @@ def _number_or_missing(text: str, tokens: frozenset[str]) -> bool:
     return text in tokens or _as_numbers([text]) is not None
 
 
-def _problem_report(table: Table, problems: list[str], header: bool, columns: list[int], tokens: frozenset[str]) -> str:
-    """One message for every problem of a file, then the fixes that apply."""
+def _problem_report(
+    table: Table,
+    problems: list[str],
+    unlisted: int,
+    refused: list[str],
+    header: bool,
+    columns: list[int],
+    tokens: frozenset[str],
+) -> str:
+    """One message for every problem of a file: the feature values' (``unlisted`` more only counted), the missing
+    values ``refused``, then the fixes that apply."""
     hints = []
     rows = table.rows
     if not header and _looks_like_header(table, columns, tokens):
@@ -286,9 +294,10 @@ def _problem_report(table: Table, problems: list[str], header: bool, columns: li
             + ", ".join(repr(t) for t in DEFAULT_MISSING_VALUES)
             + " unless --missing-values says otherwise)"
         )
-    listed = "\n  ".join(problems)
-    count = f"more than {MAX_REPORTED_PROBLEMS}" if problems[-1].startswith("...") else str(len(problems))
-    return "\n".join([f"{table.path}: {count} problem(s):\n  {listed}", *hints])
+    listed = "\n  ".join([*problems, *([f"... and {unlisted} more"] if unlisted else []), *refused])
+    count = len(problems) + len(refused)
+    counted = f"more than {count}" if unlisted else str(count)
+    return "\n".join([f"{table.path}: {counted} problem(s):\n  {listed}", *hints])
 
 
 def _record_ids(table: Table, id_column: int | None, tokens: frozenset[str]) -> np.ndarray:

@@ -332,3 +332,15 @@ def test_arguments_build_options() -> None:
     assert defaults == DatasetOptions(task="regress")
     with pytest.raises(SystemExit):
         parser.parse_args(["--positive", "1", "--negative", "0"])
+
+
+def test_a_long_list_of_problems_still_counts_and_orders_the_missing_values(tmp_path: Path) -> None:
+    # 30 text values in column 1 (20 listed, 10 counted) and one refused missing value in column 2.
+    rows = [f"{k},x{k},{'?' if k == 3 else 2},1" for k in range(30)]
+    path = write(tmp_path, "\n".join(rows) + "\n", "many.csv")
+    with pytest.raises(DataError) as raised:
+        load_dataset(path, DatasetOptions())
+    lines = str(raised.value).splitlines()
+    assert lines[0].endswith(f"more than {MAX_REPORTED_PROBLEMS + 1} problem(s):")
+    assert lines[MAX_REPORTED_PROBLEMS + 1].strip() == "... and 10 more"
+    assert "line 4, column 2: missing value '?'" in lines[MAX_REPORTED_PROBLEMS + 2]
