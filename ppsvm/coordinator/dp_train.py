@@ -43,6 +43,7 @@ from ppsvm.core.dp_model import METHODS, DpEntity, DpModel
 from ppsvm.core.dp_selection import (
     C_GRID,
     DEFAULT_FACTOR,
+    NOISE_TO_BOUND,
     PAPER_C,
     SELECTION_STREAM,
     WIDTH_FACTORS,
@@ -82,8 +83,9 @@ class DpOptions:
     epsilon : float or None
         Per release; None only with mechanism "none" or method "public-only".
     C, width_factor : float or None
-        The SVM cost and the multiple of the median heuristic's kernel width; None chooses it by
-        cross-validation on the public records (:mod:`ppsvm.core.dp_selection`). public-only takes C = 1 for None.
+        The SVM cost and the multiple of the median heuristic's kernel width. None chooses them
+        (:mod:`ppsvm.core.dp_selection`): C as the largest the expected noise allows, the width by
+        cross-validation on the public records. public-only takes C = 1 for None.
     threshold_epsilon : float or None
         What each entity spends on its score histogram, from which the decision threshold is chosen;
         None keeps the threshold at 0 (the paper's models). Not used by public-only.
@@ -394,7 +396,7 @@ def _setting(
     logger.info("chose C = %g and %g x the median-heuristic width on the public records", choice.C, choice.width_factor)
     record = {
         "C": choice.C,
-        "C_rule": "given" if options.C is not None else "largest expected noise norm <= 0.5 sqrt(2C)",
+        "C_rule": "given" if options.C is not None else f"largest expected noise norm <= {NOISE_TO_BOUND:g} sqrt(2C)",
         "width_factor": choice.width_factor,
         "mean_auc": choice.scores,
         "simulated_n": smallest,

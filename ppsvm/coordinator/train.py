@@ -85,6 +85,11 @@ class TrainOptions:
 FEW_BASIS_POINTS = 10
 
 
+def product_point_count(n_train: int) -> int:
+    """The product basis's points: as many as the pooled reference's, a share of the training rows."""
+    return math.ceil(REFERENCE_ROW_FRACTION * n_train)
+
+
 def _basis_warnings(options: TrainOptions, mbar: int, widths: list[int], n_train: int) -> list[str]:
     """What to tell a user whose Gaussian model will have few kernel columns, with the private alternatives."""
     if options.kernel != "gaussian" or options.basis != "paper" or mbar >= FEW_BASIS_POINTS:
@@ -92,11 +97,10 @@ def _basis_warnings(options: TrainOptions, mbar: int, widths: list[int], n_train
     narrowest = min(widths)
     alternatives = ["--kernel linear (each block's columns are summed, so the width limit does not bind)"]
     if len(widths) > 1:
-        count = math.ceil(REFERENCE_ROW_FRACTION * n_train)
         alternatives.insert(
             0,
-            f"--basis product (up to {count} columns pairing rows of different B_j's, formed from the same blocks: "
-            "no new request, nothing more leaves an entity)",
+            f"--basis product (up to {product_point_count(n_train)} columns pairing rows of different B_j's, formed "
+            "from the same blocks: no new request, nothing more leaves an entity)",
         )
     return [
         f"the Gaussian model gets mbar = {mbar} random points per column block: privacy rule 3 (mbar < n_j) "
@@ -142,8 +146,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         mu_fetch = session.fetch_width("gaussian")
         columns = None
         if options.basis == "product":
-            count = math.ceil(REFERENCE_ROW_FRACTION * n_train)
-            columns = product_columns(mbar, len(widths), count, options.seed)
+            columns = product_columns(mbar, len(widths), product_point_count(n_train), options.seed)
             logger.info("product basis: %d points from %d rows of each of %d B_j", len(columns), mbar, len(widths))
         K = session.kernel(
             options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train", columns
