@@ -93,8 +93,9 @@ def classification_report(labels: np.ndarray, decision: np.ndarray) -> dict[str,
     dict
         confusion_matrix {"true_positive", "false_positive", "true_negative", "false_negative"}; sensitivity
         (true positive rate; NaN without positives), specificity (true negative rate; NaN without negatives),
-        balanced_accuracy (their mean); calibration: one entry per decile of the decision values (fewer where
-        values tie), each {"score_low", "score_high", "n", "positive_rate"}; roc: [false positive rate, true
+        balanced_accuracy (their mean); calibration: one entry per tenth of the records ranked by decision value
+        (per record below 10 records; tied values may fall in neighbouring entries), each {"score_low",
+        "score_high", "n", "positive_rate"}; roc: [false positive rate, true
         positive rate] pairs from (0, 0) to (1, 1) at up to :data:`ROC_POINTS` thresholds (quantiles of the
         decision values; empty with one class).
     """

@@ -406,6 +406,9 @@ def stop_on_signals() -> threading.Event:
 def serve_until(stop: threading.Event, server: grpc.Server, listen: str, port: int, name: str) -> None:
     """Print ``listening on HOST:PORT`` (the line scripts wait for), serve until ``stop`` is set, then stop.
 
+    For the server processes of the CLI: if handlers are still computing after the grace period, the process
+    exits at once (``os._exit``) instead of returning, since nothing could stop those threads.
+
     Parameters
     ----------
     stop : threading.Event
