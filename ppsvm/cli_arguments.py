@@ -13,7 +13,7 @@ from typing import Any, TypeVar
 
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.core.kernels import KERNELS
-from ppsvm.core.lp import FORMULATIONS
+from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS
 from ppsvm.data.dataset import DEFAULT_MISSING_VALUES, ColumnRef, DatasetOptions
 
 T = TypeVar("T")
@@ -83,10 +83,13 @@ def add_task_arguments(
     parser.add_argument("--seed", type=int, default=0, help=seed_help)
     if random_kernel:
         parser.add_argument(
+            "--solver",
             "--lp-formulation",
+            dest="lp_formulation",
             choices=FORMULATIONS,
-            default="highs-dual",
-            help="how the LP is solved: highs-dual (default, fastest measured), cvxpy-dual, "
+            default=DEFAULT_FORMULATION,
+            help="how the LP is solved: ipm (default: ppsvm's interior-point method for this LP, falls back to "
+            "HiGHS with a warning if it does not converge), highs-dual (HiGHS on the same dual), cvxpy-dual, "
             "cvxpy-primal (as the papers write it)",
         )
 

@@ -33,7 +33,7 @@ from ppsvm.api.inprocess import new_record_kernel, simulate, simulation_secrets
 from ppsvm.constants import DEFAULT_FOLDS
 from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.kernels import KernelName
-from ppsvm.core.lp import Formulation, Task
+from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import feature_blocks
 from ppsvm.errors import ConfigError, DataError
@@ -63,7 +63,7 @@ _SHARED_DOC = """
         Cross-validation folds for "auto".
     basis : {"paper", "product"}, default="paper"
         "product" adds kernel columns pairing rows of different B_j's (see ``ppsvm coordinator train --basis``).
-    lp_formulation : {"highs-dual", "cvxpy-dual", "cvxpy-primal"}, default="highs-dual"
+    lp_formulation : {"ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}, default="ipm"
     random_state : int, RandomState or None, default=None
         An int is the seed of the shuffle and the folds, and fixes the column-block secrets, so B_j
         (:func:`ppsvm.api.inprocess.simulation_secrets`); None draws fresh secrets on every fit.
@@ -103,7 +103,7 @@ class _RandomKernelEstimator(BaseEstimator):
         mu: float | str = AUTO,
         folds: int = DEFAULT_FOLDS,
         basis: str = "paper",
-        lp_formulation: str = "highs-dual",
+        lp_formulation: str = DEFAULT_FORMULATION,
         random_state: RandomStateLike = None,
     ) -> None:
         self.row_blocks = row_blocks

@@ -37,7 +37,7 @@ from ppsvm.coordinator.serve import serve_coordinator
 from ppsvm.coordinator.train import TrainOptions, train, train_and_save
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
-from ppsvm.core.lp import Formulation
+from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation
 from ppsvm.core.model import Model
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.errors import ConfigError
@@ -65,7 +65,7 @@ def train_options(
     mu: float | str | None = None,
     folds: int = DEFAULT_FOLDS,
     seed: int = 0,
-    formulation: str = "highs-dual",
+    formulation: str = DEFAULT_FORMULATION,
     basis: str = "paper",
     deadline: float = DEFAULT_DEADLINE_S,
     distribute: bool = True,
@@ -144,7 +144,7 @@ class Federation:
         mu: float | str | None = None,
         folds: int = DEFAULT_FOLDS,
         seed: int = 0,
-        formulation: str = "highs-dual",
+        formulation: str = DEFAULT_FORMULATION,
         basis: str = "paper",
         distribute: bool = True,
     ) -> Model:

@@ -14,7 +14,7 @@ from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, REFERENCE_ROW_FRACTION, TASKS
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
-from ppsvm.core.lp import FORMULATIONS, Formulation, Task, solve_lp
+from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, Task, solve_lp
 from ppsvm.core.model import Model, ModelEntity
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import search_grid, tune
@@ -50,7 +50,7 @@ class TrainOptions:
     mu: float | None = None
     folds: int = DEFAULT_FOLDS
     seed: int = 0
-    formulation: Formulation = "highs-dual"
+    formulation: Formulation = DEFAULT_FORMULATION
     deadline: float = DEFAULT_DEADLINE_S
     distribute: bool = True
     basis: str = "paper"
@@ -191,12 +191,14 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             K = rescale_gaussian(K, mu_fetch, mu)
         solution = solve_lp(options.task, K, target, nu, options.formulation)
         logger.info(
-            "LP solved: %d x %d kernel, objective %.6g, %s in %.2f s",
+            "LP solved: %d x %d kernel, objective %.6g, %s, %d iterations in %.2f s%s",
             K.shape[0],
             K.shape[1],
             solution.objective,
             solution.formulation,
+            solution.iterations,
             solution.seconds,
+            "" if solution.certificate is None else f", relative duality gap {solution.certificate.gap:.1e}",
         )
     return Model(
         task=options.task,
@@ -216,6 +218,8 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             "formulation": solution.formulation,
             "objective": solution.objective,
             "lp_seconds": solution.seconds,
+            "lp_iterations": solution.iterations,
+            "lp_certificate": None if solution.certificate is None else solution.certificate.as_dict(),
             "seconds": time.perf_counter() - started,
             "tuning": tuning,
             **({"warnings": warnings} if warnings else {}),

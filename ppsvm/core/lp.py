@@ -11,17 +11,22 @@ Regression (Fung & Mangasarian), real targets y_i:
 Both are the LPs of the papers with the slack variables eliminated. Formulations
 (docs/design.md section 4 shows the formulation decides the speed by 5x to 30x):
 
-- ``highs-dual`` (default): the LP dual, mbar + 1 dense rows and m bounded
+- ``ipm`` (default): the LP dual solved by ppsvm's own interior-point method
+  (:mod:`ppsvm.core.ipm`), whose Newton system has only mbar + 1 unknowns. A
+  solve that does not converge falls back to ``highs-dual`` with a warning.
+- ``highs-dual``: the same dual, mbar + 1 dense rows and m bounded
   columns, passed straight to HiGHS (dual simplex, interior point with
-  crossover above 60k rows); u and gamma are the row multipliers. Fastest
-  measured (benchmarks/lp_formulations.py).
+  crossover above 60k rows); u and gamma are the row multipliers. The
+  cross-check of ``ipm`` in the tests.
 - ``cvxpy-dual``: the same dual written in cvxpy, solved by HiGHS.
 - ``cvxpy-primal``: the LP exactly as the papers write it (slack and
   absolute-value variables), in cvxpy, solved by HiGHS.
 
 Every formulation is checked against the others and against scipy's linprog
 in the unit tests; the objective is always recomputed from (u, gamma) on all
-rows, so a wrong sign convention cannot pass silently.
+rows, so a wrong sign convention cannot pass silently. Where a formulation
+yields the dual variables a, the solution carries a certificate recomputed
+from (u, gamma, a) alone: the relative duality gap and the dual infeasibility.
 """
 
 from __future__ import annotations
@@ -34,18 +39,21 @@ from typing import Any, Literal, TypeGuard, get_args
 import highspy
 import numpy as np
 
+from ppsvm.core import ipm
 from ppsvm.errors import SolverError
 
 logger = logging.getLogger(__name__)
 
-Formulation = Literal["highs-dual", "cvxpy-dual", "cvxpy-primal"]
-FORMULATIONS: tuple[Formulation, ...] = ("highs-dual", "cvxpy-dual", "cvxpy-primal")
+Formulation = Literal["ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"]
+FORMULATIONS: tuple[Formulation, ...] = ("ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal")
+DEFAULT_FORMULATION: Formulation = "ipm"
 Task = Literal["classify", "regress"]
 
 # Measured on the dual (mbar = 19, 2 cores): dual simplex 1.3 s vs interior point 1.4 s at
 # 40k rows, 20.3 s vs 8.1 s at 160k. The simplex's bound-flipping ratio test grows with the
 # column count; interior-point iterations stay few. Both end at a vertex (IPM crosses over).
 _IPM_ABOVE_ROWS = 60_000
+_CERTIFICATE_CHUNK_ROWS = 65_536
 
 
 def is_task(name: str) -> TypeGuard[Task]:
@@ -64,10 +72,13 @@ class LPSolution:
     objective : float
         The objective above evaluated at (u, gamma) on all rows.
     formulation : str
+        The formulation that produced the solution (``highs-dual`` after an ``ipm`` fallback).
     iterations : int
-        Simplex iterations (highs-dual); 0 where cvxpy does not report them.
+        Interior-point or simplex iterations; 0 where cvxpy does not report them.
     seconds : float
         Wall-clock time of the solve.
+    certificate : Certificate or None
+        Optimality evidence recomputed from (u, gamma, a); None for ``cvxpy-primal``.
     """
 
     u: np.ndarray
@@ -76,6 +87,70 @@ class LPSolution:
     formulation: str
     iterations: int
     seconds: float
+    certificate: Certificate | None = None
+
+
+@dataclass(frozen=True)
+class Certificate:
+    """How close (u, gamma) and the dual point a are to optimal, from the data alone.
+
+    Attributes
+    ----------
+    dual_objective : float
+        The dual objective at a (c'a: sum(a) for classify, y'a for regress), a lower bound
+        on the LP optimum when a is feasible.
+    gap : float
+        (primal objective - dual objective) / (1 + |primal objective|).
+    dual_infeasibility : float
+        The largest violation of the dual constraints by a (|K'(s a)| <= rho, s'a = 0, the box),
+        relative to the size of the terms summed.
+    """
+
+    dual_objective: float
+    gap: float
+    dual_infeasibility: float
+
+    def as_dict(self) -> dict[str, float]:
+        """The certificate as plain numbers, for the model file."""
+        return {"dual_objective": self.dual_objective, "gap": self.gap, "dual_infeasibility": self.dual_infeasibility}
+
+
+def certificate(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, objective: float, a: np.ndarray
+) -> Certificate:
+    """Recompute the duality gap and the dual infeasibility of a dual point a.
+
+    Parameters
+    ----------
+    K : ndarray, shape (m, mbar)
+    target : ndarray, shape (m,)
+    objective : float
+        The primal objective at the solution's (u, gamma).
+    a : ndarray, shape (m,)
+        The solver's dual variables.
+    """
+    sign, cost, (low, high), rho = dual_data(task, target, nu)
+    signed = sign * a
+    terms = np.zeros(K.shape[1])
+    for start in range(0, K.shape[0], _CERTIFICATE_CHUNK_ROWS):  # |K|'|a| without a copy of K
+        rows = slice(start, start + _CERTIFICATE_CHUNK_ROWS)
+        terms += np.abs(K[rows]).T @ np.abs(a[rows])
+    violation = max(
+        float(np.max((np.abs(K.T @ signed) - rho) / (rho + terms), initial=0.0)),
+        abs(float(signed.sum())) / (1.0 + float(np.abs(a).sum())),
+        float(np.max(np.maximum(low - a, a - high), initial=0.0)) / (1.0 + high - low),
+        0.0,
+    )
+    dual_objective = float(cost @ a)
+    return Certificate(dual_objective, (objective - dual_objective) / (1.0 + abs(objective)), violation)
+
+
+def dual_data(task: Task, target: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float]:
+    """(s, c, box of a, rho) of the LP dual (see ppsvm.core.ipm) for a task."""
+    m = len(target)
+    if task == "classify":
+        return target, np.ones(m), (0.0, nu), 1.0
+    return np.ones(m), target, (-1.0, 1.0), nu
 
 
 def classification_objective(K: np.ndarray, d: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
@@ -89,7 +164,7 @@ def regression_objective(K: np.ndarray, y: np.ndarray, nu: float, u: np.ndarray,
 
 
 def solve_lp(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation = "highs-dual"
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation = DEFAULT_FORMULATION
 ) -> LPSolution:
     """Solve the classification or regression LP.
 
@@ -102,7 +177,7 @@ def solve_lp(
         Labels in {-1, +1} (classify) or real targets (regress).
     nu : float
         Weight of the error term (classify) or of ||u||_1 (regress), > 0.
-    formulation : {"highs-dual", "cvxpy-dual", "cvxpy-primal"}
+    formulation : {"ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}
 
     Returns
     -------
@@ -117,16 +192,30 @@ def solve_lp(
     """
     K, target = _validate(task, K, target, nu)
     start = time.perf_counter()
+    a: np.ndarray | None = None
+    if formulation == "ipm":
+        result = ipm.solve_dual(K, *dual_data(task, target, nu))
+        if result.converged:
+            u, gamma, a, iterations = result.u, result.gamma, result.a, result.iterations
+        else:
+            logger.warning(
+                "the interior-point method did not converge on the %d x %d LP (nu = %g) after %d iterations "
+                "(relative primal residual %.1e, dual residual %.1e, gap %.1e); solving it with HiGHS instead",
+                K.shape[0], K.shape[1], nu, result.iterations, result.primal_residual, result.dual_residual,
+                result.gap,
+            )  # fmt: skip
+            formulation = "highs-dual"
     if formulation == "highs-dual":
-        u, gamma, iterations = _highs_dual(task, K, target, nu)
+        u, gamma, a, iterations = _highs_dual(task, K, target, nu)
     elif formulation == "cvxpy-dual":
-        u, gamma, iterations = _cvxpy_dual(task, K, target, nu)
+        u, gamma, a, iterations = _cvxpy_dual(task, K, target, nu)
     elif formulation == "cvxpy-primal":
         u, gamma, iterations = _cvxpy_primal(task, K, target, nu)
-    else:
+    elif formulation != "ipm":
         raise ValueError(f"unknown LP formulation {formulation!r}; expected one of {', '.join(FORMULATIONS)}")
     objective = _objective(task, K, target, nu, u, gamma)
-    return LPSolution(u, gamma, objective, formulation, iterations, time.perf_counter() - start)
+    evidence = None if a is None else certificate(task, K, target, nu, objective, a)
+    return LPSolution(u, gamma, objective, formulation, iterations, time.perf_counter() - start, evidence)
 
 
 def _objective(task: Task, K: np.ndarray, target: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
@@ -162,7 +251,7 @@ def _validate(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple
 # --- HiGHS on the LP dual ------------------------------------------------------------------------
 
 
-def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:
+def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, np.ndarray, int]:
     """The LP dual handed to HiGHS's dual simplex without a modelling layer.
 
     classify:  min -e'a  s.t. -1 <= K'D a <= 1,  d'a = 0,  0 <= a <= nu
@@ -211,8 +300,10 @@ def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
         status = solver.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         raise SolverError(f"HiGHS stopped with status {solver.modelStatusToString(status)!r} on the LP dual")
-    duals = np.asarray(solver.getSolution().row_dual)
-    return -duals[:mbar], float(duals[mbar]), int(solver.getInfo().simplex_iteration_count)
+    solution = solver.getSolution()
+    duals, a = np.asarray(solution.row_dual), np.asarray(solution.col_value)
+    info = solver.getInfo()
+    return -duals[:mbar], float(duals[mbar]), a, int(info.simplex_iteration_count + info.ipm_iteration_count)
 
 
 # --- cvxpy formulations --------------------------------------------------------------------------
@@ -229,7 +320,7 @@ def _cvxpy_solve(problem: Any, name: str) -> None:
         raise SolverError(f"HiGHS returned status {problem.status!r} on the {name} LP")
 
 
-def _cvxpy_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:
+def _cvxpy_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, np.ndarray, int]:
     """max e'a s.t. |K'Da| <= 1, d'a = 0, 0 <= a <= nu   (classify)
     max y'a s.t. |K'a| <= nu,  e'a = 0, -1 <= a <= 1   (regress)
     The multipliers of |.| <= . give u, that of the equality gives -gamma."""
@@ -248,7 +339,7 @@ def _cvxpy_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
     gamma = float(equal.dual_value)
     # cvxpy's sign convention for equality multipliers: pick the sign whose primal value meets the dual.
     candidates = [(abs(_objective(task, K, target, nu, u, g) - problem.value), g) for g in (gamma, -gamma)]
-    return u, min(candidates)[1], 0
+    return u, min(candidates)[1], _solved(a), 0
 
 
 def _cvxpy_primal(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:

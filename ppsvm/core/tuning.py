@@ -15,7 +15,7 @@ import numpy as np
 
 from ppsvm.constants import MU_GRID_TIMES_N, NU_GRID_CLASSIFY, NU_GRID_REGRESS
 from ppsvm.core.kernels import KernelName, rescale_gaussian
-from ppsvm.core.lp import Formulation, Task, solve_lp
+from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task, solve_lp
 from ppsvm.core.metrics import error_rate, relative_error
 from ppsvm.errors import SolverError
 
@@ -84,7 +84,7 @@ def cross_validation_score(
     target: np.ndarray,
     nu: float,
     folds: list[np.ndarray],
-    formulation: Formulation = "highs-dual",
+    formulation: Formulation = DEFAULT_FORMULATION,
 ) -> float:
     """Mean validation error over the folds: error rate (classify) or relative error (regress).
 
@@ -126,7 +126,7 @@ def tune(
     mu_values: Sequence[float],
     folds: int,
     seed: int,
-    formulation: Formulation = "highs-dual",
+    formulation: Formulation = DEFAULT_FORMULATION,
     progress: Callable[[int, int], None] | None = None,
 ) -> TuningResult:
     """Grid search by k-fold cross-validation; ties go to the earlier grid point.

@@ -9,7 +9,8 @@ import pytest
 import scipy.sparse as sp
 from scipy.optimize import linprog
 
-from ppsvm.core.lp import FORMULATIONS, solve_lp
+from ppsvm.core import ipm
+from ppsvm.core.lp import FORMULATIONS, certificate, dual_data, solve_lp
 
 REL_TOL = 1e-6
 
@@ -263,6 +264,75 @@ def test_interior_point_path_for_large_problems(task: str, monkeypatch: pytest.M
     monkeypatch.setattr(lp, "_IPM_ABOVE_ROWS", 0)
     solution = solve_lp(task, K, target, 1.0, "highs-dual")
     expected = reference(task, 1500, 7, 4, 1.0)
-    assert solution.iterations == 0  # no simplex iterations: the interior-point path ran
     assert abs(solution.objective - expected) <= 1e-6 * abs(expected)
     assert abs(objective(task, K, target, 1.0, solution.u, solution.gamma) - expected) <= 1e-6 * abs(expected)
+
+
+# --- the structured interior-point method against HiGHS on hard problems ---------------------------
+
+
+def hard_problems() -> dict[str, tuple[str, np.ndarray, np.ndarray]]:
+    """Problems that trouble interior-point methods: degenerate, separable, nearly one class, ties."""
+    rng = np.random.default_rng(11)
+    K, target = problem("classify", 400, 9, 8)
+    separable = np.where(K[:, 0] > np.median(K[:, 0]), 1.0, -1.0)
+    one_but_one = np.ones(400)
+    one_but_one[17] = -1.0
+    duplicated = np.repeat(K[:50], 8, axis=0)
+    constant = np.full((300, 4), 0.7)
+    linear = rng.standard_normal((500, 6)) * 40.0  # a linear kernel of unscaled features: entries far from [0, 1]
+    regress_K, regress_y = problem("regress", 400, 9, 9)
+    return {
+        "random": ("classify", K, target),
+        "separable": ("classify", K, separable),
+        "all one class but one": ("classify", K, one_but_one),
+        "every row eight times": ("classify", duplicated, np.repeat(target[:50], 8)),
+        "constant kernel": ("classify", constant, np.where(np.arange(300) % 3 == 0, 1.0, -1.0)),
+        "large linear kernel": ("classify", linear, np.where(linear[:, 0] + linear[:, 1] > 0, 1.0, -1.0)),
+        "regression": ("regress", regress_K, regress_y),
+        "regression, constant target": ("regress", regress_K, np.full(400, 3.0)),
+    }
+
+
+@pytest.mark.parametrize("nu", [1e-7, 1e-3, 1.0, 1e3, 1e7])
+@pytest.mark.parametrize("name", list(hard_problems()))
+def test_interior_point_matches_highs(name: str, nu: float, caplog: pytest.LogCaptureFixture) -> None:
+    """Objectives equal to 1e-6 relative at extreme nu, and the IPM itself converged (no fallback)."""
+    task, K, target = hard_problems()[name]
+    highs = solve_lp(task, K, target, nu, "highs-dual")
+    mine = solve_lp(task, K, target, nu, "ipm")
+    assert mine.formulation == "ipm", caplog.text
+    assert abs(mine.objective - highs.objective) <= 1e-6 * max(1.0, abs(highs.objective))
+    assert mine.certificate is not None
+    assert mine.certificate.gap <= 1e-6 and mine.certificate.dual_infeasibility <= 1e-6
+
+
+@pytest.mark.parametrize("task", ["classify", "regress"])
+def test_certificate_is_recomputed_from_the_solution(task: str) -> None:
+    """The certificate's dual objective is a lower bound (weak duality): a worse (u, gamma) shows a larger gap,
+    and a point that breaks the dual constraints is reported as infeasible."""
+    K, target = problem(task, 200, 7, 2)
+    nu = 1.0
+    solution = solve_lp(task, K, target, nu, "ipm")
+    assert solution.certificate is not None
+    assert abs(solution.certificate.gap) <= 1e-7 and solution.certificate.dual_infeasibility <= 1e-7
+    assert solution.certificate.dual_objective <= reference(task, 200, 7, 2, nu) + 1e-7
+    a = ipm.solve_dual(K, *dual_data(task, target, nu)).a
+    worse = objective(task, K, target, nu, solution.u * 1.1, solution.gamma)
+    assert certificate(task, K, target, nu, worse, a).gap > 1e-3
+    _, _, (low, high), _ = dual_data(task, target, nu)
+    random_a = np.random.default_rng(0).uniform(low, high, len(target))
+    assert certificate(task, K, target, nu, solution.objective, random_a).dual_infeasibility > 1e-3
+
+
+def test_interior_point_falls_back_to_highs_with_a_warning(
+    monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A solve that does not converge is never returned: HiGHS takes over and the log says so."""
+    K, target = problem("classify", 200, 7, 2)
+    real = ipm.solve_dual
+    monkeypatch.setattr(ipm, "solve_dual", lambda *args, **kwargs: real(*args, **{**kwargs, "max_iterations": 2}))
+    solution = solve_lp("classify", K, target, 1.0, "ipm")
+    assert solution.formulation == "highs-dual"
+    assert "did not converge" in caplog.text and "HiGHS" in caplog.text
+    assert abs(solution.objective - reference("classify", 200, 7, 2, 1.0)) <= 1e-6 * solution.objective

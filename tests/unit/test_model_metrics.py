@@ -361,7 +361,7 @@ def test_default_mbar_rule(widths: list[int], n_train: int) -> None:
         ({"kernel": "poly"}, "kernel must be one of linear, gaussian, got 'poly'"),
         (
             {"formulation": "simplex"},
-            "LP formulation must be one of highs-dual, cvxpy-dual, cvxpy-primal, got 'simplex'",
+            "LP formulation must be one of ipm, highs-dual, cvxpy-dual, cvxpy-primal, got 'simplex'",
         ),
         ({"mbar": 0}, "mbar must be a whole number >= 1 or 'auto', got 0"),
         ({"nu": 0.0}, "nu must be a number > 0 or 'auto', got 0.0"),
@@ -492,7 +492,7 @@ def test_a_grid_point_whose_lp_fails_is_skipped(monkeypatch: pytest.MonkeyPatch)
     y = np.where(K[:, 0] > 0.5, 1.0, -1.0)
     real = tuning.solve_lp
 
-    def flaky(task, K, target, nu, formulation="highs-dual"):
+    def flaky(task, K, target, nu, formulation="ipm"):
         if nu == 1.0:
             raise SolverError("HiGHS stopped with status 'Unknown'")
         return real(task, K, target, nu, formulation)

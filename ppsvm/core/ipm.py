@@ -1,0 +1,340 @@
+"""A primal-dual interior-point method built for the random-kernel LPs (issue 12).
+
+Both LPs of :mod:`ppsvm.core.lp` are solved through their dual, a bounded LP in
+m + mbar variables with only mbar + 1 equality rows:
+
+    min  -c'a
+    s.t.  K'(s * a) - r = 0,   s'a = 0,
+          a_lo <= a <= a_hi,   -rho <= r <= rho
+
+classify: c = 1, s = d (the labels), a in [0, nu], rho = 1;
+regress:  c = y, s = 1,              a in [-1, 1], rho = nu.
+
+The multipliers of the rows are (-u, gamma). Every variable is boxed, so the
+method needs no free variables and the starting point is simply the middle of
+the box. With Khat = [K, 1] and Theta the Newton scaling of the a's, the
+normal-equations matrix of every iteration is
+
+    Khat' Theta Khat + diag(theta_r, 0)          (mbar + 1) x (mbar + 1)
+
+because s_i^2 = 1 for both tasks: one BLAS-3 product over K, O(m mbar^2) flops,
+and a Cholesky factorisation of a small dense matrix. HiGHS, a general solver,
+works on the m x (mbar + 1) constraint matrix instead.
+
+The iteration is Mehrotra's predictor-corrector (Nocedal & Wright, Numerical
+Optimization, 2nd ed., algorithm 14.3, with upper bounds as in Wright,
+Primal-Dual Interior-Point Methods, chapter 11). It stops when the relative
+primal and dual residuals and the relative duality gap are all below ``tol``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+
+# Rows per chunk of the K' Theta K product: bounds the temporary (chunk x mbar) and keeps it in cache.
+_CHUNK_ROWS = 16_384
+_STEP_TO_BOUNDARY = 0.995
+# Give up (converged = False) when the worst of the three measures has not halved for this many iterations.
+_STALL_ITERATIONS = 30
+_PIVOT_FLOOR = 1e-15
+DEFAULT_TOL = 1e-8
+DEFAULT_MAX_ITERATIONS = 200
+
+
+@dataclass(frozen=True)
+class IpmResult:
+    """The solution of the dual and the multipliers that give (u, gamma).
+
+    Attributes
+    ----------
+    u : ndarray, shape (mbar,)
+    gamma : float
+    a : ndarray, shape (m,)
+        The dual variables (nonzero on margin errors / residual rows).
+    converged : bool
+    iterations : int
+    primal_residual, dual_residual, gap : float
+        Relative residuals and relative duality gap at the last iterate.
+    """
+
+    u: np.ndarray
+    gamma: float
+    a: np.ndarray
+    converged: bool
+    iterations: int
+    primal_residual: float
+    dual_residual: float
+    gap: float
+
+
+def normal_matrix(K: np.ndarray, theta: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
+    """Khat' diag(theta) Khat for Khat = [K - 1 center', 1], in row chunks (no copy of K).
+
+    Parameters
+    ----------
+    K : ndarray, shape (m, mbar)
+    theta : ndarray, shape (m,)
+    center : ndarray, shape (mbar,), optional
+        Subtracted from every row of K; zero by default.
+
+    Returns
+    -------
+    ndarray, shape (mbar + 1, mbar + 1)
+    """
+    m, mbar = K.shape
+    M = np.zeros((mbar + 1, mbar + 1))
+    for start in range(0, m, _CHUNK_ROWS):
+        block = K[start : start + _CHUNK_ROWS]
+        if center is not None:
+            block = block - center
+        weights = theta[start : start + _CHUNK_ROWS]
+        weighted = block * weights[:, None]
+        M[:mbar, :mbar] += block.T @ weighted
+        M[:mbar, mbar] += weighted.sum(axis=0)
+        M[mbar, mbar] += weights.sum()
+    M[mbar, :mbar] = M[:mbar, mbar]
+    return M
+
+
+class _Dual:
+    """The dual LP's data and the two products with its constraint matrix A = [[Kc'S, -I], [s', 0]].
+
+    Kc = K - 1 kbar' has centred columns. Because s'a = 0 is a constraint, Kc'(s a) = K'(s a)
+    on the feasible set, so the LP is unchanged; but [Kc, 1] is far better conditioned than
+    [K, 1] when K is nearly constant (a wide Gaussian width puts every entry near 1). In the
+    primal this is the change of variable gamma' = gamma - kbar'u.
+    """
+
+    def __init__(self, K: np.ndarray, sign: np.ndarray, cost: np.ndarray, a_box: tuple[float, float], rho: float):
+        self.K, self.sign = K, sign
+        self.center = K.mean(axis=0)
+        m, mbar = K.shape
+        self.m, self.mbar = m, mbar
+        self.k_max = float(np.abs(K).max())
+        # Shift every variable to [0, upper]: a = a_lo + x_a, r = -rho + x_r.
+        self.a_lo = a_box[0]
+        self.upper = np.r_[np.full(m, a_box[1] - a_box[0]), np.full(mbar, 2.0 * rho)]
+        self.f = np.r_[-cost, np.zeros(mbar)]
+        # A (lower bounds) moved to the right-hand side: b = -A l.
+        self.b = -self.times(np.r_[np.full(m, a_box[0]), np.full(mbar, -rho)])
+
+    def times(self, x: np.ndarray) -> np.ndarray:
+        """A x for x = (x_a, x_r): (Kc'(s x_a) - x_r, s'x_a)."""
+        signed = self.sign * x[: self.m]
+        total = signed.sum()
+        return np.r_[self.K.T @ signed - self.center * total - x[self.m :], total]
+
+    def term_size(self, x: np.ndarray) -> float:
+        """A bound on the norm of |A| |x|, the size of the terms that A x sums (no pass over K)."""
+        a_sum = float(np.abs(x[: self.m]).sum())
+        return np.sqrt(self.mbar) * self.k_max * a_sum + _norm(x[self.m :]) + a_sum
+
+    def transpose_times(self, y: np.ndarray) -> np.ndarray:
+        """A'y for y = (y_K, y_s): (s (Kc y_K + y_s), -y_K)."""
+        y_K = y[: self.mbar]
+        return np.r_[self.sign * (self.K @ y_K + (y[self.mbar] - self.center @ y_K)), -y_K]
+
+
+def solve_dual(
+    K: np.ndarray,
+    sign: np.ndarray,
+    cost: np.ndarray,
+    a_box: tuple[float, float],
+    rho: float,
+    *,
+    tol: float = DEFAULT_TOL,
+    max_iterations: int = DEFAULT_MAX_ITERATIONS,
+) -> IpmResult:
+    """Solve the dual LP above by Mehrotra's predictor-corrector method.
+
+    Parameters
+    ----------
+    K : ndarray, shape (m, mbar)
+    sign : ndarray, shape (m,)
+        s: the labels (classify) or ones (regress).
+    cost : ndarray, shape (m,)
+        c: ones (classify) or the targets (regress).
+    a_box : (float, float)
+        Bounds of every a_i.
+    rho : float
+        Bound of |K'(s a)| componentwise.
+    tol : float
+        Stop when relative primal residual, dual residual and duality gap are all below it.
+    max_iterations : int
+
+    Returns
+    -------
+    IpmResult
+        ``converged`` False when ``max_iterations`` ran out or the Newton system broke down;
+        the caller decides what to do (ppsvm.core.lp falls back to HiGHS).
+    """
+    lp = _Dual(K, sign, cost, a_box, rho)
+    U, f, b = lp.upper, lp.f, lp.b
+    point = _start(lp)
+    primal = dual = gap = np.inf
+    best, best_at = np.inf, 0
+    for iteration in range(max_iterations + 1):
+        x, w, y, z, v = point.x, point.w, point.y, point.z, point.v
+        residuals = _Residuals(b - lp.times(x), U - x - w, f - lp.transpose_times(y) - z + v)
+        primal_value = float(f @ x)
+        dual_value = float(b @ y - U @ v)
+        # Residuals relative to the size of the terms they cancel: with nu = 1000 the products
+        # K'(s a) sum terms of 1e6 to values below 1, and 1e-16 of 1e6 is all float64 can offer.
+        primal = max(_norm(residuals.b) / (1.0 + _norm(b) + lp.term_size(x)), _norm(residuals.u) / (1.0 + _norm(U)))
+        dual = _norm(residuals.c) / (1.0 + _norm(f) + _norm(lp.transpose_times(y)))
+        gap = abs(primal_value - dual_value) / (1.0 + abs(primal_value))
+        if primal <= tol and dual <= tol and gap <= tol:
+            return _result(lp, point, True, iteration, primal, dual, gap)
+        worst = max(primal, dual, gap)
+        if worst < 0.5 * best:
+            best, best_at = worst, iteration
+        if iteration == max_iterations or iteration - best_at > _STALL_ITERATIONS:
+            break
+        try:
+            newton = _Newton(lp, point, residuals)
+        except np.linalg.LinAlgError:
+            break
+        point = newton.step()
+    return _result(lp, point, False, iteration, primal, dual, gap)
+
+
+@dataclass(frozen=True)
+class _Point:
+    """An iterate: x in (0, U) with w = U - x, multipliers y, and z, v > 0 for x >= 0 and x <= U."""
+
+    x: np.ndarray
+    w: np.ndarray
+    y: np.ndarray
+    z: np.ndarray
+    v: np.ndarray
+
+
+@dataclass(frozen=True)
+class _Residuals:
+    """b - A x, U - x - w and f - A'y - z + v."""
+
+    b: np.ndarray
+    u: np.ndarray
+    c: np.ndarray
+
+
+class _Newton:
+    """One Mehrotra predictor-corrector step from ``point``: one factorisation, two solves."""
+
+    def __init__(self, lp: _Dual, point: _Point, residuals: _Residuals):
+        self.lp, self.point, self.residuals = lp, point, residuals
+        self.theta = 1.0 / (point.z / point.x + point.v / point.w)
+        self.factor = _factor(lp, self.theta)
+
+    def direction(self, r_xz: np.ndarray, r_wv: np.ndarray) -> _Point:
+        """The Newton direction for complementarity targets XZe + r_xz and WVe + r_wv.
+
+        dz, dw and dv are eliminated (see the module docstring's references); dy solves the
+        normal equations and dx follows from it.
+        """
+        p, r, lp, theta = self.point, self.residuals, self.lp, self.theta
+        rhs_x = r.c - r_xz / p.x + (r_wv - p.v * r.u) / p.w
+        dy = _newton_solve(self.factor, r.b + lp.times(theta * rhs_x))
+        dx = theta * (lp.transpose_times(dy) - rhs_x)
+        dw = r.u - dx
+        return _Point(dx, dw, dy, (r_xz - p.z * dx) / p.x, (r_wv - p.v * dw) / p.w)
+
+    def step(self) -> _Point:
+        p = self.point
+        n = len(p.x)
+        mu = float(p.x @ p.z + p.w @ p.v) / (2 * n)
+        # Predictor: the affine-scaling direction (no centring).
+        d = self.direction(-p.x * p.z, -p.w * p.v)
+        step_p, step_d = _step(p.x, d.x, p.w, d.w, 1.0), _step(p.z, d.z, p.v, d.v, 1.0)
+        mu_affine = float((p.x + step_p * d.x) @ (p.z + step_d * d.z) + (p.w + step_p * d.w) @ (p.v + step_d * d.v)) / (
+            2 * n
+        )
+        sigma = (mu_affine / mu) ** 3
+        # Corrector: centring plus the second-order term of the predictor.
+        d = self.direction(sigma * mu - p.x * p.z - d.x * d.z, sigma * mu - p.w * p.v - d.w * d.v)
+        step_p = _step(p.x, d.x, p.w, d.w, _STEP_TO_BOUNDARY)
+        step_d = _step(p.z, d.z, p.v, d.v, _STEP_TO_BOUNDARY)
+        return _Point(
+            p.x + step_p * d.x, p.w + step_p * d.w, p.y + step_d * d.y, p.z + step_d * d.z, p.v + step_d * d.v
+        )
+
+
+def _start(lp: _Dual) -> _Point:
+    """An interior starting point that already meets s'a = 0 and is dual feasible with y = 0.
+
+    The a's sit at a quarter of their box, split between s = +1 and s = -1 in inverse
+    proportion to their counts (the middle of the box would miss s'a = 0 by m/2 times the box
+    when one class is rare); r sits at K'(s a) pulled into the middle half of its box.
+    """
+    U, f = lp.upper, lp.f
+    x = U / 2.0
+    a_width = U[0]
+    if lp.a_lo == 0.0:  # classify: a in [0, nu], s = labels
+        positive = lp.sign > 0
+        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
+        smaller = min(n_pos, n_neg)
+        x[: lp.m] = np.where(positive, smaller / max(n_pos, 1), smaller / max(n_neg, 1)) * a_width / 4.0
+    rho = U[lp.m :] / 2.0
+    r = lp.times(np.r_[lp.a_lo + x[: lp.m], np.zeros(lp.mbar)])[: lp.mbar]
+    x[lp.m :] = np.clip(r, -rho / 2.0, rho / 2.0) + rho
+    w = U - x
+    y = np.zeros(lp.mbar + 1)
+    shift = 1.0 + 0.1 * float(np.abs(f).max())
+    z = np.maximum(f, 0.0) + shift
+    v = np.maximum(-f, 0.0) + shift
+    return _Point(x, w, y, z, v)
+
+
+def _factor(lp: _Dual, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Eigen-decomposition of A Theta A' = Khat' Theta_a Khat + diag(theta_r, 0).
+
+    Near the optimum of a degenerate LP (fewer support vectors than mbar + 1, common on
+    separable data) this matrix is singular to working precision, and a Cholesky solve
+    returns directions that undo the progress made. Directions along eigenvalues below
+    _PIVOT_FLOOR times the largest are dropped instead (Wright, Primal-Dual Interior-Point
+    Methods, chapter 11: tiny pivots treated as infinite). The matrix has only mbar + 1 rows,
+    so this costs far less than forming it.
+    """
+    M = normal_matrix(lp.K, theta[: lp.m], lp.center)
+    M[np.arange(lp.mbar), np.arange(lp.mbar)] += theta[lp.m :]
+    if not np.isfinite(M).all():
+        raise np.linalg.LinAlgError("the Newton system has non-finite entries")
+    # Symmetric diagonal scaling first, so that the floor does not depend on the units of K's
+    # columns (a narrow Gaussian width makes whole columns 1e-5 against a last row of order m).
+    scale = 1.0 / np.sqrt(np.maximum(np.diag(M), np.finfo(float).tiny))
+    values, vectors = scipy.linalg.eigh(M * scale[:, None] * scale[None, :])
+    keep = values > _PIVOT_FLOOR * values[-1]
+    return vectors[:, keep] * scale[:, None], values[keep]
+
+
+def _newton_solve(factor: tuple[np.ndarray, np.ndarray], rhs: np.ndarray) -> np.ndarray:
+    """Solve M dy = rhs with the scaled, truncated eigen-decomposition from :func:`_factor`."""
+    vectors, values = factor
+    return vectors @ ((vectors.T @ rhs) / values)
+
+
+def _norm(vector: np.ndarray) -> float:
+    return float(np.linalg.norm(vector))
+
+
+def _step(x: np.ndarray, dx: np.ndarray, w: np.ndarray, dw: np.ndarray, fraction: float) -> float:
+    """The largest step in [0, 1] keeping x + t dx and w + t dw positive, times ``fraction``."""
+    ratios = [1.0 / fraction]
+    for value, change in ((x, dx), (w, dw)):
+        falling = change < 0
+        if falling.any():
+            ratios.append(float(np.min(-value[falling] / change[falling])))
+    return min(1.0, fraction * min(ratios))
+
+
+def _result(
+    lp: _Dual, point: _Point, converged: bool, iterations: int, primal: float, dual: float, gap: float
+) -> IpmResult:
+    a = lp.a_lo + point.x[: lp.m]
+    y = point.y
+    u = -y[: lp.mbar]
+    # Undo the centring's change of variable: gamma = gamma' + kbar'u.
+    return IpmResult(u, float(y[lp.mbar] + lp.center @ u), a, converged, iterations, primal, dual, gap)
