@@ -10,6 +10,9 @@ MAX_ARRAY_BYTES = 8 << 30
 
 # Fraction of rows used as the reduced kernel's Abar in the pooled reference (Mangasarian & Wild).
 REFERENCE_ROW_FRACTION = 0.10
+# ... and never more than this many points (the papers' datasets stay below it): one LP iteration costs
+# rows x points^2, so 10% of 200,000 rows (20,000 points) would take hours and a 32 GB K.
+MAX_BASIS_POINTS = 500
 
 # Default cross-validation grids. nu weighs the errors in the classification LP but ||u||_1 in
 # the regression LP, so small nu means weak regularisation there: the grids run opposite ways.

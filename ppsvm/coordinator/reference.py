@@ -13,10 +13,9 @@ from typing import Any
 import numpy as np
 
 from ppsvm.config import load_entity_config, load_federation
-from ppsvm.constants import REFERENCE_ROW_FRACTION
 from ppsvm.coordinator.federation import record_positions
 from ppsvm.core.kernels import KernelName
-from ppsvm.core.local_svm import fit_local
+from ppsvm.core.local_svm import fit_local, reference_basis_fraction
 from ppsvm.core.lp import Task
 from ppsvm.core.metrics import evaluate
 from ppsvm.data.cell import Cell, load_cell
@@ -80,7 +79,9 @@ def pooled_reference(
     X_train, y_train, X_test, y_test = pool_cells(split_dir)
     if len(y_test) == 0:
         raise DataError(f"{split_dir}: no held-out records to evaluate the reference on")
-    model = fit_local(task, kernel, X_train, y_train, basis_fraction=REFERENCE_ROW_FRACTION, nu=nu, mu=mu, seed=seed)
+    model = fit_local(
+        task, kernel, X_train, y_train, basis_fraction=reference_basis_fraction(len(y_train)), nu=nu, mu=mu, seed=seed
+    )
     return {
         **evaluate(task, y_test, model.decision(X_test)),
         "n_train": len(y_train),

@@ -11,7 +11,7 @@ from pathlib import Path
 import numpy as np
 
 from ppsvm.config import Federation
-from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, REFERENCE_ROW_FRACTION, TASKS
+from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, MAX_BASIS_POINTS, REFERENCE_ROW_FRACTION, TASKS
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
 from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, Task, solve_lp
@@ -19,6 +19,7 @@ from ppsvm.core.model import Model, ModelEntity
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import search_grid, tune
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
+from ppsvm.progress import EtaLog
 
 logger = logging.getLogger(__name__)
 
@@ -87,7 +88,7 @@ FEW_BASIS_POINTS = 10
 
 def product_point_count(n_train: int) -> int:
     """The product basis's points: as many as the pooled reference's, a share of the training rows."""
-    return math.ceil(REFERENCE_ROW_FRACTION * n_train)
+    return min(math.ceil(REFERENCE_ROW_FRACTION * n_train), MAX_BASIS_POINTS)
 
 
 def _basis_warnings(options: TrainOptions, mbar: int, widths: list[int], n_train: int) -> list[str]:
@@ -169,21 +170,27 @@ def train(federation: Federation, options: TrainOptions) -> Model:
                 folds=options.folds,
                 seed=options.seed,
                 formulation=options.formulation,
-                progress=_log_progress,
+                progress=EtaLog(logger, "tuning (fold fits)"),
             )
             nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
             tuning = {
                 "folds": options.folds,
                 "seed": options.seed,
+                "rows": result.rows,
+                "promoted": result.promoted,
                 "score": result.score,
                 "grid": [list(point) for point in result.scores],
             }
             logger.info(
-                "tuned nu = %g%s (cross-validated %s %.4f)",
+                "tuned nu = %g%s (cross-validated %s %.4f on %d of %d rows; %d of %d grid points on all folds)",
                 nu,
                 f", mu = {mu:g}" if mu else "",
                 "error rate" if options.task == "classify" else "relative error",
                 result.score,
+                result.rows,
+                len(target),
+                result.promoted,
+                len(result.scores),
             )
         assert nu is not None
         if options.kernel == "gaussian":
@@ -240,11 +247,6 @@ def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
     labels = np.concatenate([b.train_labels for b in blocks])
     if len(np.unique(labels)) < 2:
         raise DataError(f"every training record has label {labels[0]:+g}: classification needs both classes")
-
-
-def _log_progress(done: int, total: int) -> None:
-    if done == total or done % max(1, total // 5) == 0:
-        logger.info("tuning: %d/%d grid points", done, total)
 
 
 def _check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:

@@ -29,17 +29,25 @@ primal and dual residuals and the relative duality gap are all below ``tol``.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
 from dataclasses import dataclass
 
 import numpy as np
 import scipy.linalg
+import scipy.linalg.blas
 
-# Rows per chunk of the K' Theta K product: bounds the temporary (chunk x mbar) and keeps it in cache.
-_CHUNK_ROWS = 16_384
 _STEP_TO_BOUNDARY = 0.995
 # Give up (converged = False) when the worst of the three measures has not halved for this many iterations.
 _STALL_ITERATIONS = 30
 _PIVOT_FLOOR = 1e-15
+_HUGE = 1e128
+# Switch to the accurate (QR) Newton solves when the worst measure has not halved for this many iterations.
+_SLOW_ITERATIONS = 6
+# Entries of K per weighted row block (16 MiB of float64): bounds the solver's temporaries.
+_BLOCK_ELEMENTS = 1 << 18
+# A Cholesky pivot of the scaled normal matrix below this (squared) sends the solve to the
+# truncated eigen-decomposition: the factor would carry no accurate digit along that direction.
+_CHOLESKY_FLOOR = 1e-12
 DEFAULT_TOL = 1e-8
 DEFAULT_MAX_ITERATIONS = 200
 
@@ -71,12 +79,12 @@ class IpmResult:
 
 
 def normal_matrix(K: np.ndarray, theta: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
-    """Khat' diag(theta) Khat for Khat = [K - 1 center', 1], in row chunks (no copy of K).
+    """Khat' diag(theta) Khat for Khat = [K - 1 center', 1], in row blocks (no copy of K).
 
     Parameters
     ----------
     K : ndarray, shape (m, mbar)
-    theta : ndarray, shape (m,)
+    theta : ndarray, shape (m,), >= 0
     center : ndarray, shape (mbar,), optional
         Subtracted from every row of K; zero by default.
 
@@ -84,19 +92,26 @@ def normal_matrix(K: np.ndarray, theta: np.ndarray, center: np.ndarray | None = 
     -------
     ndarray, shape (mbar + 1, mbar + 1)
     """
+    mbar = K.shape[1]
+    M = np.zeros((mbar + 1, mbar + 1), order="F")
+    for block in _weighted_blocks(K, np.zeros(mbar) if center is None else center, np.sqrt(theta)):
+        # W'W of the weighted block, upper triangle only: half the flops of a general product.
+        M = scipy.linalg.blas.dsyrk(1.0, block, beta=1.0, c=M, trans=1, overwrite_c=True)
+    return np.triu(M) + np.triu(M, 1).T
+
+
+def _weighted_blocks(K: np.ndarray, center: np.ndarray, root: np.ndarray) -> Iterator[np.ndarray]:
+    """Row blocks of diag(root) [K - 1 center', 1], each at most _BLOCK_ELEMENTS entries."""
     m, mbar = K.shape
-    M = np.zeros((mbar + 1, mbar + 1))
-    for start in range(0, m, _CHUNK_ROWS):
-        block = K[start : start + _CHUNK_ROWS]
-        if center is not None:
-            block = block - center
-        weights = theta[start : start + _CHUNK_ROWS]
-        weighted = block * weights[:, None]
-        M[:mbar, :mbar] += block.T @ weighted
-        M[:mbar, mbar] += weighted.sum(axis=0)
-        M[mbar, mbar] += weights.sum()
-    M[mbar, :mbar] = M[:mbar, mbar]
-    return M
+    rows = max(4 * (mbar + 1), _BLOCK_ELEMENTS // (mbar + 1))
+    for start in range(0, m, rows):
+        block = K[start : start + rows]
+        weighted = np.empty((len(block), mbar + 1))
+        weighted[:, :mbar] = block
+        weighted[:, :mbar] -= center
+        weighted[:, mbar] = 1.0
+        weighted *= root[start : start + rows, None]
+        yield weighted
 
 
 class _Dual:
@@ -176,15 +191,18 @@ def solve_dual(
     point = _start(lp)
     primal = dual = gap = np.inf
     best, best_at = np.inf, 0
+    accurate = False
+    first_rank: int | None = None
     for iteration in range(max_iterations + 1):
         x, w, y, z, v = point.x, point.w, point.y, point.z, point.v
-        residuals = _Residuals(b - lp.times(x), U - x - w, f - lp.transpose_times(y) - z + v)
+        a_times_y = lp.transpose_times(y)
+        residuals = _Residuals(b - lp.times(x), U - x - w, f - a_times_y - z + v)
         primal_value = float(f @ x)
         dual_value = float(b @ y - U @ v)
         # Residuals relative to the size of the terms they cancel: with nu = 1000 the products
         # K'(s a) sum terms of 1e6 to values below 1, and 1e-16 of 1e6 is all float64 can offer.
         primal = max(_norm(residuals.b) / (1.0 + _norm(b) + lp.term_size(x)), _norm(residuals.u) / (1.0 + _norm(U)))
-        dual = _norm(residuals.c) / (1.0 + _norm(f) + _norm(lp.transpose_times(y)))
+        dual = _norm(residuals.c) / (1.0 + _norm(f) + _norm(a_times_y))
         gap = abs(primal_value - dual_value) / (1.0 + abs(primal_value))
         if primal <= tol and dual <= tol and gap <= tol:
             return _result(lp, point, True, iteration, primal, dual, gap)
@@ -193,8 +211,16 @@ def solve_dual(
             best, best_at = worst, iteration
         if iteration == max_iterations or iteration - best_at > _STALL_ITERATIONS:
             break
+        if not accurate and iteration - best_at >= _SLOW_ITERATIONS:
+            accurate, best_at = True, iteration
         try:
-            newton = _Newton(lp, point, residuals)
+            newton = _Newton(lp, point, residuals, accurate)
+            first_rank = newton.system.rank if first_rank is None else first_rank
+            if not accurate and newton.system.rank < first_rank:
+                # Theta, not K, has made the fast form singular: its truncated directions would soon
+                # undo the progress made (see _NormalEquations). This step and the rest use the accurate form.
+                accurate = True
+                newton = _Newton(lp, point, residuals, accurate)
         except np.linalg.LinAlgError:
             break
         point = newton.step()
@@ -224,10 +250,10 @@ class _Residuals:
 class _Newton:
     """One Mehrotra predictor-corrector step from ``point``: one factorisation, two solves."""
 
-    def __init__(self, lp: _Dual, point: _Point, residuals: _Residuals):
+    def __init__(self, lp: _Dual, point: _Point, residuals: _Residuals, accurate: bool):
         self.lp, self.point, self.residuals = lp, point, residuals
         self.theta = 1.0 / (point.z / point.x + point.v / point.w)
-        self.factor = _factor(lp, self.theta)
+        self.system = _NormalEquations(lp, self.theta, accurate)
 
     def direction(self, r_xz: np.ndarray, r_wv: np.ndarray) -> _Point:
         """The Newton direction for complementarity targets XZe + r_xz and WVe + r_wv.
@@ -237,7 +263,7 @@ class _Newton:
         """
         p, r, lp, theta = self.point, self.residuals, self.lp, self.theta
         rhs_x = r.c - r_xz / p.x + (r_wv - p.v * r.u) / p.w
-        dy = _newton_solve(self.factor, r.b + lp.times(theta * rhs_x))
+        dy = self.system.solve(r.b + lp.times(theta * rhs_x))
         dx = theta * (lp.transpose_times(dy) - rhs_x)
         dw = r.u - dx
         return _Point(dx, dw, dy, (r_xz - p.z * dx) / p.x, (r_wv - p.v * dw) / p.w)
@@ -288,32 +314,81 @@ def _start(lp: _Dual) -> _Point:
     return _Point(x, w, y, z, v)
 
 
-def _factor(lp: _Dual, theta: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """Eigen-decomposition of A Theta A' = Khat' Theta_a Khat + diag(theta_r, 0).
+class _NormalEquations:
+    """Solves (A Theta A') dy = rhs, where A Theta A' = Khat' Theta_a Khat + diag(theta_r, 0).
 
-    Near the optimum of a degenerate LP (fewer support vectors than mbar + 1, common on
-    separable data) this matrix is singular to working precision, and a Cholesky solve
-    returns directions that undo the progress made. Directions along eigenvalues below
-    _PIVOT_FLOOR times the largest are dropped instead (Wright, Primal-Dual Interior-Point
-    Methods, chapter 11: tiny pivots treated as infinite). The matrix has only mbar + 1 rows,
-    so this costs far less than forming it.
+    Fast form: the matrix itself, one BLAS-3 product over K, diagonally scaled and
+    eigen-decomposed. Near the optimum of a degenerate LP (fewer support vectors than
+    mbar + 1, common on separable data) it is singular to working precision, so directions
+    along eigenvalues below _PIVOT_FLOOR times the largest are dropped (Wright, Primal-Dual
+    Interior-Point Methods, chapter 11: tiny pivots treated as infinite).
+
+    Accurate form: forming the matrix squares the condition number of Theta^(1/2) Khat, which
+    stalls the method on wide bases of a smooth kernel (300 Gaussian columns over 6 features:
+    the gap stuck at 1e-5). The accurate form takes R from a QR factorisation of
+    Theta^(1/2) Khat itself, row block by row block (R of the stacked previous R and the next
+    block), and solves R'R dy = rhs: 4-7 times the cost, so only used once the fast form
+    stops making progress.
     """
-    M = normal_matrix(lp.K, theta[: lp.m], lp.center)
-    M[np.arange(lp.mbar), np.arange(lp.mbar)] += theta[lp.m :]
-    if not np.isfinite(M).all():
+
+    def __init__(self, lp: _Dual, theta: np.ndarray, accurate: bool):
+        self.accurate = accurate
+        self.rank = lp.mbar + 1
+        if accurate:
+            self.R = _stacked_r(lp, theta)
+            # Tiny pivots treated as infinite here too: the component they carry is dropped.
+            diagonal = np.abs(np.diag(self.R))
+            columns = np.linalg.norm(self.R, axis=0)
+            tiny = diagonal <= _PIVOT_FLOOR * np.maximum(columns, np.finfo(float).tiny)
+            self.R[tiny, tiny] = _HUGE
+            return
+        M = normal_matrix(lp.K, theta[: lp.m], lp.center)
+        M[np.arange(lp.mbar), np.arange(lp.mbar)] += theta[lp.m :]
+        if not np.isfinite(M).all():
+            raise np.linalg.LinAlgError("the Newton system has non-finite entries")
+        # Symmetric diagonal scaling first, so that the floors do not depend on the units of K's
+        # columns (a narrow Gaussian width makes whole columns 1e-5 against a last row of order m).
+        self.scale = 1.0 / np.sqrt(np.maximum(np.diag(M), np.finfo(float).tiny))
+        scaled = M * self.scale[:, None] * self.scale[None, :]
+        self.cholesky: tuple[np.ndarray, bool] | None = None
+        try:
+            factor = scipy.linalg.cho_factor(scaled, check_finite=False)
+            if np.min(np.abs(np.diag(factor[0]))) ** 2 > _CHOLESKY_FLOOR:
+                self.cholesky = factor
+                return
+        except np.linalg.LinAlgError:
+            pass
+        values, vectors = scipy.linalg.eigh(scaled)
+        keep = values > _PIVOT_FLOOR * values[-1]
+        self.vectors, self.values = vectors[:, keep], values[keep]
+        self.rank = int(keep.sum())
+
+    def solve(self, rhs: np.ndarray) -> np.ndarray:
+        if self.accurate:
+            return scipy.linalg.solve_triangular(self.R, scipy.linalg.solve_triangular(self.R, rhs, trans="T"))
+        if self.cholesky is not None:
+            return self.scale * scipy.linalg.cho_solve(self.cholesky, self.scale * rhs, check_finite=False)
+        return self.scale * (self.vectors @ ((self.vectors.T @ (self.scale * rhs)) / self.values))
+
+
+def _stacked_r(lp: _Dual, theta: np.ndarray) -> np.ndarray:
+    """R (mbar + 1 square) of the QR factorisation of [Theta_a^(1/2) [Kc, 1]; diag(theta_r)^(1/2), 0]."""
+    width = lp.mbar + 1
+    root = np.sqrt(theta)
+    R = np.zeros((0, width))
+    for weighted in _weighted_blocks(lp.K, lp.center, root[: lp.m]):
+        R = _r_factor(np.vstack([R, weighted]))
+    bounds = np.zeros((lp.mbar, width))
+    bounds[np.arange(lp.mbar), np.arange(lp.mbar)] = root[lp.m :]
+    R = _r_factor(np.vstack([R, bounds]))
+    if not np.isfinite(R).all():
         raise np.linalg.LinAlgError("the Newton system has non-finite entries")
-    # Symmetric diagonal scaling first, so that the floor does not depend on the units of K's
-    # columns (a narrow Gaussian width makes whole columns 1e-5 against a last row of order m).
-    scale = 1.0 / np.sqrt(np.maximum(np.diag(M), np.finfo(float).tiny))
-    values, vectors = scipy.linalg.eigh(M * scale[:, None] * scale[None, :])
-    keep = values > _PIVOT_FLOOR * values[-1]
-    return vectors[:, keep] * scale[:, None], values[keep]
+    return R
 
 
-def _newton_solve(factor: tuple[np.ndarray, np.ndarray], rhs: np.ndarray) -> np.ndarray:
-    """Solve M dy = rhs with the scaled, truncated eigen-decomposition from :func:`_factor`."""
-    vectors, values = factor
-    return vectors @ ((vectors.T @ rhs) / values)
+def _r_factor(matrix: np.ndarray) -> np.ndarray:
+    """R of a QR factorisation (min(rows, columns) x columns)."""
+    return np.asarray(scipy.linalg.qr(matrix, mode="r", check_finite=False)[0])[: min(matrix.shape)]
 
 
 def _norm(vector: np.ndarray) -> float:

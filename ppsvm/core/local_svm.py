@@ -15,7 +15,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from ppsvm.constants import DEFAULT_FOLDS
+from ppsvm.constants import DEFAULT_FOLDS, MAX_BASIS_POINTS, REFERENCE_ROW_FRACTION
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.lp import Task, solve_lp
 from ppsvm.core.tuning import TuningResult, search_grid, tune
@@ -39,6 +39,11 @@ class LocalModel:
     def decision(self, X: np.ndarray) -> np.ndarray:
         """Decision values for raw records X of shape (m, n); returns shape (m,)."""
         return kernel(self.kernel, scale_to_unit(X, self.low, self.high), self.basis, self.mu) @ self.u - self.gamma
+
+
+def reference_basis_fraction(n_rows: int) -> float:
+    """The pooled reference's share of rows as basis: REFERENCE_ROW_FRACTION, at most MAX_BASIS_POINTS points."""
+    return min(REFERENCE_ROW_FRACTION, MAX_BASIS_POINTS / max(n_rows, 1))
 
 
 def fit_local(

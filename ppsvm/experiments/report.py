@@ -18,6 +18,7 @@ from typing import IO, Any, TypeVar
 
 from ppsvm.errors import ConfigError
 from ppsvm.files import PUBLIC_MODE, write_all
+from ppsvm.progress import clock
 
 PACKAGES = (
     "ppsvm",
@@ -135,7 +136,7 @@ class Progress:
         bar = "#" * filled + "." * (self.WIDTH - filled)
         line = (
             f"{self.label} [{bar}] {self.done}/{self.total} {100 * self.done / self.total:3.0f}% "
-            f"{_clock(elapsed)} elapsed, {_clock(left)} left  {note}"
+            f"{clock(elapsed)} elapsed, {clock(left)} left  {note}"
         )
         if self.interactive:
             end = "\n" if self.done == self.total else ""
@@ -143,11 +144,6 @@ class Progress:
         else:
             self.stream.write(line + "\n")
         self.stream.flush()
-
-
-def _clock(seconds: float) -> str:
-    minutes, seconds = divmod(int(round(seconds)), 60)
-    return f"{minutes}m{seconds:02d}s" if minutes else f"{seconds}s"
 
 
 def png(figure: Any) -> bytes:

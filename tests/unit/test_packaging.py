@@ -18,7 +18,7 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "ppsvm"
 
 # What each layer may import of ppsvm (prefixes); the foundation modules are open to all.
-FOUNDATION = ("ppsvm.errors", "ppsvm.constants", "ppsvm.files")
+FOUNDATION = ("ppsvm.errors", "ppsvm.constants", "ppsvm.files", "ppsvm.progress")
 ALLOWED = {
     "core": ("ppsvm.core", *FOUNDATION),
     "wire": ("ppsvm.wire", *FOUNDATION),

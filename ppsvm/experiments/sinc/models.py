@@ -16,11 +16,10 @@ import numpy as np
 
 from ppsvm.api.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
-from ppsvm.constants import REFERENCE_ROW_FRACTION
 from ppsvm.coordinator.evaluate import assembled_decisions
 from ppsvm.coordinator.reference import pool_cells
 from ppsvm.coordinator.train import TrainOptions, train
-from ppsvm.core.local_svm import LocalModel, fit_local
+from ppsvm.core.local_svm import LocalModel, fit_local, reference_basis_fraction
 from ppsvm.core.metrics import relative_error
 from ppsvm.core.model import Model
 from ppsvm.core.tuning import search_grid
@@ -182,7 +181,7 @@ def reference_run(data: SincData, split_dir: Path, mus: Sequence[float | None]) 
             "gaussian",
             X_train,
             y_train,
-            basis_fraction=REFERENCE_ROW_FRACTION,
+            basis_fraction=reference_basis_fraction(len(y_train)),
             nu=None,
             mu=mu,
             seed=TUNE_SEED,
