@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
+from collections.abc import Callable
+from types import TracebackType
 
 # A progress line at most this often (and always for the last step): enough to see work moving
 # without flooding a log when a step takes milliseconds.
@@ -48,3 +51,31 @@ class EtaLog:
             clock(elapsed),
             f", about {clock(left)} left" if done < total else "",
         )
+
+
+class WaitLog:
+    """Log a line every ``every`` seconds while waiting on work that cannot report its own progress.
+
+    A context manager: one daemon thread calls ``describe()`` for the text (e.g. which entities
+    are still computing) and logs it with the time waited, until the block ends.
+    """
+
+    def __init__(self, logger: logging.Logger, describe: Callable[[], str], every: float = 30.0) -> None:
+        self.logger, self.describe, self.every = logger, describe, every
+        self.started = time.monotonic()
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="wait-log", daemon=True)
+
+    def __enter__(self) -> WaitLog:
+        self._thread.start()
+        return self
+
+    def __exit__(
+        self, kind: type[BaseException] | None, error: BaseException | None, trace: TracebackType | None
+    ) -> None:
+        self._stop.set()
+        self._thread.join()
+
+    def _run(self) -> None:
+        while not self._stop.wait(self.every):
+            self.logger.info("%s, %s elapsed", self.describe(), clock(time.monotonic() - self.started))

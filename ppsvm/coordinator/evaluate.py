@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import logging
+import threading
+import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -11,12 +13,14 @@ import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.coordinator.client import EntityClient
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import classification_report, trivial_baseline
 from ppsvm.core.metrics import evaluate as figures_for
 from ppsvm.core.model import Model
 from ppsvm.errors import ConfigError, DataError
+from ppsvm.progress import WaitLog, clock
 from ppsvm.wire.proto_names import KERNEL_KINDS
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
@@ -189,10 +193,33 @@ def entity_alone(
     seed: int,
     deadline: float = DEFAULT_DEADLINE_S,
 ) -> list[BaselineFigures]:
-    """Ask every entity to train on its own cell and report its held-out error (only figures leave it)."""
+    """Ask every entity to train on its own cell and report its held-out error (only figures leave it).
+
+    The entities compute concurrently and cannot report mid-call, so the log says which are done
+    as they finish and, every 30 s, which are still computing.
+    """
     request = pb.BaselineRequest(task=task, kernel=KERNEL_KINDS[kernel], nu=nu or 0.0, mu=mu or 0.0, seed=seed)
-    with Session(federation, deadline) as session:
-        replies = session.each(lambda c: c.local_baseline(request))
+    pending = {e.id for e in federation.entities}
+    lock = threading.Lock()
+    started = time.monotonic()
+
+    def baseline(client: EntityClient) -> pb.BaselineReply:
+        reply = client.local_baseline(request)
+        with lock:
+            pending.discard(client.entity.id)
+            done = len(federation.entities) - len(pending)
+        logger.info(
+            "baselines: entity %s done after %s (%d/%d)",
+            client.entity.id, clock(time.monotonic() - started), done, len(federation.entities),
+        )  # fmt: skip
+        return reply
+
+    def waiting() -> str:
+        with lock:
+            return f"baselines: waiting for {', '.join(sorted(pending))}"
+
+    with Session(federation, deadline) as session, WaitLog(logger, waiting):
+        replies = session.each(baseline)
     keys = ("error_rate", "auc") if task == "classify" else ("relative_error", "rmse")
     return [
         BaselineFigures(r.entity_id, r.n_train, r.n_test, {key: getattr(r, key) for key in keys})

@@ -10,7 +10,7 @@ import pytest
 import ppsvm.core.tuning as tuning
 from ppsvm.core.kernels import gaussian_kernel
 from ppsvm.core.tuning import cross_validation_score, fold_indices, tune, tuning_row_limit, tuning_rows
-from ppsvm.progress import EtaLog, clock
+from ppsvm.progress import EtaLog, WaitLog, clock
 
 
 def problem(m: int, seed: int = 0, positive_share: float = 0.3) -> tuple[np.ndarray, np.ndarray]:
@@ -95,3 +95,15 @@ def test_eta_log(caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPat
         "tuning: 4/4, 21s elapsed",
     ]
     assert clock(185.4) == "3m05s" and clock(42) == "42s"
+
+
+def test_wait_log_reports_until_the_work_ends(caplog: pytest.LogCaptureFixture) -> None:
+    import time
+
+    with caplog.at_level(logging.INFO, logger="test.wait"):
+        with WaitLog(logging.getLogger("test.wait"), lambda: "waiting for r0c1", every=0.05):
+            time.sleep(0.3)
+        count = len(caplog.records)
+        time.sleep(0.15)
+    assert count >= 2 and len(caplog.records) == count  # lines while waiting, none after
+    assert all(r.getMessage().startswith("waiting for r0c1, ") for r in caplog.records)
