@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -14,7 +15,14 @@ import numpy as np
 from ppsvm.config import Federation, FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.client import EntityClient
-from ppsvm.core.kernels import KernelName, assemble, gaussian_fetch_width, rescale_gaussian
+from ppsvm.core.kernels import (
+    KernelName,
+    assemble,
+    assembly_start,
+    combine_into,
+    gaussian_fetch_width,
+    rescale_gaussian,
+)
 from ppsvm.core.model import ColumnScaling
 from ppsvm.errors import ConfigError, DataError, EntityError
 from ppsvm.wire.proto_names import KERNEL_KINDS, RECORD_SETS
@@ -352,31 +360,42 @@ class Session:
         start = time.perf_counter()
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
-        fetched = self.each(
-            lambda c: c.kernel_block(
-                kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block], record_set=RECORD_SETS[part])
-            )
-        )
-        rows = []
+        # One preallocated K; each entity's block is folded into its row block's rows as it arrives
+        # (sum or Hadamard product commute), so the coordinator never holds K's blocks and K at once.
+        placement: dict[int, tuple[int, dict[str, np.ndarray]]] = {}
+        total = 0
         for block in blocks:
             order = block.train_order if part == "train" else block.test_order
-            aligned = []
-            for entity in self.row_block(block.row_block):
-                raw = fetched[entity.id]
-                if raw.shape[0] != len(order[entity.id]):
-                    raise EntityError(
-                        f"entity {entity.id} sent {raw.shape[0]} kernel rows for {len(order[entity.id])} {part} records"
-                    )
-                reordered = np.empty_like(raw)
-                reordered[order[entity.id]] = raw
-                aligned.append(reordered)
-            rows.append(assemble(kernel, aligned, columns))
-        K = self._at_width(kernel, np.vstack(rows), fetch_mu, mu)
+            placement[block.row_block] = (total, order)
+            total += len(block.train_ids if part == "train" else block.test_ids)
+        K = assembly_start(kernel, (total, mbar if columns is None else len(columns)))
+        locks = {row_block: threading.Lock() for row_block in placement}
+
+        def fetch(client: EntityClient) -> None:
+            entity = client.entity
+            raw = client.kernel_block(
+                kernel_request(kernel, mbar, fetch_mu, ranges[entity.column_block], record_set=RECORD_SETS[part])
+            )
+            offset, order = placement[entity.row_block]
+            rows = order[entity.id]
+            if raw.shape != (len(rows), mbar):
+                raise EntityError(
+                    f"entity {entity.id} sent a {raw.shape[0]} x {raw.shape[1]} kernel block for {len(rows)} {part} "
+                    f"records and mbar = {mbar}"
+                )
+            picks = None if columns is None else columns[:, self.federation.column_blocks.index(entity.column_block)]
+            in_order = np.array_equal(rows, np.arange(len(rows)))
+            with locks[entity.row_block]:
+                combine_into(kernel, K[offset : offset + len(rows)], raw, picks, None if in_order else rows)
+
+        self.each(fetch)
+        if kernel == "gaussian":
+            rescale_gaussian(K, fetch_mu, mu, in_place=True)
         logger.info(
             "assembled %s kernel %s from %d entities in %.2f s",
             part,
             K.shape,
-            len(fetched),
+            len(self.federation.entities),
             time.perf_counter() - start,
         )
         return K

@@ -195,7 +195,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         assert nu is not None
         if options.kernel == "gaussian":
             assert mu is not None
-            K = rescale_gaussian(K, mu_fetch, mu)
+            K = rescale_gaussian(K, mu_fetch, mu, in_place=True)
         solution = solve_lp(options.task, K, target, nu, options.formulation)
         logger.info(
             "LP solved: %d x %d kernel, objective %.6g, %s, %d iterations in %.2f s%s",

@@ -86,8 +86,6 @@ def assemble(name: KernelName, blocks: Sequence[np.ndarray], columns: np.ndarray
     ndarray, shape (m_i, mbar) or (m_i, p)
         sum_j (linear) or elementwise prod_j (Gaussian) of the selected block columns.
     """
-    if name not in KERNELS:
-        raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
     if not blocks:
         raise ValueError("no kernel blocks to assemble")
     shapes = {block.shape for block in blocks}
@@ -95,14 +93,58 @@ def assemble(name: KernelName, blocks: Sequence[np.ndarray], columns: np.ndarray
         raise ValueError(f"kernel blocks of one row block differ in shape: {sorted(shapes)}")
     if columns is not None and (columns.ndim != 2 or columns.shape[1] != len(blocks)):
         raise ValueError(f"columns has shape {columns.shape}; expected (p, {len(blocks)}) for {len(blocks)} blocks")
-    picked = blocks if columns is None else [block[:, columns[:, j]] for j, block in enumerate(blocks)]
-    result = np.array(picked[0], dtype=np.float64, copy=True)
-    for block in picked[1:]:
-        if name == "linear":
-            result += block
-        else:
-            result *= block
+    rows, mbar = blocks[0].shape
+    result = assembly_start(name, (rows, mbar if columns is None else len(columns)))
+    for j, block in enumerate(blocks):
+        combine_into(name, result, block, None if columns is None else columns[:, j])
     return result
+
+
+def assembly_start(name: KernelName, shape: tuple[int, int]) -> np.ndarray:
+    """The neutral element to combine blocks into: zeros for a sum (linear), ones for a product (Gaussian)."""
+    if name not in KERNELS:
+        raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
+    return np.zeros(shape) if name == "linear" else np.ones(shape)
+
+
+def combine_into(
+    name: KernelName,
+    out: np.ndarray,
+    block: np.ndarray,
+    picks: np.ndarray | None = None,
+    rows: np.ndarray | None = None,
+) -> None:
+    """Add (linear) or multiply (Gaussian) one column block's kernel into ``out``, in place.
+
+    Row chunk by row chunk, so the temporaries stay small however large ``out`` is: the
+    coordinator assembles K in one preallocated array (issue 12: peak memory near the size of K).
+
+    Parameters
+    ----------
+    out : ndarray, shape (m_i, p)
+        Started by :func:`assembly_start`.
+    block : ndarray, shape (m_i, mbar)
+        K(A_ij, B_j'), in the entity's row order.
+    picks : ndarray of int, shape (p,), optional
+        Which column of ``block`` each column of ``out`` takes (the product basis); None: p = mbar, in order.
+    rows : ndarray of int, shape (m_i,), optional
+        The row of ``out`` each row of ``block`` belongs to; None: the same order.
+    """
+    combine = np.add if name == "linear" else np.multiply
+    for start in range(0, len(block), _COMBINE_CHUNK_ROWS):
+        part = block[start : start + _COMBINE_CHUNK_ROWS]
+        if picks is not None:
+            part = part[:, picks]
+        if rows is None:
+            target = out[start : start + len(part)]
+            combine(target, part, out=target)
+        else:
+            where = rows[start : start + len(part)]
+            out[where] = combine(out[where], part)
+
+
+# Rows per step of combine_into: a few MB of temporaries at mbar = 100.
+_COMBINE_CHUNK_ROWS = 8192
 
 
 def product_columns(mbar: int, n_blocks: int, count: int, seed: int) -> np.ndarray:
@@ -157,17 +199,18 @@ def gaussian_fetch_width(n_features: int) -> float:
     return 1.0 / n_features
 
 
-def rescale_gaussian(K: np.ndarray, mu_from: float, mu_to: float) -> np.ndarray:
+def rescale_gaussian(K: np.ndarray, mu_from: float, mu_to: float, *, in_place: bool = False) -> np.ndarray:
     """Gaussian kernel at width ``mu_to`` from the one at ``mu_from``: K ** (mu_to / mu_from).
 
     Lets the coordinator tune mu without asking entities for new blocks
-    (docs/design.md section 4). Shape is preserved.
+    (docs/design.md section 4). Shape is preserved; ``in_place`` overwrites K instead of
+    allocating a second array of its size.
     """
     if not (mu_from > 0 and mu_to > 0):
         raise ValueError(f"Gaussian widths must be > 0, got {mu_from} and {mu_to}")
     if mu_to == mu_from:
         return K
-    return np.power(K, mu_to / mu_from)
+    return np.power(K, mu_to / mu_from, out=K if in_place else None)
 
 
 def _check_widths(A: np.ndarray, B: np.ndarray) -> None:

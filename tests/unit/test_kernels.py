@@ -213,3 +213,31 @@ def test_columns_of_the_wrong_width_are_refused() -> None:
     blocks = [np.ones((2, 3)), np.ones((2, 3))]
     with pytest.raises(ValueError, match="expected \\(p, 2\\)"):
         assemble("linear", blocks, np.zeros((4, 3), dtype=np.int64))
+
+
+@pytest.mark.parametrize("name", ["linear", "gaussian"])
+def test_combine_into_places_rows_and_columns_like_assemble(name: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Blocks in each entity's own row order, folded into one array in place, equal assemble() of aligned blocks;
+    chunks smaller than a block change nothing."""
+    import ppsvm.core.kernels as kernels
+
+    monkeypatch.setattr(kernels, "_COMBINE_CHUNK_ROWS", 7)
+    rng = np.random.default_rng(3)
+    blocks = [rng.random((50, 4)) for _ in range(3)]
+    columns = np.array([[0, 0, 0], [1, 2, 3], [3, 1, 0], [2, 2, 2], [0, 3, 1]])
+    orders = [rng.permutation(50) for _ in blocks]  # entity j's row k is aligned row orders[j][k]
+    for picked in (None, columns):
+        out = kernels.assembly_start(name, (50, 4 if picked is None else len(columns)))
+        for j, (block, order) in enumerate(zip(blocks, orders, strict=True)):
+            shuffled = np.empty_like(block)
+            shuffled[np.arange(50)] = block[order]  # what the entity sends: its rows in its own order
+            kernels.combine_into(name, out, shuffled, None if picked is None else picked[:, j], order)
+        np.testing.assert_allclose(out, kernels.assemble(name, blocks, picked), rtol=1e-15, atol=0)
+
+
+def test_rescale_in_place_overwrites() -> None:
+    K = np.random.default_rng(0).random((5, 3))
+    expected = K ** 3.0
+    result = rescale_gaussian(K, 0.1, 0.3, in_place=True)
+    assert result is K
+    np.testing.assert_allclose(K, expected, rtol=1e-14)
