@@ -202,12 +202,13 @@ def training_flags(args: argparse.Namespace) -> dict[str, Any]:
 def add_basis_argument(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--basis",
-        choices=("paper", "product"),
-        default="paper",
-        help="paper (default): B = [B_1 ... B_s], mbar random points. product (our addition): also points "
+        choices=("auto", "paper", "product"),
+        default="auto",
+        help="paper: B = [B_1 ... B_s], mbar random points, as the papers. product (our addition): also points "
         "pairing rows of different B_j's, formed by the coordinator from the same blocks (no new request, "
-        "nothing more leaves an entity), up to 10%% of the training rows; helps when many partitions leave "
-        "a small mbar",
+        "nothing more leaves an entity), up to 10%% of the training rows (at most 500); helps when many "
+        "partitions leave a small mbar. auto (default): cross-validate both on the same blocks and keep the "
+        "better (ties: paper); with one column block they are the same",
     )
 
 

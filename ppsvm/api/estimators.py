@@ -61,8 +61,9 @@ _SHARED_DOC = """
         The LP's weight and the Gaussian width; auto: k-fold cross-validation over the coordinator's grid.
     folds : int, default=5
         Cross-validation folds for "auto".
-    basis : {"paper", "product"}, default="paper"
-        "product" adds kernel columns pairing rows of different B_j's (see ``ppsvm coordinator train --basis``).
+    basis : {"auto", "paper", "product"}, default="auto"
+        "product" adds kernel columns pairing rows of different B_j's; "auto" cross-validates both on the same
+        blocks and keeps the better (see ``ppsvm coordinator train --basis``).
     lp_formulation : {"ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}, default="ipm"
     random_state : int, RandomState or None, default=None
         An int is the seed of the shuffle and the folds, and fixes the column-block secrets, so B_j
@@ -102,7 +103,7 @@ class _RandomKernelEstimator(BaseEstimator):
         nu: float | str = AUTO,
         mu: float | str = AUTO,
         folds: int = DEFAULT_FOLDS,
-        basis: str = "paper",
+        basis: str = "auto",
         lp_formulation: str = DEFAULT_FORMULATION,
         random_state: RandomStateLike = None,
     ) -> None:

@@ -66,7 +66,7 @@ def train_options(
     folds: int = DEFAULT_FOLDS,
     seed: int = 0,
     formulation: str = DEFAULT_FORMULATION,
-    basis: str = "paper",
+    basis: str = "auto",
     deadline: float = DEFAULT_DEADLINE_S,
     distribute: bool = True,
 ) -> TrainOptions:
@@ -145,7 +145,7 @@ class Federation:
         folds: int = DEFAULT_FOLDS,
         seed: int = 0,
         formulation: str = DEFAULT_FORMULATION,
-        basis: str = "paper",
+        basis: str = "auto",
         distribute: bool = True,
     ) -> Model:
         """Train a random-kernel model over the entities (``ppsvm coordinator train``).

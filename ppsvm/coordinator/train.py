@@ -25,7 +25,8 @@ logger = logging.getLogger(__name__)
 
 # "paper": B = [B_1 ... B_s], mbar points. "product": points from the Cartesian product of the
 # B_j's rows, formed by the coordinator from the same blocks (see ppsvm.core.kernels.product_columns).
-BASES = ("paper", "product")
+# "auto": whichever cross-validates better on those blocks (no new request either way).
+BASES = ("auto", "paper", "product")
 
 
 @dataclass(frozen=True)
@@ -38,10 +39,11 @@ class TrainOptions:
         Random points per column block. Auto: the papers' rule min(n_j) - 1, capped at 10% of the training rows.
     nu, mu : float or None
         Auto: k-fold cross-validation on the assembled kernel (mu through the power identity).
-    basis : {"paper", "product"}
+    basis : {"auto", "paper", "product"}
         "product" adds kernel columns that pair rows of different B_j's, up to 10% of the
-        training rows in all (the pooled reference's basis size); the entities' blocks and
-        requests are exactly the paper's.
+        training rows in all (the pooled reference's basis size, at most MAX_BASIS_POINTS); the
+        entities' blocks and requests are exactly the paper's. "auto" (default) cross-validates
+        both on the same fetched blocks and keeps the better (ties: the paper's).
     """
 
     task: Task = "classify"
@@ -54,7 +56,7 @@ class TrainOptions:
     formulation: Formulation = DEFAULT_FORMULATION
     deadline: float = DEFAULT_DEADLINE_S
     distribute: bool = True
-    basis: str = "paper"
+    basis: str = "auto"
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
@@ -91,13 +93,22 @@ def product_point_count(n_train: int) -> int:
     return min(math.ceil(REFERENCE_ROW_FRACTION * n_train), MAX_BASIS_POINTS)
 
 
-def _basis_warnings(options: TrainOptions, mbar: int, widths: list[int], n_train: int) -> list[str]:
+def _candidate_bases(basis: str, n_column_blocks: int) -> tuple[str, ...]:
+    """The bases to compare: both for "auto" with several column blocks (with one, product and paper coincide)."""
+    if basis != "auto":
+        return (basis,)
+    return ("paper", "product") if n_column_blocks > 1 else ("paper",)
+
+
+def _basis_warnings(
+    kernel: str, basis: str, mbar: int, widths: list[int], n_train: int, product_tried: bool
+) -> list[str]:
     """What to tell a user whose Gaussian model will have few kernel columns, with the private alternatives."""
-    if options.kernel != "gaussian" or options.basis != "paper" or mbar >= FEW_BASIS_POINTS:
+    if kernel != "gaussian" or basis != "paper" or mbar >= FEW_BASIS_POINTS:
         return []
     narrowest = min(widths)
     alternatives = ["--kernel linear (each block's columns are summed, so the width limit does not bind)"]
-    if len(widths) > 1:
+    if len(widths) > 1 and not product_tried:
         alternatives.insert(
             0,
             f"--basis product (up to {product_point_count(n_train)} columns pairing rows of different B_j's, formed "
@@ -138,40 +149,48 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         n_train = sum(len(b.train_ids) for b in blocks)
         mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
         private = _check_privacy(session, mbar, widths)
-        warnings = _basis_warnings(options, mbar, widths, n_train)
-        for warning in warnings:
-            logger.warning("%s", warning)
+        candidates = _candidate_bases(options.basis, len(widths))
         n_total = sum(widths)
         # Gaussian blocks are fetched once at the one width entities pin (Session.fetch_width);
         # every width tuning tries, and the final one, is a power of it.
         mu_fetch = session.fetch_width("gaussian")
         columns = None
-        if options.basis == "product":
+        if "product" in candidates:
+            # Its first mbar columns are the paper's basis, so one fetch serves both candidates.
             columns = product_columns(mbar, len(widths), product_point_count(n_train), options.seed)
             logger.info("product basis: %d points from %d rows of each of %d B_j", len(columns), mbar, len(widths))
         K = session.kernel(
             options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train", columns
         )
         target = np.concatenate([b.train_labels for b in blocks])
-        nu, mu, tuning = options.nu, options.mu, None
-        if nu is None or (mu is None and options.kernel == "gaussian"):
+        nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
+        needs_tuning = nu is None or (mu is None and options.kernel == "gaussian")
+        if needs_tuning or len(candidates) > 1:
             nu_values, mu_values = search_grid(options.task, options.kernel, n_total, nu, mu)
-            logger.info(
-                "tuning %d grid points by %d-fold cross-validation", len(nu_values) * len(mu_values), options.folds
-            )
-            result = tune(
-                options.task,
-                options.kernel,
-                K,
-                target,
-                mu_ref=mu_fetch,
-                nu_values=nu_values,
-                mu_values=mu_values,
-                folds=options.folds,
-                seed=options.seed,
-                formulation=options.formulation,
-                progress=EtaLog(logger, "tuning (fold fits)"),
-            )
+            results = {}
+            for candidate in candidates:
+                logger.info(
+                    "cross-validating %d grid point(s) with the %s basis, %d folds",
+                    len(nu_values) * len(mu_values),
+                    candidate,
+                    options.folds,
+                )
+                results[candidate] = tune(
+                    options.task,
+                    options.kernel,
+                    K[:, :mbar] if candidate == "paper" and columns is not None else K,
+                    target,
+                    mu_ref=mu_fetch,
+                    nu_values=nu_values,
+                    mu_values=mu_values,
+                    folds=options.folds,
+                    seed=options.seed,
+                    formulation=options.formulation,
+                    progress=EtaLog(logger, f"cross-validation, {candidate} basis (fold fits)"),
+                )
+            # Ties go to the paper's basis: the method as published.
+            basis = min(candidates, key=lambda name: (results[name].score, name != "paper"))
+            result = results[basis]
             nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
             tuning = {
                 "folds": options.folds,
@@ -180,11 +199,13 @@ def train(federation: Federation, options: TrainOptions) -> Model:
                 "promoted": result.promoted,
                 "score": result.score,
                 "grid": [list(point) for point in result.scores],
+                **({"basis_scores": {name: r.score for name, r in results.items()}} if len(results) > 1 else {}),
             }
             logger.info(
-                "tuned nu = %g%s (cross-validated %s %.4f on %d of %d rows; %d of %d grid points on all folds)",
+                "chose nu = %g%s%s (cross-validated %s %.4f on %d of %d rows; %d of %d grid points on all folds)",
                 nu,
                 f", mu = {mu:g}" if mu else "",
+                f", the {basis} basis" if len(results) > 1 else "",
                 "error rate" if options.task == "classify" else "relative error",
                 result.score,
                 result.rows,
@@ -192,6 +213,11 @@ def train(federation: Federation, options: TrainOptions) -> Model:
                 result.promoted,
                 len(result.scores),
             )
+        if basis == "paper" and columns is not None:
+            K, columns = np.ascontiguousarray(K[:, :mbar]), None
+        warnings = _basis_warnings(options.kernel, basis, mbar, widths, n_train, "product" in candidates)
+        for warning in warnings:
+            logger.warning("%s", warning)
         assert nu is not None
         if options.kernel == "gaussian":
             assert mu is not None
@@ -222,6 +248,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         training={
             "n_train": int(n_train),
             "n_features": widths,
+            "basis": basis,
             "formulation": solution.formulation,
             "objective": solution.objective,
             "lp_seconds": solution.seconds,

@@ -987,7 +987,7 @@ HOSTILE_REPLIES: list[Any] = [
         {"Records": lambda core, request: iter([header("train_ids", "<U8", [10]), pb.ArrayChunk(data=b"\x00" * 17)])},
         "stream truncated",
     ),
-    ("kernel-wrong-row-count", "r0c0-solo", {"KernelBlock": kernel_with(lambda block: block[:-1])}, "kernel rows for"),
+    ("kernel-wrong-row-count", "r0c0-solo", {"KernelBlock": kernel_with(lambda block: block[:-1])}, "kernel block for"),
     (
         "kernel-float32",
         "r0c0-solo",

@@ -102,7 +102,7 @@ def test_distributed_gaussian_model_equals_central(federation, rows: int, cols: 
     run = federation(rows, cols)
     mbar = 2 if cols == 8 else 5
     mu = 1.0 / 30
-    run.train("--kernel", "gaussian", "--mbar", str(mbar), "--nu", "10", "--mu", str(mu))
+    run.train("--kernel", "gaussian", "--mbar", str(mbar), "--nu", "10", "--mu", str(mu), "--basis", "paper")
     model = Model.load(run.split_dir / "model.json")
     central = central_model(run.split_dir, "gaussian", mbar, 10.0, mu)
     np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=0)
@@ -120,7 +120,7 @@ def test_distributed_gaussian_model_equals_central(federation, rows: int, cols: 
 
 def test_distributed_linear_model_equals_central(federation) -> None:
     run = federation(2, 2)
-    run.train("--kernel", "linear", "--mbar", "6", "--nu", "100")
+    run.train("--kernel", "linear", "--mbar", "6", "--nu", "100", "--basis", "paper")
     model = Model.load(run.split_dir / "model.json")
     central = central_model(run.split_dir, "linear", 6, 100.0, 0.0)
     np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=0)
@@ -148,7 +148,9 @@ def test_regression_over_two_entities(federation, tmp_path: Path) -> None:
     data = tmp_path / "regress.csv"
     np.savetxt(data, np.column_stack([X, y]), delimiter=",")
     run = federation(2, 1, data=data, options=["--task", "regress", "--label", "-1"])
-    run.train("--task", "regress", "--kernel", "gaussian", "--mbar", "3", "--nu", "0.1", "--mu", "1")
+    run.train(
+        "--task", "regress", "--kernel", "gaussian", "--mbar", "3", "--nu", "0.1", "--mu", "1", "--basis", "paper"
+    )
     model = Model.load(run.split_dir / "model.json")
     central = central_model(run.split_dir, "gaussian", 3, 0.1, 1.0, task="regress")
     np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=0)
@@ -210,6 +212,20 @@ def test_product_basis_model_equals_central(federation, kernel: str) -> None:
     assert result["error_rate"] == pytest.approx(central.test_figures()["error_rate"], abs=1e-12)
 
 
+def test_auto_basis_keeps_the_better_cross_validated_basis(federation) -> None:
+    """--basis auto (the default) scores both bases on the same fetched blocks and keeps the lower CV error."""
+    run = federation(1, 4)
+    run.train("--kernel", "gaussian", "--mbar", "3", "--nu", "10", "--mu", str(1.0 / 30))
+    model = Model.load(run.split_dir / "model.json")
+    scores = model.training["tuning"]["basis_scores"]
+    assert set(scores) == {"paper", "product"}
+    chosen = "paper" if scores["paper"] <= scores["product"] else "product"
+    assert model.training["basis"] == chosen
+    assert (model.columns is None) == (chosen == "paper")
+    assert model.training["tuning"]["score"] == scores[chosen]
+    assert run.evaluate()["private"] is True
+
+
 def test_serve_predicts_by_record_id(federation) -> None:
     import grpc
 
@@ -218,7 +234,7 @@ def test_serve_predicts_by_record_id(federation) -> None:
     from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
     run = federation(2, 2)
-    run.train("--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03")
+    run.train("--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03", "--basis", "paper")
     model = Model.load(run.split_dir / "model.json")
     with run.serve() as address:
         # Independent answer: each record's features from the cells, scaled with the model's bounds, against B.

@@ -237,7 +237,7 @@ def test_combine_into_places_rows_and_columns_like_assemble(name: str, monkeypat
 
 def test_rescale_in_place_overwrites() -> None:
     K = np.random.default_rng(0).random((5, 3))
-    expected = K ** 3.0
+    expected = K**3.0
     result = rescale_gaussian(K, 0.1, 0.3, in_place=True)
     assert result is K
     np.testing.assert_allclose(K, expected, rtol=1e-14)

@@ -540,12 +540,15 @@ def test_classification_report_matches_scikit_learn() -> None:
 
 def test_a_small_gaussian_basis_is_warned_of_with_the_private_alternatives() -> None:
     # Three hospitals with 6 features each (horizontal): 5 points, and only the linear kernel helps.
-    (warning,) = _basis_warnings(TrainOptions(), 5, [6], 630)
+    (warning,) = _basis_warnings("gaussian", "paper", 5, [6], 630, product_tried=False)
     assert "mbar = 5" in warning and "at most 5" in warning and "--kernel linear" in warning
     assert "--basis product" not in warning
-    # A checkerboard of narrow blocks: the product basis is offered first, with its column count.
-    (warning,) = _basis_warnings(TrainOptions(), 2, [3, 3], 630)
+    # A checkerboard of narrow blocks with --basis paper: the product basis is offered first, with its column count.
+    (warning,) = _basis_warnings("gaussian", "paper", 2, [3, 3], 630, product_tried=False)
     assert warning.index("--basis product (up to 63 columns") < warning.index("--kernel linear")
-    assert _basis_warnings(TrainOptions(), 12, [13, 17], 630) == []
-    assert _basis_warnings(TrainOptions(kernel="linear"), 2, [3, 3], 630) == []
-    assert _basis_warnings(TrainOptions(basis="product"), 2, [3, 3], 630) == []
+    # --basis auto tried the product basis and the paper's won: only the linear kernel is left to suggest.
+    (warning,) = _basis_warnings("gaussian", "paper", 2, [3, 3], 630, product_tried=True)
+    assert "--basis product" not in warning and "--kernel linear" in warning
+    assert _basis_warnings("gaussian", "paper", 12, [13, 17], 630, product_tried=False) == []
+    assert _basis_warnings("linear", "paper", 2, [3, 3], 630, product_tried=False) == []
+    assert _basis_warnings("gaussian", "product", 2, [3, 3], 630, product_tried=True) == []

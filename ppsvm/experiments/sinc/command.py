@@ -37,6 +37,7 @@ import numpy as np
 
 from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
 from ppsvm.constants import DEFAULT_FOLDS, MU_GRID_TIMES_N
+from ppsvm.core.lp import DEFAULT_FORMULATION
 from ppsvm.core.tuning import search_grid
 from ppsvm.errors import ConfigError
 from ppsvm.experiments.report import (
@@ -191,7 +192,8 @@ def run(options: SincOptions) -> list[Path]:
         "alone_basis_fraction": options.alone_basis_fraction,
         "train_options": "TrainOptions(task='regress', kernel='gaussian', mbar=<each>, nu=None, "
         f"mu=None{' and then each extra width' if options.extra_mu_times_n else ''}, "
-        f"folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation='highs-dual', distribute=False)",
+        f"folds={DEFAULT_FOLDS}, seed={TUNE_SEED}, formulation={DEFAULT_FORMULATION!r}, distribute=False, "
+        "basis='paper')",
         "grid_source": "ppsvm.core.tuning.search_grid('regress', 'gaussian', n, None, None)",
         "nu_grid": list(search_grid("regress", "gaussian", N_FEATURES, None, None)[0]),
         "mu_grid_times_n": list(MU_GRID_TIMES_N),

@@ -126,7 +126,14 @@ def joint_run(data: SincData, mbar: int, mus: Sequence[float | None], work: Path
             candidate = train(
                 federation,
                 TrainOptions(
-                    task="regress", kernel="gaussian", mbar=mbar, nu=None, mu=mu, seed=TUNE_SEED, distribute=False
+                    task="regress",
+                    kernel="gaussian",
+                    mbar=mbar,
+                    nu=None,
+                    mu=mu,
+                    seed=TUNE_SEED,
+                    distribute=False,
+                    basis="paper",
                 ),
             )
             candidates.append((candidate.training["tuning"]["score"], candidate))
