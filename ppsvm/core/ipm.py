@@ -42,8 +42,6 @@ _STEP_TO_BOUNDARY = 0.995
 # Give up (converged = False) when the worst of the three measures has not halved for this many iterations.
 _STALL_ITERATIONS = 30
 _PIVOT_FLOOR = 1e-15
-# Entries of K below which the solve runs on one BLAS thread (8 MiB of float64).
-_SINGLE_THREAD_BELOW = 1 << 20
 _HUGE = 1e128
 # Switch to the accurate (QR) Newton solves when the worst measure has not halved for this many iterations.
 _SLOW_ITERATIONS = 6
@@ -190,10 +188,10 @@ def solve_dual(
         ``converged`` False when ``max_iterations`` ran out or the Newton system broke down;
         the caller decides what to do (ppsvm.core.lp falls back to HiGHS).
     """
-    if K.size > _SINGLE_THREAD_BELOW:
-        return _solve(K, sign, cost, a_box, rho, tol, max_iterations)
-    # Small problems: BLAS threads gain little per call and, when other work shares the cores, their
-    # busy-waiting made a 400-row fit 16 times slower (65 s against 4 s, measured). One thread then.
+    # One BLAS thread: the products run on row blocks of a few MB, where threads gain nothing (measured on 2
+    # cores, idle: 0.9 s against 2.1 s with two threads at 40,000 x 100, 4.9 s against 7.3 s at 160,000 x 100,
+    # 1.6 s against 1.4 s at 200,000 x 19), and when other work shares the cores OpenBLAS's busy-waiting
+    # threads made a 400-row fit 16 times slower (65 s against 4 s).
     with _blas_controller().limit(limits=1, user_api="blas"):
         return _solve(K, sign, cost, a_box, rho, tol, max_iterations)
 
