@@ -37,6 +37,7 @@ from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity import cli as entity_cli
 from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.experiments import cli as reproduce_cli
+from ppsvm.processes import limit_malloc_arenas
 from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 
 # Exit statuses besides 0 (success) and argparse's 2 (a command line that does not parse): see main.
@@ -290,6 +291,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     traceback and exits with 1.
     """
     argv = list(sys.argv[1:] if argv is None else argv)
+    limit_malloc_arenas()
     try:
         args = build_parser(reproduce_targets="reproduce" in argv).parse_args(argv)
         level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO

@@ -130,7 +130,7 @@ class _Dual:
         self.center = K.mean(axis=0)
         m, mbar = K.shape
         self.m, self.mbar = m, mbar
-        self.k_max = float(np.abs(K).max())
+        self.k_max = max(float(K.max()), -float(K.min()))  # |K|.max() without a copy of K
         # Shift every variable to [0, upper]: a = a_lo + x_a, r = -rho + x_r.
         self.a_lo = a_box[0]
         self.upper = np.r_[np.full(m, a_box[1] - a_box[0]), np.full(mbar, 2.0 * rho)]
