@@ -38,21 +38,24 @@ SKIP_ABOVE = {"cvxpy-primal": 40_000, "cvxpy-dual": 160_000}
 REFERENCE_FORMULATION = "highs-dual"
 
 
-def synthetic(m: int, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """Features uniform on [0, 1]^20 and +-1 labels from a noisy nonlinear rule.
+def synthetic(m: int, seed: int = 0, n_features: int = N_FEATURES) -> tuple[np.ndarray, np.ndarray]:
+    """Features uniform on [0, 1]^n_features and +-1 labels from a noisy nonlinear rule.
 
-    A periodic term, an interaction and a linear term over 8 of the 20
-    features, plus Gaussian noise; classes balanced by thresholding at the
-    median. Neither one feature nor a linear rule separates the classes;
-    test errors of PPSVM and scikit-learn's SVC are in results/train_scaling.json.
+    A periodic term, an interaction and a linear term over the first 8
+    features (the others are noise), plus Gaussian noise; classes balanced by
+    thresholding at the median. Neither one feature nor a linear rule
+    separates the classes; test errors of PPSVM and scikit-learn's SVC are in
+    results/train_scaling.json.
 
     Returns
     -------
-    X : ndarray, shape (m, 20)
+    X : ndarray, shape (m, n_features)
     y : ndarray, shape (m,), values +-1
     """
+    if n_features < 8:
+        raise ValueError(f"the rule uses 8 features, got n_features = {n_features}")
     rng = np.random.default_rng(seed)
-    X = rng.random((m, N_FEATURES))
+    X = rng.random((m, n_features))
     score = (
         np.sin(2 * np.pi * X[:, 0])
         + 4.0 * (X[:, 1] - 0.5) * (X[:, 2] - 0.5)
@@ -105,6 +108,32 @@ def skipped(formulation: str, m: int, no_skip: bool) -> dict[str, str] | None:
     return {"skipped": f"above {limit} rows (too slow; --no-skip to run)"}
 
 
+def time_solve(
+    K: np.ndarray, y: np.ndarray, formulation: str, repeats: int, single_above: float
+) -> tuple[dict[str, Any], Any]:
+    """Time the classification LP on K with one formulation; its result entry and the last solution.
+
+    The entry holds the wall-clock and CPU seconds, the objective, the iterations, the
+    formulation that produced the solution (``highs-dual`` after an ``ipm`` fallback) and the
+    solution's optimality certificate (None where the formulation gives none).
+    """
+    from ppsvm.core.lp import solve_lp
+
+    timing = timed(functools.partial(solve_lp, "classify", K, y, NU, formulation), repeats, single_above)
+    solution = timing.result
+    entry = {
+        "seconds": timing.wall,
+        "median_s": median(timing.wall),
+        "cpu_seconds": timing.cpu,
+        "median_cpu_s": median(timing.cpu),
+        "objective": solution.objective,
+        "iterations": solution.iterations,
+        "solved_by": solution.formulation,
+        "certificate": None if solution.certificate is None else solution.certificate.as_dict(),
+    }
+    return entry, solution
+
+
 def time_formulation(
     K: np.ndarray,
     y: np.ndarray,
@@ -113,26 +142,12 @@ def time_formulation(
     single_above: float,
     reference_objective: float | None,
 ) -> tuple[dict[str, Any], Any]:
-    """Time the classification LP on K with one formulation; its result entry and the last solution.
-
-    The entry holds the wall-clock and CPU seconds, the objective and its relative gap to
-    ``reference_objective`` (None: this is the reference, gap 0).
-    """
-    from ppsvm.core.lp import solve_lp
-
-    timing = timed(functools.partial(solve_lp, "classify", K, y, NU, formulation), repeats, single_above)
-    solution = timing.result
+    """:func:`time_solve`, with the objective's relative gap to ``reference_objective`` (None: this is the
+    reference, gap 0) and whether it is within AGREEMENT_RTOL."""
+    entry, solution = time_solve(K, y, formulation, repeats, single_above)
     reference = solution.objective if reference_objective is None else reference_objective
     gap = relative_gap(solution.objective, reference)
-    entry = {
-        "seconds": timing.wall,
-        "median_s": median(timing.wall),
-        "cpu_seconds": timing.cpu,
-        "median_cpu_s": median(timing.cpu),
-        "objective": solution.objective,
-        "relative_gap_to_highs_dual": gap,
-        "agrees": gap <= AGREEMENT_RTOL,
-    }
+    entry.update(relative_gap_to_highs_dual=gap, agrees=gap <= AGREEMENT_RTOL)
     return entry, solution
 
 
@@ -163,6 +178,14 @@ def load_average() -> list[float]:
         return []
 
 
+def blas_pools() -> list[dict[str, Any]]:
+    """The BLAS libraries loaded so far and their thread counts (BLAS-3 bound solvers depend on them)."""
+    import scipy.linalg  # noqa: F401 - loads scipy's own BLAS, which ppsvm.core.ipm calls besides numpy's
+    from threadpoolctl import threadpool_info
+
+    return [{key: pool.get(key) for key in ("internal_api", "version", "num_threads")} for pool in threadpool_info()]
+
+
 def machine_info() -> dict[str, Any]:
     return {
         "date": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
@@ -177,6 +200,7 @@ def machine_info() -> dict[str, Any]:
         "cvxpy": _package("cvxpy"),
         "scikit-learn": _package("scikit-learn"),
         "grpcio": _package("grpcio"),
+        "blas": blas_pools(),
         "load_average_at_start": load_average(),
     }
 
@@ -185,7 +209,8 @@ def print_machine(info: dict[str, Any]) -> None:
     print(f"machine: {info['cpu_model']}, {info['cpu_count']} CPUs, {info['platform']}")
     print(
         f"python {info['python']}, numpy {info['numpy']}, highspy {info['highspy']}, cvxpy {info['cvxpy']}, "
-        f"scikit-learn {info['scikit-learn']}; {info['date']}"
+        f"scikit-learn {info['scikit-learn']}; BLAS threads "
+        f"{', '.join(str(pool['num_threads']) for pool in info['blas'])}; {info['date']}"
     )
     print(
         f"load average at start {info['load_average_at_start']} "
@@ -193,11 +218,16 @@ def print_machine(info: dict[str, Any]) -> None:
     )
 
 
+def result_path(name: str, suffix: str, quick: bool = False) -> Path:
+    """``results/<name><suffix>``, or ``results/<name>-quick<suffix>`` for a ``--quick`` run (git-ignored)."""
+    RESULTS.mkdir(parents=True, exist_ok=True)
+    return RESULTS / f"{name}{'-quick' if quick else ''}{suffix}"
+
+
 def write_json(name: str, payload: dict[str, Any], quick: bool = False) -> Path:
     """Write ``results/<name>.json`` atomically; a ``--quick`` run writes ``<name>-quick.json`` (git-ignored),
     so trying a script never replaces the committed full-run figures."""
-    RESULTS.mkdir(parents=True, exist_ok=True)
-    path = RESULTS / f"{name}{'-quick' if quick else ''}.json"
+    path = result_path(name, ".json", quick)
     temporary = path.with_suffix(".json.tmp")
     temporary.write_text(json.dumps(payload, indent=2) + "\n", encoding="utf-8")
     os.replace(temporary, path)

@@ -1,33 +1,49 @@
-"""End-to-end distributed training time versus the LP alone, by number of training rows.
+"""Distributed training against the LP alone, ppsvm's LP solver against HiGHS, and the usual peers, by size.
 
-For each size m: a synthetic 20-feature dataset (noisy nonlinear rule, 5% held out) is split
-4 x 1 (four row blocks, one column block: n_j = 20 > mbar = 19, so privacy rule 3 holds),
-the four entities run as real processes over gRPC, and a coordinator process times
+For each mbar (--mbars, default 19 and 100) and each number of training rows m (--sizes): a
+synthetic dataset with n = mbar + 1 features (the noisy nonlinear rule of benchmarks._shared.synthetic
+over its first 8 features, 5% held out) is split 4 x 1 (four row blocks, one column block:
+n_j = mbar + 1 > mbar, so privacy rule 3 holds), the four entities run as real processes over gRPC,
+and a coordinator process times
 
-- the kernel fetch alone (Session.kernel: four entities compute K(A_i1, B_1') concurrently,
-  stream it back, the coordinator aligns and stacks it),
 - ``ppsvm.coordinator.train.train()`` end to end (metadata, records and ranges in one round, alignment,
-  scaling, kernel, LP) with
-  kernel="gaussian", mbar=19, nu=1, mu=1/20 fixed (no tuning), distribute=False,
+  scaling, kernel, LP) with kernel="gaussian", basis="paper", nu=1, mu=1/n fixed (no tuning), the
+  default LP formulation (ipm), distribute=False; then its own peak RSS, against the bytes of K,
+- the metadata, alignment and scaling calls and the kernel fetch (Session.kernel) alone.
 
-each repeated 3 times (median reported). The coordinator runs in its own process so its peak
-RSS is its own. Then, in this process, on the same assembled K: every formulation of
-ppsvm.core.lp (median of 3; cvxpy-primal skipped above 40,000 rows, cvxpy-dual above 160,000),
-objectives checked against highs-dual, and scikit-learn's SVC(kernel="rbf", gamma=mu) on the
-pooled, [0, 1]-scaled training rows (skipped above --svc-max rows).
+The coordinator runs in its own process so that its peak RSS is its own. Then, in this process, on
+the same assembled K:
 
-    python benchmarks/train_scaling.py [--quick] [--sizes 10000 40000 160000] [--svc-max 40000]
+- ipm against highs-dual (HiGHS skipped above --highs-max rows): times, their ratio, the relative
+  objective gap, ipm's iterations and its relative duality gap,
+- the trained model's error on the held-out rows,
+- the peers a user would pick, on the pooled, [0, 1]-scaled training rows, each with fit time and
+  test error: scikit-learn's SVC(kernel="rbf", gamma=mu) (skipped above --svc-max rows),
+  Nystroem(gamma=mu, n_components=C) + LinearSVC for C = mbar and C = 100, and
+  RBFSampler(gamma=mu, n_components=100) + LinearSVC,
+- at the --tune-at sizes, ppsvm.core.tuning.tune() on the default grid (Gaussian, 5 folds),
+  against one ipm fit.
+
+Times are wall-clock medians of --repeats runs (one run when a run exceeds --single-above s;
+tune() is always one run). Writes results/train_scaling.json and results/train_scaling.png (time
+against rows, log-log). The cvxpy formulations are timed by benchmarks/lp_formulations.py, not here.
+
+    python -m benchmarks.train_scaling [--quick] [--sizes 10000 40000 160000 640000] [--mbars 19 100]
+    python -m benchmarks.train_scaling --sizes 2000000 --mbars 19    # HiGHS and SVC skipped there
 """
 
 from __future__ import annotations
 
 import argparse
+import functools
+import itertools
 import json
 import logging
 import subprocess
 import sys
 import tempfile
 import time
+import warnings
 from pathlib import Path
 from typing import Any
 
@@ -36,22 +52,18 @@ import numpy as np
 from benchmarks._shared import (
     AGREEMENT_RTOL,
     MBAR,
-    MU,
-    N_FEATURES,
     NU,
-    SKIP_ABOVE,
-    formulations_in_order,
     load_average,
     machine_info,
     median,
     peak_rss_mib,
     print_machine,
     relative_gap,
+    result_path,
     seconds_text,
-    skipped,
     synthetic,
     table,
-    time_formulation,
+    time_solve,
     timed,
     write_json,
 )
@@ -62,21 +74,47 @@ NAME = "train_scaling"
 ENTITY_ROWS, ENTITY_COLS = 4, 1
 TEST_FRACTION = 0.05
 RATIO_TARGET = 1.3
+# The distributed-overhead target applies from this many rows on: below, the LP takes tens of milliseconds and
+# fixed costs (TLS calls, process hops) dominate any ratio.
+RATIO_TARGET_FROM_ROWS = 40_000
+# docs/design.md section 4's setting (mbar = MBAR): 40,000 rows trained end to end in this time.
 TARGET_ROWS, TARGET_SECONDS = 40_000, 3.0
+# Tuning on the default grid may cost at most this many single ipm fits from TUNING_TARGET_FROM_ROWS on (issue 17:
+# 200,000 rows); below, the tuning subset is most of the data and the ratio is the grid's size.
+TUNING_RATIO_TARGET = 10.0
+TUNING_TARGET_FROM_ROWS = 160_000
+# The peers' kernel approximations get this many components (and Nystroem also mbar).
+PEER_COMPONENTS = 100
+SOLVERS = ("ipm", "highs-dual")
+QUICK_SIZES, DEFAULT_SIZES = [2_000, 10_000], [10_000, 40_000, 160_000]
+QUICK_TUNE_AT, DEFAULT_TUNE_AT = [10_000], [40_000, 160_000]
+MiB = 2**20
+
+
+def n_features_for(mbar: int) -> int:
+    """Features of the synthetic dataset for a basis of ``mbar`` points: the fewest with n_j > mbar (rule 3)."""
+    return mbar + 1
+
+
+def width_for(mbar: int, args: argparse.Namespace) -> float:
+    """The Gaussian width: --mu, or 1/n (the width entities serve, so K needs no rescaling)."""
+    return float(args.mu) if args.mu is not None else 1.0 / n_features_for(mbar)
 
 
 # --- the coordinator process ---------------------------------------------------------------------
 
 
-def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -> None:
-    """Start the entities, time the kernel fetch and train(), save K and the timings to ``out``."""
+def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repeats: int, single_above: float) -> None:
+    """Start the entities, time train() and the session calls, save K, the model and the timings to ``out``."""
     import resource
 
     from ppsvm.config import federation_at_addresses, load_federation
     from ppsvm.coordinator.federation import Session
     from ppsvm.coordinator.train import TrainOptions, train
-    from ppsvm.processes import EntityProcesses
+    from ppsvm.core.model import Model
+    from ppsvm.processes import EntityProcesses, limit_malloc_arenas
 
+    limit_malloc_arenas()  # as the ppsvm command does: this process stands for `ppsvm coordinator train`
     logging.basicConfig(level=logging.WARNING)
     planned = load_federation(federation_path)
     configs = [federation_path.parent / f"{e.id}.toml" for e in planned.entities]
@@ -87,6 +125,12 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
         live = federation_path.parent / "federation.live.toml"
         live.write_text(federation_at_addresses(planned, running.addresses), encoding="utf-8")
         federation = load_federation(live)
+
+        options = TrainOptions(kernel="gaussian", basis="paper", mbar=mbar, nu=NU, mu=mu, distribute=False)
+        models: list[Model] = []
+        training = timed(lambda: models.append(train(federation, options)), repeats, single_above)
+        # Before the session below, which holds more than one K at a time: this is train()'s peak.
+        figures["coordinator_peak_rss_mib"] = peak_rss_mib()
 
         with Session(federation) as session:
             # The first calls include channel set-up; the median of the repeats is the steady cost.
@@ -104,36 +148,31 @@ def run_coordinator(federation_path: Path, out: Path, repeats: int, mu: float) -
                 for key, seconds in zip(setup, (t1 - t0, t2 - t1, t3 - t2, t4 - t3), strict=True):
                     setup[key].append(seconds)
             figures.update(setup)
-            fetch = lambda: session.kernel("gaussian", MBAR, mu, scaling, blocks, "train")  # noqa: E731
-            fetching = timed(fetch, repeats, single_above=float("inf"))
+            fetch = lambda: session.kernel("gaussian", mbar, mu, scaling, blocks, "train")  # noqa: E731
+            fetching = timed(fetch, repeats, single_above)
             K = fetching.result
-            K_test = session.kernel("gaussian", MBAR, mu, scaling, blocks, "test")
+            K_test = session.kernel("gaussian", mbar, mu, scaling, blocks, "test")
         figures["kernel_fetch_s"] = fetching.wall
-
-        options = TrainOptions(kernel="gaussian", mbar=MBAR, nu=NU, mu=mu, distribute=False)
-        training = [timed(lambda: train(federation, options), 1, float("inf")) for _ in range(repeats)]
-        models = [t.result for t in training]
-    figures["train_s"] = [t.wall[0] for t in training]
-    figures["train_cpu_s"] = [t.cpu[0] for t in training]
+    model = models[-1]
+    figures["train_s"] = training.wall
+    figures["train_cpu_s"] = training.cpu
     figures["train_lp_s"] = [m.training["lp_seconds"] for m in models]
-    figures["train_objective"] = models[-1].training["objective"]
-    figures["train_private"] = models[-1].private
-    u, gamma = np.asarray(models[-1].u), models[-1].gamma
-    figures["coordinator_peak_rss_mib"] = peak_rss_mib()
+    figures["train_lp_solved_by"] = model.training["formulation"]
+    figures["train_lp_iterations"] = model.training["lp_iterations"]
+    figures["train_objective"] = model.training["objective"]
+    figures["train_private"] = model.private
     # Entities have exited and been waited for: RUSAGE_CHILDREN is the largest entity's peak.
     figures["entity_peak_rss_mib"] = peak_rss_mib(resource.RUSAGE_CHILDREN)
-    y = np.concatenate([b.train_labels for b in blocks])
-    y_test = np.concatenate([b.test_labels for b in blocks])
     np.savez(
         out.with_suffix(".npz"),
         K=K,
-        y=y,
+        y=np.concatenate([b.train_labels for b in blocks]),
         ids=np.concatenate([b.train_ids for b in blocks]),
         K_test=K_test,
-        y_test=y_test,
+        y_test=np.concatenate([b.test_labels for b in blocks]),
         ids_test=np.concatenate([b.test_ids for b in blocks]),
-        u=u,
-        gamma=gamma,
+        u=np.asarray(model.u),
+        gamma=model.gamma,
     )
     out.write_text(json.dumps(figures), encoding="utf-8")
 
@@ -151,17 +190,18 @@ def total_rows(m_train: int) -> int:
     return total
 
 
-def split(m_train: int, seed: int, out_dir: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+def split(m_train: int, n_features: int, seed: int, out_dir: Path) -> tuple[Path, np.ndarray, np.ndarray]:
+    """Write the 4 x 1 split of a synthetic dataset; the federation file and the whole dataset (X, y)."""
     from ppsvm.data.dataset import Dataset
     from ppsvm.data.partition import SplitOptions, split_dataset
 
-    X, y = synthetic(total_rows(m_train), seed)
+    X, y = synthetic(total_rows(m_train), seed, n_features)
     dataset = Dataset(
         ids=np.array([str(k) for k in range(len(y))]),
         X=X,
         y=y,
-        feature_names=tuple(f"x{k}" for k in range(N_FEATURES)),
-        source=f"synthetic(seed={seed})",
+        feature_names=tuple(f"x{k}" for k in range(n_features)),
+        source=f"synthetic(seed={seed}, n_features={n_features})",
     )
     result = split_dataset(
         dataset,
@@ -175,278 +215,438 @@ def split(m_train: int, seed: int, out_dir: Path) -> tuple[Path, np.ndarray, np.
     return result.federation_path, X, y
 
 
-def in_process(K: np.ndarray, y: np.ndarray, m: int, args: argparse.Namespace) -> dict[str, Any]:
-    order = formulations_in_order()
-    results: dict[str, Any] = {}
-    reference = None
-    for formulation in order:
-        skip = skipped(formulation, m, args.no_skip)
-        if skip is not None:
-            results[formulation] = skip
+def solvers(K: np.ndarray, y: np.ndarray, m: int, args: argparse.Namespace) -> dict[str, Any]:
+    """ipm and highs-dual on the same K (HiGHS not run above --highs-max rows)."""
+    entries: dict[str, Any] = {}
+    for formulation in SOLVERS:
+        if formulation == "highs-dual" and m > args.highs_max:
+            entries[formulation] = {"skipped": f"above --highs-max {args.highs_max} rows"}
+            print(f"  in-process {formulation:<10} skipped (above --highs-max {args.highs_max} rows)", flush=True)
             continue
-        entry, solution = time_formulation(K, y, formulation, args.repeats, args.single_above, reference)
-        reference = solution.objective if reference is None else reference
-        seconds, gap = entry["seconds"], entry["relative_gap_to_highs_dual"]
-        results[formulation] = entry
+        entry, solution = time_solve(K, y, formulation, args.repeats, args.single_above)
+        entries[formulation] = entry
+        certificate = "" if solution.certificate is None else f", duality gap {solution.certificate.gap:.1e}"
         print(
-            f"  in-process {formulation:<13} {seconds_text(seconds):>14}  objective {solution.objective:.10g}  "
-            f"gap {gap:.1e}",
+            f"  in-process {formulation:<10} {seconds_text(entry['seconds']):>14}  objective {solution.objective:.10g}"
+            f"  ({solution.formulation}, {solution.iterations} iterations{certificate})",
+            flush=True,
+        )
+    return entries
+
+
+def tuning(
+    K: np.ndarray, y: np.ndarray, mbar: int, mu: float, ipm: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """Time ppsvm.core.tuning.tune() on K (at width mu) with the default Gaussian grid, as train() runs it,
+    against one ipm fit (``ipm``: its in-process entry). One run: it is dozens of fits already."""
+    from ppsvm.constants import DEFAULT_FOLDS
+    from ppsvm.core.tuning import search_grid, tune
+
+    nu_values, mu_values = search_grid("classify", "gaussian", n_features_for(mbar), None, None)
+    grid = {"mu_ref": mu, "nu_values": nu_values, "mu_values": mu_values, "folds": DEFAULT_FOLDS, "seed": args.seed}
+    timing = timed(lambda: tune("classify", "gaussian", K, y, **grid), 1, float("inf"))
+    result = timing.result
+    entry = {
+        "seconds": timing.wall,
+        "median_s": timing.wall[0],
+        "cpu_seconds": timing.cpu,
+        "folds": DEFAULT_FOLDS,
+        "grid_points": len(nu_values) * len(mu_values),
+        "rows": result.rows,
+        "promoted": result.promoted,
+        "nu": result.nu,
+        "mu": result.mu,
+        "score": result.score,
+        "ratio_to_ipm": timing.wall[0] / ipm["median_s"],
+        "cpu_ratio_to_ipm": timing.cpu[0] / ipm["median_cpu_s"],
+    }
+    print(
+        f"  tune() {seconds_text(timing.wall):>22}  {entry['grid_points']} grid points, {DEFAULT_FOLDS} folds on "
+        f"{result.rows:,} rows ({result.promoted} on every fold): nu = {result.nu:g}, mu = {result.mu:g}, "
+        f"cross-validated error {result.score:.4f}; {entry['ratio_to_ipm']:.1f}x one ipm fit "
+        f"({entry['cpu_ratio_to_ipm']:.1f}x in CPU time)",
+        flush=True,
+    )
+    return entry
+
+
+def peer_estimators(mbar: int, mu: float, seed: int) -> dict[str, tuple[str, Any]]:
+    """Each peer's key, its name in the tables and its unfitted scikit-learn estimator (refitted on every repeat)."""
+    from sklearn.kernel_approximation import Nystroem, RBFSampler
+    from sklearn.pipeline import make_pipeline
+    from sklearn.svm import SVC, LinearSVC
+
+    linear = lambda: LinearSVC(dual="auto", random_state=seed)  # noqa: E731 - default C
+    estimators = {"svc": ("SVC(rbf, gamma=mu, C=1)", SVC(kernel="rbf", gamma=mu, C=1.0))}
+    for c in sorted({mbar, PEER_COMPONENTS}):
+        nystroem = Nystroem(gamma=mu, n_components=c, random_state=seed)
+        estimators[f"nystroem-{c}"] = (f"Nystroem({c}) + LinearSVC", make_pipeline(nystroem, linear()))
+    sampler = RBFSampler(gamma=mu, n_components=PEER_COMPONENTS, random_state=seed)
+    estimators[f"rbf-sampler-{PEER_COMPONENTS}"] = (
+        f"RBFSampler({PEER_COMPONENTS}) + LinearSVC",
+        make_pipeline(sampler, linear()),
+    )
+    return estimators
+
+
+def peers(
+    X: np.ndarray,
+    y: np.ndarray,
+    train_ids: np.ndarray,
+    test_ids: np.ndarray,
+    mbar: int,
+    mu: float,
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    """Fit time and test error of each peer on the pooled training rows, scaled to [0, 1] as the coordinator does."""
+    from ppsvm.core.kernels import scale_to_unit
+
+    rows, test_rows = train_ids.astype(np.int64), test_ids.astype(np.int64)
+    low, high = X[rows].min(axis=0), X[rows].max(axis=0)
+    A, A_test = scale_to_unit(X[rows], low, high), scale_to_unit(X[test_rows], low, high)
+    results: dict[str, Any] = {}
+    for key, (method, estimator) in peer_estimators(mbar, mu, args.seed).items():
+        if key == "svc" and len(rows) > args.svc_max:
+            results[key] = {"method": method, "skipped": f"above --svc-max {args.svc_max} rows"}
+            print(f"  {method:<28} skipped (above --svc-max {args.svc_max} rows)", flush=True)
+            continue
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            timing = timed(functools.partial(estimator.fit, A, y[rows]), args.repeats, args.single_above)
+        error = float(np.mean(timing.result.predict(A_test) != y[test_rows]))
+        results[key] = {
+            "method": method,
+            "seconds": timing.wall,
+            "median_s": median(timing.wall),
+            "cpu_seconds": timing.cpu,
+            "test_error": error,
+            # e.g. LinearSVC's ConvergenceWarning: recorded, not hidden.
+            "warnings": sorted({f"{w.category.__name__}: {w.message}" for w in caught}),
+        }
+        print(
+            f"  {method:<28} {seconds_text(timing.wall):>14}  test error {error:.4f}"
+            + "".join(f"\n    warning: {text}" for text in results[key]["warnings"]),
             flush=True,
         )
     return results
 
 
-def svc(
-    X: np.ndarray, y: np.ndarray, train_ids: np.ndarray, test_ids: np.ndarray, mu: float, args: argparse.Namespace
-) -> dict[str, Any]:
-    from sklearn.svm import SVC
-
-    rows, test_rows = train_ids.astype(np.int64), test_ids.astype(np.int64)
-    low, high = X[rows].min(axis=0), X[rows].max(axis=0)
-    scale = lambda Z: (Z - low) / np.where(high > low, high - low, 1.0)  # noqa: E731 - the coordinator's scaling
-    A, A_test = scale(X[rows]), scale(X[test_rows])
-    timing = timed(lambda: SVC(kernel="rbf", gamma=mu, C=1.0).fit(A, y[rows]), args.repeats, args.single_above)
-    seconds, model = timing.wall, timing.result
-    error = float(np.mean(model.predict(A_test) != y[test_rows]))
-    print(
-        f"  scikit-learn SVC(rbf, gamma={mu:g}, C=1) {seconds_text(seconds):>14}  "
-        f"{model.support_.size} support vectors, test error {error:.4f}",
-        flush=True,
-    )
-    return {
-        "seconds": seconds,
-        "median_s": median(seconds),
-        "cpu_seconds": timing.cpu,
-        "test_error": error,
-        "support_vectors": int(model.support_.size),
-    }
-
-
-def measure(m: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+def measure(m: int, mbar: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
+    """Every figure of one (mbar, m) case: the coordinator process's, then this process's on the same K."""
+    mu = width_for(mbar, args)
     start = time.perf_counter()
-    federation_path, X, y_all = split(m, args.seed, work / f"m{m}")
+    federation_path, X, y_all = split(m, n_features_for(mbar), args.seed, work / f"mbar{mbar}-m{m}")
     split_s = time.perf_counter() - start
-    out = work / f"m{m}" / "coordinator.json"
-    subprocess.run(
-        [
-            sys.executable,
-            "-m",
-            "benchmarks.train_scaling",
-            "--coordinator",
-            str(federation_path),
-            str(out),
-            "--repeats",
-            str(args.repeats),
-            "--mu",
-            repr(args.mu),
-        ],
-        check=True,
-        cwd=ROOT,
-    )
+    out = federation_path.parent / "coordinator.json"
+    coordinator = ["--coordinator", str(federation_path), str(out), "--mbars", str(mbar), "--mu", repr(mu)]
+    repeats = ["--repeats", str(args.repeats), "--single-above", repr(args.single_above)]
+    subprocess.run([sys.executable, "-m", "benchmarks.train_scaling", *coordinator, *repeats], check=True, cwd=ROOT)
     figures = json.loads(out.read_text(encoding="utf-8"))
     figures["split_s"] = split_s
     with np.load(out.with_suffix(".npz")) as saved:
         K, y, ids, K_test, y_test, ids_test = (saved[k] for k in ("K", "y", "ids", "K_test", "y_test", "ids_test"))
         u, gamma = saved["u"], float(saved["gamma"])
     figures["ppsvm_test_error"] = float(np.mean(np.where(K_test @ u - gamma >= 0, 1.0, -1.0) != y_test))
+    figures["k_bytes"] = K.nbytes
+    figures["rss_to_k"] = figures["coordinator_peak_rss_mib"] * MiB / K.nbytes
     print(
-        f"m = {m:,}: split {split_s:.1f} s, entities started in {figures['entity_start_s']:.1f} s; "
+        f"mbar = {mbar}, m = {m:,}: split {split_s:.1f} s, entities started in {figures['entity_start_s']:.1f} s; "
         f"fetch {', '.join(f'{s:.2f}' for s in figures['kernel_fetch_s'])} s; "
         f"train() {', '.join(f'{s:.2f}' for s in figures['train_s'])} s "
-        f"(LP inside {', '.join(f'{s:.2f}' for s in figures['train_lp_s'])} s); "
+        f"(LP inside {', '.join(f'{s:.2f}' for s in figures['train_lp_s'])} s, {figures['train_lp_solved_by']}); "
         f"PPSVM test error {figures['ppsvm_test_error']:.4f}",
         flush=True,
     )
-    figures["in_process"] = in_process(K, y, m, args)
-    figures["train_vs_in_process_gap"] = relative_gap(
-        figures["train_objective"], figures["in_process"]["highs-dual"]["objective"]
-    )
-    if m <= args.svc_max:
-        figures["svc"] = svc(X, y_all, ids, ids_test, args.mu, args)
-    else:
-        figures["svc"] = {"skipped": f"above --svc-max {args.svc_max} rows"}
-        print(f"  scikit-learn SVC skipped (above --svc-max {args.svc_max} rows)", flush=True)
-    lp = figures["in_process"]["highs-dual"]
-    figures["ratio_distributed_to_lp"] = median(figures["train_s"]) / lp["median_s"]
+
+    figures["in_process"] = lp = solvers(K, y, m, args)
+    ipm, highs = lp["ipm"], lp["highs-dual"]
+    ran = "skipped" not in highs
+    figures["highs_to_ipm"] = highs["median_s"] / ipm["median_s"] if ran else None
+    figures["ipm_gap_to_highs"] = relative_gap(ipm["objective"], highs["objective"]) if ran else None
+    figures["train_gap_to_ipm"] = relative_gap(figures["train_objective"], ipm["objective"])
+    figures["ratio_distributed_to_lp"] = median(figures["train_s"]) / ipm["median_s"]
     # Everything train() does besides its LP, run by run: insensitive to how long the LP took under load.
     figures["overhead_s"] = [t - lp_s for t, lp_s in zip(figures["train_s"], figures["train_lp_s"], strict=True)]
-    figures["ratio_overhead_based"] = (lp["median_s"] + median(figures["overhead_s"])) / lp["median_s"]
-    figures["ratio_cpu"] = median(figures["train_cpu_s"]) / lp["median_cpu_s"]
+    figures["ratio_overhead_based"] = (ipm["median_s"] + median(figures["overhead_s"])) / ipm["median_s"]
+    figures["ratio_cpu"] = median(figures["train_cpu_s"]) / ipm["median_cpu_s"]
+
+    figures["peers"] = peers(X, y_all, ids, ids_test, mbar, mu, args)
+    figures["tuning"] = tuning(K, y, mbar, mu, ipm, args) if m in args.tune_at else None
     return figures
 
 
-def report(sizes: list[int], results: dict[str, dict[str, Any]]) -> dict[str, Any]:
-    done = [m for m in sizes if str(m) in results]
-    headers = ["(median of repeats)", *(f"m = {m:,}" for m in done)]
-    r = [results[str(m)] for m in done]
+# --- output --------------------------------------------------------------------------------------
+
+
+def timed_cell(entry: dict[str, Any] | None) -> str:
+    """A timed entry's median, "skipped" when it was not run, "-" when there is none at this size."""
+    if entry is None:
+        return "-"
+    return "skipped" if "skipped" in entry else seconds_text(entry["seconds"])
+
+
+def ratio_cell(value: float | None, digits: int = 2) -> str:
+    return "-" if value is None else f"{value:.{digits}f}x"
+
+
+def gap_cell(value: float | None) -> str:
+    return "-" if value is None else f"{value:.1e}"
+
+
+def ipm_cell(entry: dict[str, Any]) -> str:
+    """ipm's iterations, or that it fell back to HiGHS."""
+    return str(entry["iterations"]) if entry["solved_by"] == "ipm" else f"fell back to {entry['solved_by']}"
+
+
+def lp_cell(seconds: list[float], solved_by: str) -> str:
+    """LP seconds, marked when ipm fell back to HiGHS."""
+    return seconds_text(seconds) + ("" if solved_by == "ipm" else f", fell back to {solved_by}")
+
+
+def peer_cell(entry: dict[str, Any]) -> str:
+    if "skipped" in entry:
+        return "skipped"
+    return f"{entry['test_error']:.3f} in {seconds_text(entry['seconds'])}"
+
+
+def case_table(mbar: int, sizes: list[int], by_size: dict[str, dict[str, Any]]) -> str:
+    """The figures of one mbar, one column per size."""
+    r = [by_size[str(m)] for m in sizes]
+    ipm = [x["in_process"]["ipm"] for x in r]
+    section = lambda title: [title, *("" for _ in r)]  # noqa: E731
     rows = [
+        section("new solver vs HiGHS, in-process on the same K"),
+        ["  ipm (default)", *(timed_cell(e) for e in ipm)],
+        ["  highs-dual", *(timed_cell(x["in_process"]["highs-dual"]) for x in r)],
+        ["  highs-dual / ipm (time)", *(ratio_cell(x["highs_to_ipm"], 1) for x in r)],
+        ["  relative objective gap, ipm vs highs-dual", *(gap_cell(x["ipm_gap_to_highs"]) for x in r)],
+        ["  ipm iterations", *(ipm_cell(e) for e in ipm)],
+        ["  ipm relative duality gap (certificate)", *(gap_cell((e["certificate"] or {}).get("gap")) for e in ipm)],
+        section("distributed train() vs in-process"),
         ["  metadata (Session.load_metadata)", *(seconds_text(x["metadata_s"]) for x in r)],
         ["  record alignment (Session.align_records)", *(seconds_text(x["align_s"]) for x in r)],
         ["  scaling (Session.column_scaling)", *(seconds_text(x["scaling_s"]) for x in r)],
         ["  the three in one round (Session.survey, as train() does)", *(seconds_text(x["survey_s"]) for x in r)],
         ["  kernel fetch (Session.kernel)", *(seconds_text(x["kernel_fetch_s"]) for x in r)],
-        ["  LP inside train() (highs-dual)", *(seconds_text(x["train_lp_s"]) for x in r)],
-        ["train() end to end, distributed", *(seconds_text(x["train_s"]) for x in r)],
+        ["  LP inside train()", *(lp_cell(x["train_lp_s"], x["train_lp_solved_by"]) for x in r)],
+        ["  overhead: train() minus its own LP", *(seconds_text(x["overhead_s"]) for x in r)],
+        ["  train() end to end, distributed", *(seconds_text(x["train_s"]) for x in r)],
+        ["  distributed / in-process ipm", *(ratio_cell(x["ratio_distributed_to_lp"]) for x in r)],
+        ["  (in-process LP + overhead) / in-process LP", *(ratio_cell(x["ratio_overhead_based"]) for x in r)],
+        ["  CPU: coordinator train() / in-process LP", *(ratio_cell(x["ratio_cpu"]) for x in r)],
+        ["  kernel fetch share of train()", *(f"{median(x['kernel_fetch_s']) / median(x['train_s']):.0%}" for x in r)],
+        section("memory"),
+        ["  K = m x mbar x 8 bytes", *(f"{x['k_bytes'] / MiB:.1f} MiB" for x in r)],
+        ["  coordinator peak RSS (train())", *(f"{x['coordinator_peak_rss_mib']:.0f} MiB" for x in r)],
+        ["  coordinator peak RSS / bytes of K", *(f"{x['rss_to_k']:.1f}x" for x in r)],
+        ["  largest entity peak RSS", *(f"{x['entity_peak_rss_mib']:.0f} MiB" for x in r)],
+        section("test error on the held-out 5%, fit time (peers: pooled [0, 1]-scaled rows)"),
+        ["  PPSVM, distributed train()", *(f"{x['ppsvm_test_error']:.3f} in {seconds_text(x['train_s'])}" for x in r)],
+        *([f"  {entry['method']}", *(peer_cell(x["peers"][key]) for x in r)] for key, entry in r[0]["peers"].items()),
+        section("tuning: tune(), default grid, 5 folds, in-process on K"),
+        ["  tune()", *(timed_cell(x["tuning"]) for x in r)],
+        ["  rows cross-validated", *("-" if x["tuning"] is None else f"{x['tuning']['rows']:,}" for x in r)],
+        ["  tune() / one ipm fit", *(ratio_cell(x["tuning"] and x["tuning"]["ratio_to_ipm"], 1) for x in r)],
+        ["  CPU: tune() / one ipm fit", *(ratio_cell(x["tuning"] and x["tuning"]["cpu_ratio_to_ipm"], 1) for x in r)],
     ]
-    for formulation in r[0]["in_process"]:
-        rows.append(
-            [
-                f"in-process LP, {formulation}",
-                *(
-                    "skipped"
-                    if "skipped" in x["in_process"][formulation]
-                    else seconds_text(x["in_process"][formulation]["seconds"])
-                    for x in r
-                ),
-            ]
-        )
-    rows.append(
-        [
-            "scikit-learn SVC(rbf) on pooled rows",
-            *("skipped" if "skipped" in x["svc"] else seconds_text(x["svc"]["seconds"]) for x in r),
-        ]
-    )
-    rows.insert(7, ["  overhead: train() minus its own LP", *(seconds_text(x["overhead_s"]) for x in r)])
-    rows.append(["distributed / in-process highs-dual", *(f"{x['ratio_distributed_to_lp']:.2f}x" for x in r)])
-    rows.append(["  (in-process LP + overhead) / in-process LP", *(f"{x['ratio_overhead_based']:.2f}x" for x in r)])
-    rows.append(["  CPU: coordinator train() / in-process LP", *(f"{x['ratio_cpu']:.2f}x" for x in r)])
-    rows.append(
-        ["kernel fetch share of train()", *(f"{median(x['kernel_fetch_s']) / median(x['train_s']):.0%}" for x in r)]
-    )
-    rows.append(
-        [
-            "SVC / distributed train()",
-            *("-" if "skipped" in x["svc"] else f"{x['svc']['median_s'] / median(x['train_s']):.1f}x" for x in r),
-        ]
-    )
-    rows.append(
-        [
-            "test error: PPSVM / SVC",
-            *(
-                f"{x['ppsvm_test_error']:.3f} / " + ("-" if "skipped" in x["svc"] else f"{x['svc']['test_error']:.3f}")
-                for x in r
-            ),
-        ]
-    )
-    rows.append(
-        [
-            "objective gap to highs-dual (worst)",
-            *(
-                "{:.1e}".format(
-                    max(
-                        [v["relative_gap_to_highs_dual"] for v in x["in_process"].values() if "skipped" not in v]
-                        + [x["train_vs_in_process_gap"]]
-                    )
-                )
-                for x in r
-            ),
-        ]
-    )
-    rows.append(["coordinator peak RSS", *(f"{x['coordinator_peak_rss_mib']:.0f} MiB" for x in r)])
-    rows.append(["largest entity peak RSS", *(f"{x['entity_peak_rss_mib']:.0f} MiB" for x in r)])
-    print("\n" + table(headers, rows))
-    print(
-        "(wall-clock unless marked CPU; the overhead rows separate the distributed cost from LP times that vary\n"
-        " with the load of other jobs on the machine)"
-    )
+    headers = [f"mbar = {mbar}, n = {n_features_for(mbar)} features", *(f"m = {m:,}" for m in sizes)]
+    return table(headers, rows)
 
-    ratios_ok = all(x["ratio_distributed_to_lp"] <= RATIO_TARGET for x in r)
-    ratio_text = ", ".join(f"{m:,}: {x['ratio_distributed_to_lp']:.2f}x" for m, x in zip(done, r, strict=True))
-    agree = all(v.get("agrees", True) for x in r for v in x["in_process"].values()) and all(
-        x["train_vs_in_process_gap"] <= AGREEMENT_RTOL for x in r
-    )
-    targets: dict[str, Any] = {
-        f"distributed / in-process <= {RATIO_TARGET}x at every size": (
-            f"{'PASS' if ratios_ok else 'FAIL'} ({ratio_text})"
-        ),
+
+def targets(mbars: list[int], sizes: list[int], results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, str]:
+    """PASS/FAIL of each target over every case measured, with the figures behind it."""
+    cases = [(mbar, m, results[str(mbar)][str(m)]) for mbar in mbars for m in sizes]
+    large = [(b, m, x) for b, m, x in cases if m >= RATIO_TARGET_FROM_ROWS]
+    listing = lambda value: ", ".join(f"mbar {b} m {m:,}: {value(x)}" for b, m, x in large)  # noqa: E731
+    verdict = lambda ok: "PASS" if ok else "FAIL"  # noqa: E731
+    compared = [x for _, _, x in cases if x["ipm_gap_to_highs"] is not None]
+    verdicts = {
+        f"distributed / in-process ipm <= {RATIO_TARGET}x from {RATIO_TARGET_FROM_ROWS:,} rows": "{} ({})".format(
+            verdict(all(x["ratio_distributed_to_lp"] <= RATIO_TARGET for _, _, x in large)),
+            listing(lambda x: f"{x['ratio_distributed_to_lp']:.2f}x"),
+        )
+        if large
+        else "not measured",
         f"  same, load-insensitive: (in-process LP + overhead) / LP <= {RATIO_TARGET}x": "{} ({})".format(
-            "PASS" if all(x["ratio_overhead_based"] <= RATIO_TARGET for x in r) else "FAIL",
-            ", ".join(f"{m:,}: {x['ratio_overhead_based']:.2f}x" for m, x in zip(done, r, strict=True)),
+            verdict(all(x["ratio_overhead_based"] <= RATIO_TARGET for _, _, x in large)),
+            listing(lambda x: f"{x['ratio_overhead_based']:.2f}x"),
+        )
+        if large
+        else "not measured",
+        f"ipm objective agrees with highs-dual to {AGREEMENT_RTOL:g} (where HiGHS ran), train()'s with ipm's": (
+            "{} (worst ipm vs HiGHS {}, worst train() vs ipm {:.1e})".format(
+                verdict(
+                    all(x["ipm_gap_to_highs"] <= AGREEMENT_RTOL for x in compared)
+                    and all(x["train_gap_to_ipm"] <= AGREEMENT_RTOL for _, _, x in cases)
+                ),
+                gap_cell(max((x["ipm_gap_to_highs"] for x in compared), default=None)),
+                max(x["train_gap_to_ipm"] for _, _, x in cases),
+            )
         ),
-        f"objectives agree with highs-dual to {AGREEMENT_RTOL:g}": "PASS" if agree else "FAIL",
     }
-    if str(TARGET_ROWS) in results:
-        t = median(results[str(TARGET_ROWS)]["train_s"])
-        x = results[str(TARGET_ROWS)]
-        targets[f"{TARGET_ROWS:,} rows trained in <= {TARGET_SECONDS:g} s"] = (
-            f"{'PASS' if t <= TARGET_SECONDS else 'FAIL'} ({t:.2f} s wall-clock; coordinator CPU "
-            f"{median(x['train_cpu_s']):.2f} s, "
-            f"in-process LP CPU {x['in_process']['highs-dual']['median_cpu_s']:.2f} s)"
-        )
+    key = f"{TARGET_ROWS:,} rows, mbar = {MBAR}, trained in <= {TARGET_SECONDS:g} s"
+    x = results.get(str(MBAR), {}).get(str(TARGET_ROWS))
+    if x is None:
+        verdicts[key] = f"not measured (needs {TARGET_ROWS} in --sizes and {MBAR} in --mbars)"
     else:
-        targets[f"{TARGET_ROWS:,} rows trained in <= {TARGET_SECONDS:g} s"] = (
-            f"not measured ({TARGET_ROWS} not in --sizes)"
+        t = median(x["train_s"])
+        verdicts[key] = (
+            f"{verdict(t <= TARGET_SECONDS)} ({t:.2f} s wall-clock; coordinator CPU {median(x['train_cpu_s']):.2f} s, "
+            f"in-process ipm CPU {x['in_process']['ipm']['median_cpu_s']:.2f} s)"
         )
-    print()
-    for name, verdict in targets.items():
-        print(f"target: {name}: {verdict}")
-    return targets
+    tuned = [(b, m, x) for b, m, x in cases if x["tuning"] is not None]
+    verdicts[f"tune() <= {TUNING_RATIO_TARGET:g} ipm fits from {TUNING_TARGET_FROM_ROWS:,} rows"] = (
+        "{} ({})".format(
+            verdict(
+                all(
+                    x["tuning"]["ratio_to_ipm"] <= TUNING_RATIO_TARGET
+                    for _, m, x in tuned
+                    if m >= TUNING_TARGET_FROM_ROWS
+                )
+            ),
+            ", ".join(
+                f"mbar {b} m {m:,}: {x['tuning']['ratio_to_ipm']:.1f}x, CPU {x['tuning']['cpu_ratio_to_ipm']:.1f}x"
+                for b, m, x in tuned
+            ),
+        )
+        if tuned
+        else "not measured (no --tune-at size in --sizes)"
+    )
+    return verdicts
+
+
+def timings(x: dict[str, Any]) -> dict[str, float | None]:
+    """Median seconds of each timed method in one case, None where it was not run."""
+    median_of = lambda entry: None if entry is None else entry.get("median_s")  # noqa: E731
+    return {
+        "ipm, in-process": x["in_process"]["ipm"]["median_s"],
+        "highs-dual, in-process": median_of(x["in_process"]["highs-dual"]),
+        "train(), distributed": median(x["train_s"]),
+        "tune(), in-process": median_of(x["tuning"]),
+        **{entry["method"]: median_of(entry) for entry in x["peers"].values()},
+    }
+
+
+def plot(mbars: list[int], sizes: list[int], results: dict[str, dict[str, dict[str, Any]]], path: Path) -> None:
+    """Time against training rows, log-log: one colour per method, one line style and marker per mbar."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    figure, axes = plt.subplots(figsize=(13, 6.5))
+    colours: dict[str, Any] = {}
+    palette = itertools.cycle(plt.get_cmap("tab10").colors)  # type: ignore[attr-defined]
+    styles = itertools.cycle((("-", "o"), ("--", "s"), (":", "^"), ("-.", "D")))
+    for mbar, (line, marker) in zip(mbars, styles, strict=False):
+        series: dict[str, list[tuple[int, float]]] = {}
+        for m in sizes:
+            for method, seconds in timings(results[str(mbar)][str(m)]).items():
+                if seconds is not None:
+                    series.setdefault(method, []).append((m, seconds))
+        for method, points in series.items():
+            colour = colours.setdefault(method, next(palette))
+            m_values, medians = zip(*points, strict=True)
+            axes.plot(m_values, medians, line, marker=marker, color=colour, label=f"{method}, mbar = {mbar}")
+    axes.set_xscale("log")
+    axes.set_yscale("log")
+    axes.set_xlabel("training rows m")
+    axes.set_ylabel("seconds (median; wall-clock)")
+    axes.set_title(f"train_scaling: {ENTITY_ROWS} x {ENTITY_COLS} entities over gRPC, Gaussian kernel, n = mbar + 1")
+    axes.grid(True, which="both", alpha=0.3)
+    axes.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.01, 1.0))
+    figure.tight_layout()
+    figure.savefig(path, dpi=120)
+    plt.close(figure)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="m = 2,000 and 10,000")
-    parser.add_argument("--sizes", type=int, nargs="+", help="training rows (default 10000 40000 160000)")
+    parser.add_argument("--quick", action="store_true", help="m = 2,000 and 10,000, tuning at 10,000")
+    parser.add_argument(
+        "--sizes",
+        type=int,
+        nargs="+",
+        help="training rows (default 10000 40000 160000; larger ones: see benchmarks/README.md)",
+    )
+    parser.add_argument("--mbars", type=int, nargs="+", default=[MBAR, 100], help="basis sizes (default 19 100)")
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument(
-        "--single-above",
-        type=float,
-        default=60.0,
-        help="in-process solves and SVC: do not repeat a run that took longer than this (s)",
+        "--single-above", type=float, default=60.0, help="do not repeat a run that took longer than this (s)"
     )
+    parser.add_argument("--highs-max", type=int, default=640_000, help="skip highs-dual above this many rows")
     parser.add_argument("--svc-max", type=int, default=40_000, help="skip scikit-learn's SVC above this many rows")
-    parser.add_argument("--no-skip", action="store_true", help="run every LP formulation at every size")
-    parser.add_argument("--mu", type=float, default=MU, help=f"Gaussian width (default 1/{N_FEATURES})")
+    parser.add_argument(
+        "--tune-at", type=int, nargs="+", help="time tune() at these sizes when measured (default 40000 160000)"
+    )
+    parser.add_argument("--mu", type=float, help="Gaussian width (default 1/n, n = mbar + 1 features)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="keep the split files and saved kernels in this directory")
+    parser.add_argument(
+        "--label", help="write results/train_scaling-LABEL.json and .png instead (e.g. a separate large-size run)"
+    )
     parser.add_argument("--coordinator", nargs=2, type=Path, metavar=("FEDERATION", "OUT"), help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
-    if args.coordinator:
-        run_coordinator(args.coordinator[0], args.coordinator[1], args.repeats, args.mu)
+    if args.coordinator:  # the driver passes one --mbars value and --mu
+        federation_path, out = args.coordinator
+        run_coordinator(federation_path, out, args.mbars[0], args.mu, args.repeats, args.single_above)
         return 0
-    sizes = args.sizes or ([2_000, 10_000] if args.quick else [10_000, 40_000, 160_000])
+    sizes = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
+    output = NAME if args.label is None else f"{NAME}-{args.label}"
+    args.tune_at = args.tune_at or (QUICK_TUNE_AT if args.quick else DEFAULT_TUNE_AT)
 
     info = machine_info()
     print_machine(info)
     print(
-        f"{ENTITY_ROWS} x {ENTITY_COLS} split of a synthetic {N_FEATURES}-feature dataset, {ENTITY_ROWS} entity "
-        f"processes over gRPC on this machine; gaussian, mbar = {MBAR}, nu = {NU:g}, mu = {args.mu:g}; "
-        f"{args.repeats} repeats, median\n",
+        f"{ENTITY_ROWS} x {ENTITY_COLS} split of a synthetic dataset with n = mbar + 1 features, {ENTITY_ROWS} entity "
+        f"processes over gRPC on this machine; gaussian, mbar = {', '.join(map(str, args.mbars))}, nu = {NU:g}, "
+        f"mu = {'1/n' if args.mu is None else f'{args.mu:g}'}; {args.repeats} repeats, median\n",
         flush=True,
     )
     started = time.perf_counter()
-    results: dict[str, dict[str, Any]] = {}
+    results: dict[str, dict[str, dict[str, Any]]] = {str(mbar): {} for mbar in args.mbars}
     setting = {
         "entities": f"{ENTITY_ROWS} x {ENTITY_COLS}",
-        "n_features": N_FEATURES,
-        "mbar": MBAR,
+        "mbars": {str(b): {"n_features": n_features_for(b), "mu": width_for(b, args)} for b in args.mbars},
         "nu": NU,
-        "mu": args.mu,
+        "lp_formulation_in_train": "ipm (the default)",
         "test_fraction": TEST_FRACTION,
         "repeats": args.repeats,
         "seed": args.seed,
         "single_above_s": args.single_above,
+        "highs_max": args.highs_max,
         "svc_max": args.svc_max,
         "svc_C": 1.0,
-        "skip_above": {} if args.no_skip else SKIP_ABOVE,
+        "peer_components": PEER_COMPONENTS,
+        "tune_at": args.tune_at,
         "sizes": sizes,
     }
     with tempfile.TemporaryDirectory(prefix="ppsvm-bench-") as temporary:
         work = args.keep or Path(temporary)
         for m in sizes:
-            results[str(m)] = measure(m, args, work)
-            # Written after every size so a run cut short still leaves its figures.
-            write_json(NAME, {"machine": info, "setting": setting, "results": results, "complete": False}, args.quick)
-    targets = report(sizes, results)
+            for mbar in args.mbars:
+                results[str(mbar)][str(m)] = measure(m, mbar, args, work)
+                # Written after every case so a run cut short still leaves its figures.
+                payload = {"machine": info, "setting": setting, "results": results, "complete": False}
+                write_json(output, payload, args.quick)
+
+    for mbar in args.mbars:
+        print("\n" + case_table(mbar, sizes, results[str(mbar)]))
+    print(
+        "(wall-clock medians unless marked CPU; peers' cells are test error in fit time; the overhead rows separate\n"
+        " the distributed cost from LP times that vary with the load of other jobs on the machine)\n"
+    )
+    verdicts = targets(args.mbars, sizes, results)
+    for name, verdict in verdicts.items():
+        print(f"target: {name}: {verdict}")
     info["load_average_at_end"] = load_average()
     info["wall_clock_s"] = time.perf_counter() - started
     print(f"\nload average at end {info['load_average_at_end']}; total {info['wall_clock_s']:.0f} s")
-    path = write_json(
-        NAME,
-        {"machine": info, "setting": setting, "results": results, "targets": targets, "complete": True},
-        args.quick,
-    )
-    print(f"wrote {path.relative_to(ROOT)}")
+    payload = {"machine": info, "setting": setting, "results": results, "targets": verdicts, "complete": True}
+    path = write_json(output, payload, args.quick)
+    picture = result_path(output, ".png", args.quick)
+    plot(args.mbars, sizes, results, picture)
+    print(f"wrote {path.relative_to(ROOT)} and {picture.relative_to(ROOT)}")
     return 0
 
 
