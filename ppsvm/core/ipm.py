@@ -29,9 +29,12 @@ primal and dual residuals and the relative duality gap are all below ``tol``.
 
 from __future__ import annotations
 
+import contextlib
 import functools
+import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.linalg
@@ -192,8 +195,36 @@ def solve_dual(
     # cores, idle: 0.9 s against 2.1 s with two threads at 40,000 x 100, 4.9 s against 7.3 s at 160,000 x 100,
     # 1.6 s against 1.4 s at 200,000 x 19), and when other work shares the cores OpenBLAS's busy-waiting
     # threads made a 400-row fit 16 times slower (65 s against 4 s).
-    with _blas_controller().limit(limits=1, user_api="blas"):
+    with _one_blas_thread():
         return _solve(K, sign, cost, a_box, rho, tol, max_iterations)
+
+
+_limit_lock = threading.Lock()
+_limit_users = 0
+_limiter: Any = None
+
+
+@contextlib.contextmanager
+def _one_blas_thread() -> Iterator[None]:
+    """BLAS on one thread while any solve runs; the original count back when the last one ends.
+
+    The thread count is process-wide: two solves in two threads that each set and then restored it would
+    race (the second saving the first's 1 as "original" and leaving it behind, which changed other code's
+    floating-point results). So the first solve in sets it and the last one out restores it.
+    """
+    global _limit_users, _limiter
+    with _limit_lock:
+        if _limit_users == 0:
+            _limiter = _blas_controller().limit(limits=1, user_api="blas")
+        _limit_users += 1
+    try:
+        yield
+    finally:
+        with _limit_lock:
+            _limit_users -= 1
+            if _limit_users == 0:
+                _limiter.restore_original_limits()
+                _limiter = None
 
 
 @functools.cache

@@ -336,3 +336,25 @@ def test_interior_point_falls_back_to_highs_with_a_warning(
     assert solution.formulation == "highs-dual"
     assert "did not converge" in caplog.text and "HiGHS" in caplog.text
     assert abs(solution.objective - reference("classify", 200, 7, 2, 1.0)) <= 1e-6 * solution.objective
+
+
+def test_concurrent_solves_leave_the_blas_thread_count_as_it_was() -> None:
+    """Each solve runs on one BLAS thread; solves in parallel threads must not leave that limit behind."""
+    import threading
+
+    from threadpoolctl import threadpool_info
+
+    def blas_threads() -> list[int]:
+        return [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
+
+    before = blas_threads()
+    K, target = problem("classify", 200, 7, 2)
+    workers = [
+        threading.Thread(target=lambda: [solve_lp("classify", K, target, 1.0, "ipm") for _ in range(15)])
+        for _ in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    assert blas_threads() == before
