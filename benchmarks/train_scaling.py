@@ -609,7 +609,7 @@ def main(argv: list[str] | None = None) -> int:
         "entities": f"{ENTITY_ROWS} x {ENTITY_COLS}",
         "mbars": {str(b): {"n_features": n_features_for(b), "mu": width_for(b, args)} for b in args.mbars},
         "nu": NU,
-        "lp_formulation_in_train": "ipm (the default)",
+        "lp_formulation_in_train": "auto (the default: ipm at these sizes)",
         "test_fraction": TEST_FRACTION,
         "repeats": args.repeats,
         "seed": args.seed,

@@ -88,9 +88,9 @@ def add_task_arguments(
             dest="lp_formulation",
             choices=FORMULATIONS,
             default=DEFAULT_FORMULATION,
-            help="how the LP is solved: ipm (default: ppsvm's interior-point method for this LP, falls back to "
-            "HiGHS with a warning if it does not converge), highs-dual (HiGHS on the same dual), cvxpy-dual, "
-            "cvxpy-primal (as the papers write it)",
+            help="how the LP is solved: auto (default: ipm from 2,000 rows on, highs-dual below, where it is "
+            "faster), ipm (ppsvm's interior-point method for this LP; falls back to HiGHS with a warning if it does "
+            "not converge), highs-dual (HiGHS on the same dual), cvxpy-dual, cvxpy-primal (as the papers write it)",
         )
 
 

@@ -64,7 +64,7 @@ _SHARED_DOC = """
     basis : {"auto", "paper", "product"}, default="auto"
         "product" adds kernel columns pairing rows of different B_j's; "auto" cross-validates both on the same
         blocks and keeps the better (see ``ppsvm coordinator train --basis``).
-    lp_formulation : {"ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}, default="ipm"
+    lp_formulation : {"auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}, default="auto"
     random_state : int, RandomState or None, default=None
         An int is the seed of the shuffle and the folds, and fixes the column-block secrets, so B_j
         (:func:`ppsvm.api.inprocess.simulation_secrets`); None draws fresh secrets on every fit.

@@ -11,7 +11,8 @@ Regression (Fung & Mangasarian), real targets y_i:
 Both are the LPs of the papers with the slack variables eliminated. Formulations
 (docs/design.md section 4 shows the formulation decides the speed by 5x to 30x):
 
-- ``ipm`` (default): the LP dual solved by ppsvm's own interior-point method
+- ``auto`` (default): ``ipm`` from IPM_FROM_ROWS rows on, ``highs-dual`` below.
+- ``ipm``: the LP dual solved by ppsvm's own interior-point method
   (:mod:`ppsvm.core.ipm`), whose Newton system has only mbar + 1 unknowns. A
   solve that does not converge falls back to ``highs-dual`` with a warning.
 - ``highs-dual``: the same dual, mbar + 1 dense rows and m bounded
@@ -44,9 +45,13 @@ from ppsvm.errors import SolverError
 
 logger = logging.getLogger(__name__)
 
-Formulation = Literal["ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"]
-FORMULATIONS: tuple[Formulation, ...] = ("ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal")
-DEFAULT_FORMULATION: Formulation = "ipm"
+Formulation = Literal["auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"]
+FORMULATIONS: tuple[Formulation, ...] = ("auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal")
+DEFAULT_FORMULATION: Formulation = "auto"
+# "auto" solves with ipm from this many rows on and with highs-dual below. Measured: HiGHS's dual simplex is as
+# fast at 2,000 rows and faster below (810 problems of 60-1,500 rows: 3.5 s against 6.3 s in all), where the
+# papers' tables run thousands of tiny LPs; ipm is 2-20 times faster above (benchmarks/train_scaling.py).
+IPM_FROM_ROWS = 2_000
 Task = Literal["classify", "regress"]
 
 # Measured on the dual (mbar = 19, 2 cores): dual simplex 1.3 s vs interior point 1.4 s at
@@ -177,7 +182,7 @@ def solve_lp(
         Labels in {-1, +1} (classify) or real targets (regress).
     nu : float
         Weight of the error term (classify) or of ||u||_1 (regress), > 0.
-    formulation : {"ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}
+    formulation : {"auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}
 
     Returns
     -------
@@ -193,6 +198,8 @@ def solve_lp(
     K, target = _validate(task, K, target, nu)
     start = time.perf_counter()
     a: np.ndarray | None = None
+    if formulation == "auto":
+        formulation = "ipm" if K.shape[0] >= IPM_FROM_ROWS else "highs-dual"
     if formulation == "ipm":
         result = ipm.solve_dual(K, *dual_data(task, target, nu))
         if result.converged:

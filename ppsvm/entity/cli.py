@@ -73,10 +73,11 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.blas_threads < 1:
         raise ConfigError(f"--blas-threads must be at least 1, got {args.blas_threads}")
-    # Process-wide from here on. Measured: four entities on two cores, each with OpenBLAS's default threads,
-    # took more than 120 s for an entity-alone baseline that takes 22 s with one thread each.
-    threadpool_limits(limits=args.blas_threads, user_api="blas")
-    return serve_entity(config, args.listen, insecure=args.insecure, new_release_log=args.new_release_log)
+    # While serving (and restored after, for callers of ppsvm.cli.main in-process). Measured: four entities on two
+    # cores, each with OpenBLAS's default threads, took more than 120 s for an entity-alone baseline that takes
+    # 22 s with one thread each.
+    with threadpool_limits(limits=args.blas_threads, user_api="blas"):
+        return serve_entity(config, args.listen, insecure=args.insecure, new_release_log=args.new_release_log)
 
 
 def release_summary(config: EntityConfig) -> dict[str, Any]:

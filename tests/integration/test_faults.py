@@ -36,7 +36,7 @@ from .conftest import RunningFederation, ppsvm_process, start_entity_process
 from .test_training import central_model
 
 KERNEL, MBAR, NU, MU = "gaussian", 5, 10.0, 0.03
-TRAIN_SETTINGS = ["--kernel", KERNEL, "--mbar", str(MBAR), "--nu", str(NU), "--mu", str(MU)]
+TRAIN_SETTINGS = ["--kernel", KERNEL, "--mbar", str(MBAR), "--nu", str(NU), "--mu", str(MU), "--basis", "paper"]
 TRIAL_TIMEOUT_S = 120.0  # a coordinator still running after this long has hung: a failure
 ENTITY_START_TIMEOUT_S = 60.0
 TEMP_MODEL = re.compile(r"^\.model\.json\..+\.tmp$")  # what ppsvm.files.write_atomic may leave on SIGKILL

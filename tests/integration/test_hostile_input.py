@@ -38,6 +38,7 @@ import numpy as np
 import pytest
 from cryptography import x509
 from cryptography.x509.oid import ExtendedKeyUsageOID
+from threadpoolctl import threadpool_info
 
 from ppsvm.cli import main as cli_main
 from ppsvm.config import FederationEntity, federation_toml, load_entity_config, load_federation, toml_string
@@ -431,9 +432,12 @@ def test_malformed_cell_stops_the_entity_naming_file_line_and_column(
     served = threading.Event()
     served.set()  # an entity that did start would stop at once (and fail below) rather than serve forever
     monkeypatch.setattr("ppsvm.entity.server.stop_on_signals", lambda: served)
+    blas_before = [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"]
     status = cli_main(["entity", "--config", str(broken_cells / f"{case}.toml"), "--listen", "127.0.0.1:0"])
     out, err = capsys.readouterr()
     assert status == 1 and "listening on" not in out
+    # --blas-threads applies while serving only: a caller's own linear algebra keeps its threads.
+    assert [pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"] == blas_before
     assert f"ppsvm: error: {broken_cells / case}.csv" in err, err
     for fragment in fragments:
         assert fragment in err, (fragment, err)

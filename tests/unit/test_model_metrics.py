@@ -361,7 +361,7 @@ def test_default_mbar_rule(widths: list[int], n_train: int) -> None:
         ({"kernel": "poly"}, "kernel must be one of linear, gaussian, got 'poly'"),
         (
             {"formulation": "simplex"},
-            "LP formulation must be one of ipm, highs-dual, cvxpy-dual, cvxpy-primal, got 'simplex'",
+            "LP formulation must be one of auto, ipm, highs-dual, cvxpy-dual, cvxpy-primal, got 'simplex'",
         ),
         ({"mbar": 0}, "mbar must be a whole number >= 1 or 'auto', got 0"),
         ({"nu": 0.0}, "nu must be a number > 0 or 'auto', got 0.0"),
