@@ -48,7 +48,7 @@ _PIVOT_FLOOR = 1e-15
 _HUGE = 1e128
 # Switch to the accurate (QR) Newton solves when the worst measure has not halved for this many iterations.
 _SLOW_ITERATIONS = 6
-# Entries of K per weighted row block (16 MiB of float64): bounds the solver's temporaries.
+# Entries of K per weighted row block (2 MiB of float64): bounds the solver's temporaries.
 _BLOCK_ELEMENTS = 1 << 18
 # A Cholesky pivot of the scaled normal matrix below this (squared) sends the solve to the
 # truncated eigen-decomposition: the factor would carry no accurate digit along that direction.
@@ -383,7 +383,7 @@ class _NormalEquations:
     the gap stuck at 1e-5). The accurate form takes R from a QR factorisation of
     Theta^(1/2) Khat itself, row block by row block (R of the stacked previous R and the next
     block), and solves R'R dy = rhs: 4-7 times the cost, so only used once the fast form
-    stops making progress.
+    stops making progress or loses rank to Theta (see the loop in :func:`_solve`).
     """
 
     def __init__(self, lp: _Dual, theta: np.ndarray, accurate: bool):
