@@ -7,7 +7,6 @@ import functools
 import json
 import os
 import platform
-import resource
 import statistics
 import sys
 import time
@@ -159,9 +158,28 @@ def relative_gap(value: float, reference: float) -> float:
     return abs(value - reference) / max(abs(reference), 1e-300)
 
 
-def peak_rss_mib(who: int = resource.RUSAGE_SELF) -> float:
-    """Peak resident set size in MiB (ru_maxrss is KiB on Linux)."""
-    return resource.getrusage(who).ru_maxrss / 1024.0
+def proc_status(pid: int | None = None) -> dict[str, float]:
+    """VmRSS and VmHWM (MiB) of a live process, this one by default."""
+    figures = {}
+    for line in Path(f"/proc/{pid or os.getpid()}/status").read_text().splitlines():
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            figures[key] = int(value.split()[0]) / 1024.0
+    return figures
+
+
+def peak_rss_mib(pid: int | None = None) -> float:
+    """Peak resident set size in MiB of a live process (this one by default) since its exec or reset_peak_rss().
+
+    VmHWM, not ru_maxrss: Linux carries ru_maxrss across execve, so a child started by a
+    large parent reports the parent's RSS at the fork as its own peak.
+    """
+    return proc_status(pid)["VmHWM"]
+
+
+def reset_peak_rss() -> None:
+    """Start this process's VmHWM again from its current RSS (Linux's clear_refs "5")."""
+    Path("/proc/self/clear_refs").write_text("5")
 
 
 def _package(name: str) -> str:

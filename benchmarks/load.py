@@ -71,6 +71,7 @@ from benchmarks._shared import (
     package_versions,
     peak_rss_mib,
     print_machine,
+    proc_status,
     table,
     write_json,
 )
@@ -120,16 +121,6 @@ def ppsvm_command(*args: str) -> list[str]:
     return [sys.executable, "-m", "ppsvm", *args]
 
 
-def proc_status(pid: int) -> dict[str, float]:
-    """VmRSS and VmHWM (MiB) of a live process."""
-    figures = {}
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            figures[key] = int(value.split()[0]) / 1024.0
-    return figures
-
-
 def proc_cpu_s(pid: int) -> float:
     """User + system CPU seconds of a live process."""
     fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
@@ -150,11 +141,6 @@ with open(sys.argv[1], "w") as out:
     json.dump({"maxrss_kib": usage.ru_maxrss, "utime_s": usage.ru_utime, "stime_s": usage.ru_stime}, out)
 sys.exit(os.waitstatus_to_exitcode(status))
 """
-
-
-def vm_hwm_self_mib() -> float:
-    """This process's peak RSS since its exec (VmHWM; unlike ru_maxrss, not inherited from the parent)."""
-    return proc_status(os.getpid())["VmHWM"]
 
 
 def stop_process(process: subprocess.Popen) -> None:
@@ -205,7 +191,7 @@ def run_client(address: str, federation_path: str, plan: list[tuple[int, list[st
             for p in reply.predictions:
                 result["decisions"][p.id] = p.decision
         result["end"] = time.monotonic()
-    result["peak_rss_mib"] = vm_hwm_self_mib()
+    result["peak_rss_mib"] = peak_rss_mib()
     return result
 
 

@@ -8,7 +8,9 @@ and a coordinator process times
 
 - ``ppsvm.coordinator.train.train()`` end to end (metadata, records and ranges in one round, alignment,
   scaling, kernel, LP) with kernel="gaussian", basis="paper", nu=1, mu=1/n fixed (no tuning), the
-  default LP formulation (ipm), distribute=False; then its own peak RSS, against the bytes of K,
+  default LP formulation (ipm), distribute=False; then its own peak RSS (VmHWM, reset just before
+  train(); the RSS the imports and channels left is a column of its own), against the bytes of K and
+  the issue 12 bound 2 x K + 200 MiB,
 - the metadata, alignment and scaling calls and the kernel fetch (Session.kernel) alone.
 
 The coordinator runs in its own process so that its peak RSS is its own. Then, in this process, on
@@ -58,7 +60,9 @@ from benchmarks._shared import (
     median,
     peak_rss_mib,
     print_machine,
+    proc_status,
     relative_gap,
+    reset_peak_rss,
     result_path,
     seconds_text,
     synthetic,
@@ -83,6 +87,8 @@ TARGET_ROWS, TARGET_SECONDS = 40_000, 3.0
 # 200,000 rows); below, the tuning subset is most of the data and the ratio is the grid's size.
 TUNING_RATIO_TARGET = 10.0
 TUNING_TARGET_FROM_ROWS = 160_000
+# Issue 12: the coordinator's peak RSS during train() at most twice the bytes of K plus this much.
+MEMORY_BOUND_MIB = 200.0
 # The peers' kernel approximations get this many components (and Nystroem also mbar).
 PEER_COMPONENTS = 100
 SOLVERS = ("ipm", "highs-dual")
@@ -106,8 +112,6 @@ def width_for(mbar: int, args: argparse.Namespace) -> float:
 
 def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repeats: int, single_above: float) -> None:
     """Start the entities, time train() and the session calls, save K, the model and the timings to ``out``."""
-    import resource
-
     from ppsvm.config import federation_at_addresses, load_federation
     from ppsvm.coordinator.federation import Session
     from ppsvm.coordinator.train import TrainOptions, train
@@ -128,8 +132,11 @@ def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repe
 
         options = TrainOptions(kernel="gaussian", basis="paper", mbar=mbar, nu=NU, mu=mu, distribute=False)
         models: list[Model] = []
+        # The peak from here on is train()'s: what the imports and the entity start-up left is its own column.
+        figures["coordinator_rss_before_train_mib"] = proc_status()["VmRSS"]
+        reset_peak_rss()
         training = timed(lambda: models.append(train(federation, options)), repeats, single_above)
-        # Before the session below, which holds more than one K at a time: this is train()'s peak.
+        # Before the session below, which holds more than one K at a time.
         figures["coordinator_peak_rss_mib"] = peak_rss_mib()
 
         with Session(federation) as session:
@@ -153,6 +160,7 @@ def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repe
             K = fetching.result
             K_test = session.kernel("gaussian", mbar, mu, scaling, blocks, "test")
         figures["kernel_fetch_s"] = fetching.wall
+        figures["entity_peak_rss_mib"] = max(peak_rss_mib(process.pid) for process in running.processes)
     model = models[-1]
     figures["train_s"] = training.wall
     figures["train_cpu_s"] = training.cpu
@@ -161,8 +169,6 @@ def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repe
     figures["train_lp_iterations"] = model.training["lp_iterations"]
     figures["train_objective"] = model.training["objective"]
     figures["train_private"] = model.private
-    # Entities have exited and been waited for: RUSAGE_CHILDREN is the largest entity's peak.
-    figures["entity_peak_rss_mib"] = peak_rss_mib(resource.RUSAGE_CHILDREN)
     np.savez(
         out.with_suffix(".npz"),
         K=K,
@@ -349,6 +355,7 @@ def measure(m: int, mbar: int, args: argparse.Namespace, work: Path) -> dict[str
     figures["ppsvm_test_error"] = float(np.mean(np.where(K_test @ u - gamma >= 0, 1.0, -1.0) != y_test))
     figures["k_bytes"] = K.nbytes
     figures["rss_to_k"] = figures["coordinator_peak_rss_mib"] * MiB / K.nbytes
+    figures["memory_bound_mib"] = 2 * K.nbytes / MiB + MEMORY_BOUND_MIB
     print(
         f"mbar = {mbar}, m = {m:,}: split {split_s:.1f} s, entities started in {figures['entity_start_s']:.1f} s; "
         f"fetch {', '.join(f'{s:.2f}' for s in figures['kernel_fetch_s'])} s; "
@@ -437,7 +444,12 @@ def case_table(mbar: int, sizes: list[int], by_size: dict[str, dict[str, Any]]) 
         ["  kernel fetch share of train()", *(f"{median(x['kernel_fetch_s']) / median(x['train_s']):.0%}" for x in r)],
         section("memory"),
         ["  K = m x mbar x 8 bytes", *(f"{x['k_bytes'] / MiB:.1f} MiB" for x in r)],
-        ["  coordinator peak RSS (train())", *(f"{x['coordinator_peak_rss_mib']:.0f} MiB" for x in r)],
+        [
+            "  coordinator RSS before train() (imports, channels)",
+            *(rss_cell(x, "coordinator_rss_before_train_mib") for x in r),
+        ],
+        ["  coordinator peak RSS during train()", *(f"{x['coordinator_peak_rss_mib']:.0f} MiB" for x in r)],
+        ["  bound: 2 x K + 200 MiB", *(f"{x['memory_bound_mib']:.0f} MiB" for x in r)],
         ["  coordinator peak RSS / bytes of K", *(f"{x['rss_to_k']:.1f}x" for x in r)],
         ["  largest entity peak RSS", *(f"{x['entity_peak_rss_mib']:.0f} MiB" for x in r)],
         section("test error on the held-out 5%, fit time (peers: pooled [0, 1]-scaled rows)"),
@@ -451,6 +463,11 @@ def case_table(mbar: int, sizes: list[int], by_size: dict[str, dict[str, Any]]) 
     ]
     headers = [f"mbar = {mbar}, n = {n_features_for(mbar)} features", *(f"m = {m:,}" for m in sizes)]
     return table(headers, rows)
+
+
+def rss_cell(figures: dict[str, Any], key: str) -> str:
+    """A figure in MiB, or "-" for results written before it was measured."""
+    return f"{figures[key]:.0f} MiB" if key in figures else "-"
 
 
 def targets(mbars: list[int], sizes: list[int], results: dict[str, dict[str, dict[str, Any]]]) -> dict[str, str]:
@@ -494,6 +511,13 @@ def targets(mbars: list[int], sizes: list[int], results: dict[str, dict[str, dic
             f"{verdict(t <= TARGET_SECONDS)} ({t:.2f} s wall-clock; coordinator CPU {median(x['train_cpu_s']):.2f} s, "
             f"in-process ipm CPU {x['in_process']['ipm']['median_cpu_s']:.2f} s)"
         )
+    verdicts[f"coordinator peak RSS during train() <= 2 x K + {MEMORY_BOUND_MIB:g} MiB"] = "{} ({})".format(
+        verdict(all(x["coordinator_peak_rss_mib"] <= x["memory_bound_mib"] for _, _, x in cases)),
+        ", ".join(
+            f"mbar {b} m {m:,}: {x['coordinator_peak_rss_mib']:.0f} of {x['memory_bound_mib']:.0f} MiB"
+            for b, m, x in cases
+        ),
+    )
     tuned = [(b, m, x) for b, m, x in cases if x["tuning"] is not None]
     verdicts[f"tune() <= {TUNING_RATIO_TARGET:g} ipm fits from {TUNING_TARGET_FROM_ROWS:,} rows"] = (
         "{} ({})".format(

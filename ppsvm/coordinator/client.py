@@ -13,7 +13,7 @@ import numpy as np
 from ppsvm.config import FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S, RETRY_ATTEMPTS, RETRY_BACKOFF_S
 from ppsvm.errors import EntityError, WireError
-from ppsvm.wire.chunks import decode_arrays, expect_arrays
+from ppsvm.wire.chunks import RowStream, decode_arrays, expect_arrays
 from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
@@ -46,8 +46,12 @@ class EntityClient:
     def close(self) -> None:
         self.channel.close()
 
-    def _call(self, what: str, call: Callable[[], T]) -> T:
-        """Run one call; UNAVAILABLE is retried with doubling pauses (every ppsvm call is idempotent)."""
+    def _call(self, what: str, call: Callable[[], T], may_retry: Callable[[], bool] = lambda: True) -> T:
+        """Run one call; UNAVAILABLE is retried with doubling pauses (every ppsvm call is idempotent).
+
+        ``may_retry`` says whether a failed attempt left nothing behind: a stream whose rows were
+        already handed on is not repeated, since the receiver would take them twice.
+        """
         started = time.monotonic()
         for attempt in range(1, self.attempts + 1):
             try:
@@ -58,7 +62,8 @@ class EntityClient:
                 raw = error.details() if hasattr(error, "details") else None
                 details = raw if raw is not None else str(error)
                 # A refused handshake will be refused again: only a missing peer is worth waiting for.
-                if code is grpc.StatusCode.UNAVAILABLE and attempt < self.attempts and not _tls_failure(details):
+                retry = attempt < self.attempts and not _tls_failure(details) and may_retry()
+                if code is grpc.StatusCode.UNAVAILABLE and retry:
                     pause = RETRY_BACKOFF_S * 2 ** (attempt - 1)
                     logger.warning(
                         "%s is unavailable (%s, attempt %d of %d); retrying in %.1f s",
@@ -134,16 +139,52 @@ class EntityClient:
             raise EntityError(f"{self.name} sent a feature range that is not finite numbers with min <= max")
         return pb.SignedRange(entity_id=self.entity.id, low=low.tolist(), high=high.tolist(), tag=str(tag[0]))
 
-    def kernel_block(self, request: pb.KernelRequest) -> np.ndarray:
-        """K(A_ij, B_j') for the requested records, shape (rows, mbar)."""
-        block = self._arrays("KernelBlock", self.stub.KernelBlock, request, ("kernel",))["kernel"]
-        if block.ndim != 2 or block.shape[1] != request.mbar or block.dtype != np.float64:
-            raise EntityError(
-                f"{self.name} sent a kernel block of shape {block.shape} and "
-                f"dtype {block.dtype}; expected (rows, {request.mbar}) float64"
-            )
-        if not np.isfinite(block).all():
-            raise EntityError(f"{self.name} sent a kernel block with non-finite entries")
+    def kernel_rows(
+        self, request: pb.KernelRequest, rows: int, what: str, fold: Callable[[int, np.ndarray], None]
+    ) -> None:
+        """Stream K(A_ij, B_j') for ``rows`` requested records into ``fold(first_row, batch)`` as it arrives.
+
+        Each batch has shape (k, mbar); the coordinator never holds the whole block (issue 12:
+        memory near the size of K). The header is checked before any row is handed on.
+
+        Parameters
+        ----------
+        rows : int
+            The number of records asked for; a block of another height is refused.
+        what : str
+            Those records in words, for the error (e.g. "train records").
+        """
+        delivered = 0
+
+        def run() -> None:
+            nonlocal delivered
+            stream = RowStream(self.stub.KernelBlock(request, timeout=self.deadline), "kernel")
+            if stream.dtype != np.float64 or stream.shape[1] != request.mbar:
+                raise EntityError(
+                    f"{self.name} sent a kernel block of shape {stream.shape} and "
+                    f"dtype {stream.dtype}; expected (rows, {request.mbar}) float64"
+                )
+            if stream.shape[0] != rows:
+                raise EntityError(
+                    f"{self.name} sent a {stream.shape[0]} x {stream.shape[1]} kernel block for {rows} {what} "
+                    f"and mbar = {request.mbar}"
+                )
+            for batch in stream:
+                if not np.isfinite(batch).all():
+                    raise EntityError(f"{self.name} sent a kernel block with non-finite entries")
+                fold(delivered, batch)
+                delivered += len(batch)
+
+        self._call("KernelBlock", run, may_retry=lambda: delivered == 0)
+
+    def kernel_block(self, request: pb.KernelRequest, rows: int, what: str) -> np.ndarray:
+        """K(A_ij, B_j') for ``rows`` requested records, shape (rows, mbar): :meth:`kernel_rows`, kept whole."""
+        block = np.empty((rows, request.mbar))
+
+        def fold(start: int, batch: np.ndarray) -> None:
+            block[start : start + len(batch)] = batch
+
+        self.kernel_rows(request, rows, what, fold)
         return block
 
     def accept_model(self, model_json: str) -> str:

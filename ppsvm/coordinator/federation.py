@@ -360,8 +360,9 @@ class Session:
         start = time.perf_counter()
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
-        # One preallocated K; each entity's block is folded into its row block's rows as it arrives
-        # (sum or Hadamard product commute), so the coordinator never holds K's blocks and K at once.
+        # One preallocated K; each entity's block is folded into its row block's rows message by
+        # message as it arrives (sum and Hadamard product commute), so the coordinator holds K and a
+        # few MiB of rows per entity, never K's blocks beside K.
         placement: dict[int, tuple[int, dict[str, np.ndarray]]] = {}
         total = 0
         for block in blocks:
@@ -373,20 +374,21 @@ class Session:
 
         def fetch(client: EntityClient) -> None:
             entity = client.entity
-            raw = client.kernel_block(
-                kernel_request(kernel, mbar, fetch_mu, ranges[entity.column_block], record_set=RECORD_SETS[part])
-            )
             offset, order = placement[entity.row_block]
             rows = order[entity.id]
-            if raw.shape != (len(rows), mbar):
-                raise EntityError(
-                    f"entity {entity.id} sent a {raw.shape[0]} x {raw.shape[1]} kernel block for {len(rows)} {part} "
-                    f"records and mbar = {mbar}"
-                )
+            target = K[offset : offset + len(rows)]
             picks = None if columns is None else columns[:, self.federation.column_blocks.index(entity.column_block)]
             in_order = np.array_equal(rows, np.arange(len(rows)))
-            with locks[entity.row_block]:
-                combine_into(kernel, K[offset : offset + len(rows)], raw, picks, None if in_order else rows)
+
+            def fold(start: int, batch: np.ndarray) -> None:
+                with locks[entity.row_block]:
+                    if in_order:
+                        combine_into(kernel, target[start : start + len(batch)], batch, picks)
+                    else:
+                        combine_into(kernel, target, batch, picks, rows[start : start + len(batch)])
+
+            request = kernel_request(kernel, mbar, fetch_mu, ranges[entity.column_block], record_set=RECORD_SETS[part])
+            client.kernel_rows(request, len(rows), f"{part} records", fold)
 
         self.each(fetch)
         if kernel == "gaussian":
@@ -427,7 +429,9 @@ class Session:
         fetch_mu = self.fetch_width(kernel)
         fetched = self.each(
             lambda c: c.kernel_block(
-                kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids))
+                kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids)),
+                len(ids),
+                "records named by id",
             ),
             members,
         )

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
+from typing import Any
 
 import numpy as np
 
@@ -87,28 +88,34 @@ def expect_arrays(arrays: Mapping[str, np.ndarray], names: Iterable[str], source
         raise WireError(f"{source} did not send array(s) {', '.join(missing)}")
 
 
+def _checked_header(header: pb.ArrayHeader, max_bytes: int) -> tuple[str, np.dtype[Any], tuple[int, ...], int]:
+    """Name, dtype, shape and byte count of an array header, refused before anything is allocated."""
+    name = header.name
+    if not _DTYPE_PATTERN.fullmatch(header.dtype):
+        raise WireError(f"array {name!r}: dtype {header.dtype[:40]!r} is not allowed on the wire")
+    dtype = np.dtype(header.dtype)
+    if len(header.shape) > _MAX_DIMENSIONS:
+        raise WireError(f"array {name!r}: {len(header.shape)} dimensions, at most {_MAX_DIMENSIONS} allowed")
+    shape = tuple(int(s) for s in header.shape)
+    count = 1
+    for extent in shape:
+        count *= extent
+    if any(extent > max_bytes for extent in shape):
+        raise WireError(f"array {name!r}: shape {shape} has an extent over the limit of {max_bytes}")
+    expected = count * dtype.itemsize
+    if expected > max_bytes:
+        raise WireError(
+            f"array {name!r} of shape {shape} and dtype {dtype.str} needs {expected} bytes, "
+            f"over the limit of {max_bytes}"
+        )
+    return name, dtype, shape, expected
+
+
 class _Receiving:
     """One array being received: a preallocated buffer filled chunk by chunk."""
 
     def __init__(self, header: pb.ArrayHeader, max_bytes: int) -> None:
-        self.name = header.name
-        if not _DTYPE_PATTERN.fullmatch(header.dtype):
-            raise WireError(f"array {self.name!r}: dtype {header.dtype[:40]!r} is not allowed on the wire")
-        self.dtype = np.dtype(header.dtype)
-        if len(header.shape) > _MAX_DIMENSIONS:
-            raise WireError(f"array {self.name!r}: {len(header.shape)} dimensions, at most {_MAX_DIMENSIONS} allowed")
-        self.shape = tuple(int(s) for s in header.shape)
-        count = 1
-        for extent in self.shape:
-            count *= extent
-        if any(extent > max_bytes for extent in self.shape):
-            raise WireError(f"array {self.name!r}: shape {self.shape} has an extent over the limit of {max_bytes}")
-        self.expected = count * self.dtype.itemsize
-        if self.expected > max_bytes:
-            raise WireError(
-                f"array {self.name!r} of shape {self.shape} and dtype {self.dtype.str} needs "
-                f"{self.expected} bytes, over the limit of {max_bytes}"
-            )
+        self.name, self.dtype, self.shape, self.expected = _checked_header(header, max_bytes)
         self.buffer = bytearray(self.expected)
         self.received = 0
 
@@ -137,3 +144,66 @@ class _Receiving:
                     "not Unicode characters (surrogates or beyond U+10FFFF)"
                 )
         return np.frombuffer(self.buffer, dtype=self.dtype).reshape(self.shape)
+
+
+class RowStream:
+    """The one 2-D array of a stream, handed on in batches of whole rows as its messages arrive.
+
+    For a matrix the receiver folds into another (the coordinator's K): only one message's
+    rows are held at a time, never the whole array. The header is read and checked on
+    construction, so ``shape`` and ``dtype`` are known before any row is.
+
+    Raises
+    ------
+    WireError
+        The stream ends before the header, the header is not ``name`` or not 2-D, a second
+        array follows, or the byte count does not match dtype and shape.
+    """
+
+    def __init__(self, chunks: Iterable[pb.ArrayChunk], name: str, max_bytes: int = MAX_ARRAY_BYTES) -> None:
+        self._chunks = iter(chunks)
+        first = next(self._chunks, None)
+        if first is None:
+            raise WireError(f"the stream ended without array {name!r}")
+        if not first.HasField("header"):
+            raise WireError("array data arrived before any header")
+        self.name, self.dtype, self.shape, self.expected = _checked_header(first.header, max_bytes)
+        if self.name != name:
+            raise WireError(f"array {self.name!r} sent where {name!r} was expected")
+        if len(self.shape) != 2:
+            raise WireError(f"array {name!r} has shape {self.shape}; expected (rows, columns)")
+        self._first = first.data
+
+    def __iter__(self) -> Iterator[np.ndarray]:
+        """Arrays of shape (k, columns), k >= 1, in row order; the byte count is checked at the end."""
+        row_bytes = self.shape[1] * self.dtype.itemsize
+        pending = bytearray()
+        received = 0
+        for data in self._data():
+            received += len(data)
+            if received > self.expected:
+                raise WireError(
+                    f"array {self.name!r}: more bytes than shape {self.shape} and dtype "
+                    f"{self.dtype.str} allow ({received} > {self.expected})"
+                )
+            pending += data
+            whole = len(pending) // row_bytes
+            if whole:
+                rows = np.frombuffer(pending, self.dtype, count=whole * self.shape[1]).reshape(whole, -1).copy()
+                del pending[: whole * row_bytes]
+                yield rows
+        if received != self.expected:
+            raise WireError(
+                f"array {self.name!r}: stream truncated, {received} of {self.expected} bytes "
+                f"for shape {self.shape} and dtype {self.dtype.str}"
+            )
+
+    def _data(self) -> Iterator[bytes]:
+        if self._first:
+            yield self._first
+        for chunk in self._chunks:
+            if chunk.HasField("header"):
+                raise WireError(f"a second array {chunk.header.name[:40]!r} after {self.name!r}; expected one")
+            if not chunk.data:
+                raise WireError("empty chunk: neither header nor data")
+            yield chunk.data

@@ -1021,7 +1021,7 @@ HOSTILE_REPLIES: list[Any] = [
         "more bytes than shape",
     ),
     ("kernel-aborted-mid-stream", "r0c0-solo", {"KernelBlock": aborted}, "refused KernelBlock"),
-    ("kernel-missing", "r0c0-solo", {"KernelBlock": lambda core, request: iter(())}, "did not send array(s) kernel"),
+    ("kernel-missing", "r0c0-solo", {"KernelBlock": lambda core, request: iter(())}, "ended without array 'kernel'"),
     ("not-array-chunks", "r0c0-solo", {"garbage": lambda core, request: iter(())}, "KernelBlock"),
     pytest.param(
         "records-labels-one-short",

@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import datetime
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import grpc
+import numpy as np
 import pytest
 from cryptography import x509
 from cryptography.exceptions import InvalidSignature
@@ -24,6 +27,8 @@ from ppsvm.wire.certs import (
     federation_parties,
     make_certificates,
 )
+from ppsvm.wire.chunks import encode_arrays
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.tls import TlsFiles, choose_tls
 
 
@@ -149,4 +154,36 @@ def test_unavailable_is_retried_then_named(monkeypatch: pytest.MonkeyPatch) -> N
     with pytest.raises(EntityError, match=r"entity r0c1 at 127.0.0.1:9 is unreachable \(Metadata; 4 attempts"):
         client._call("Metadata", dead)
     assert pauses == [0.5, 1.0, 2.0]
+    client.close()
+
+
+def test_a_kernel_stream_is_retried_only_while_no_row_was_folded(monkeypatch: pytest.MonkeyPatch) -> None:
+    """Rows already folded into K would be folded twice by a repeated stream: such a failure is final."""
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
+    client = EntityClient(FederationEntity("r0c1", "127.0.0.1:9", 0, 1), tls=None, attempts=4)
+    block = np.arange(12.0).reshape(6, 2)
+    request = pb.KernelRequest(mbar=2)
+    calls: list[str] = []
+
+    def stream(fail_after: int | None) -> Callable[..., Iterator[pb.ArrayChunk]]:
+        def call(request: pb.KernelRequest, timeout: float) -> Iterator[pb.ArrayChunk]:
+            calls.append("KernelBlock")
+            for sent, chunk in enumerate(encode_arrays({"kernel": block}, chunk_bytes=32)):
+                if sent == fail_after:
+                    raise Unavailable()
+                yield chunk
+
+        return call
+
+    plans = iter([0, None])  # the first stream fails before any row, the second is whole
+    monkeypatch.setattr(client, "stub", SimpleNamespace(KernelBlock=lambda *a, **k: stream(next(plans))(*a, **k)))
+    assert np.array_equal(client.kernel_block(request, 6, "train records"), block)
+    assert calls == ["KernelBlock"] * 2
+
+    calls.clear()
+    folded: list[np.ndarray] = []
+    monkeypatch.setattr(client, "stub", SimpleNamespace(KernelBlock=stream(2)))  # after 2 messages, 4 rows
+    with pytest.raises(EntityError, match=r"unreachable \(KernelBlock; 1 attempts"):
+        client.kernel_rows(request, 6, "train records", lambda start, rows: folded.append(rows))
+    assert calls == ["KernelBlock"] and np.array_equal(np.concatenate(folded), block[:4])
     client.close()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import tracemalloc
 
 import numpy as np
@@ -10,7 +11,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from ppsvm.errors import WireError
-from ppsvm.wire.chunks import decode_arrays, encode_arrays, expect_arrays
+from ppsvm.wire.chunks import RowStream, decode_arrays, encode_arrays, expect_arrays
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024
@@ -404,3 +405,61 @@ def test_fuzz_roundtrip_any_chunk_size(specs, chunk_bytes: int) -> None:
         assert decoded[name].dtype == original.dtype
         assert decoded[name].shape == original.shape
         assert decoded[name].tobytes() == original.tobytes()
+
+
+# --- RowStream: a matrix handed on in whole rows as it arrives -----------------------------------
+
+
+def stream_rows(chunks: list[pb.ArrayChunk], name: str = "a") -> tuple[RowStream, list[np.ndarray]]:
+    stream = RowStream(iter(chunks), name)
+    return stream, list(stream)
+
+
+@pytest.mark.parametrize("chunk_bytes", [8, 24, 40, 100, 1 << 20])
+def test_row_stream_rebuilds_the_matrix_from_whole_rows_whatever_the_chunk_size(chunk_bytes: int) -> None:
+    matrix = np.random.default_rng(0).normal(size=(37, 3))  # 24-byte rows: chunks split rows anywhere
+    stream, batches = stream_rows(encoded(matrix, chunk_bytes=chunk_bytes))
+    assert stream.shape == (37, 3) and stream.dtype == np.float64
+    assert all(batch.shape[1] == 3 and len(batch) >= 1 for batch in batches)
+    assert np.array_equal(np.concatenate(batches), matrix)
+
+
+def test_row_stream_holds_at_most_one_message_of_rows() -> None:
+    matrix = np.random.default_rng(1).normal(size=(8192, 64))  # 4 MiB, in 64 KiB messages
+    chunks = encoded(matrix, chunk_bytes=1 << 16)
+    tracemalloc.start()
+    try:
+        total = 0.0
+        for batch in RowStream(iter(chunks), "a"):
+            total += float(batch.sum())
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert total == pytest.approx(float(matrix.sum()))
+    # A few messages' worth (the message's bytes, the pending rows, the batch), not the matrix.
+    assert peak < 8 * (1 << 16) < matrix.nbytes / 4
+
+
+@pytest.mark.parametrize(
+    ("chunks", "message"),
+    [
+        ([], "ended without array 'a'"),
+        ([data(b"\x00" * 8)], "before any header"),
+        ([header("b", "<f8", [1, 1]), data(b"\x00" * 8)], "'b' sent where 'a' was expected"),
+        ([header("a", "<f8", [8])], "expected (rows, columns)"),
+        ([header("a", "<f8", [2, 1]), data(b"\x00" * 8)], "stream truncated, 8 of 16 bytes"),
+        ([header("a", "<f8", [1, 1]), data(b"\x00" * 16)], "more bytes than shape"),
+        ([header("a", "<f8", [1, 1]), data(b"\x00" * 8), header("c", "<f8", [1])], "a second array 'c'"),
+        ([header("a", "<f8", [1, 1]), pb.ArrayChunk()], "neither header nor data"),
+        ([header("a", "|O", [1, 1])], "not allowed on the wire"),
+        ([header("a", "<f8", [2**40, 5])], "over the limit"),
+    ],
+)
+def test_row_stream_refuses_malformed_streams(chunks: list[pb.ArrayChunk], message: str) -> None:
+    with pytest.raises(WireError, match=re.escape(message)):
+        stream_rows(chunks)
+
+
+def test_row_stream_of_no_rows_yields_nothing() -> None:
+    stream, batches = stream_rows([header("a", "<f8", [0, 4])])
+    assert stream.shape == (0, 4) and batches == []
