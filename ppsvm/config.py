@@ -1,8 +1,9 @@
 """Configuration files (TOML, read with the standard library's tomllib).
 
-- An **entity config** is private to one data owner: its data file, where its
-  column-group secret comes from, where it listens, and the loudly named
-  non-private override of the mbar guard.
+- An **entity config** is private to one data owner: where its records come from
+  (a plain cell CSV as ``[entity] data``, or a ``[data]`` table naming a CSV, Parquet
+  or SQL source) and their ``[schema]``, where its column-group secret comes from,
+  where it listens, and the loudly named non-private override of the mbar guard.
 - A **federation file** is the coordinator's view: entity ids, addresses and
   grid positions, task settings, and the coordinator's own TLS material. It
   never holds data paths or column-group secrets.
@@ -25,6 +26,8 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm.core.randomness import MIN_SECRET_BYTES
+from ppsvm.data.schema import Schema, parse_schema
+from ppsvm.data.sources import DataSource, cell_file, parse_data_table
 from ppsvm.errors import ConfigError
 from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, check_party_name
 from ppsvm.wire.tls import TlsFiles
@@ -52,8 +55,9 @@ class EntityConfig:
     id : str
     listen : str
         host:port to serve on; port 0 picks a free port.
-    data : Path
-        The entity's cell: CSV with columns id, [label], [split], features.
+    data : DataSource
+        Where its records come from: ``[entity] data`` (a cell CSV with columns id, [label],
+        [split], features) or the ``[data]`` table.
     column_block : int
     secret_file : Path | None
     secret_env : str | None
@@ -85,11 +89,17 @@ class EntityConfig:
     continuous_noise : bool
         ``[privacy] allow_continuous_noise_mechanisms``: serve the output-gamma and objective
         mechanisms, whose floating-point noise is not hardened against the floating-point attack.
+    schema : Schema or None
+        ``[schema]``: the declared features; None for a cell CSV (every column a number).
+    id_key_file : Path | None
+    id_key_env : str | None
+        At most one names the federation's record-id key: then its record ids leave it only as
+        keyed pseudonyms (:func:`ppsvm.core.randomness.record_pseudonyms`). Neither: ids in clear.
     """
 
     id: str
     listen: str
-    data: Path
+    data: DataSource
     column_block: int
     secret_file: Path | None
     secret_env: str | None
@@ -104,28 +114,41 @@ class EntityConfig:
     max_baseline_releases: int = DEFAULT_MAX_BASELINE_RELEASES
     non_private_weights: bool = False
     continuous_noise: bool = False
+    schema: Schema | None = None
+    id_key_file: Path | None = None
+    id_key_env: str | None = None
 
     def read_secret(self) -> bytes:
         """The column-group secret: hex text from the file or environment variable, decoded."""
-        if self.secret_file is not None:
+        return self._read_key(self.secret_file, self.secret_env, "secret")
+
+    def read_id_key(self) -> bytes | None:
+        """The record-id key, or None when the entity's ids travel in clear."""
+        if self.id_key_file is None and self.id_key_env is None:
+            return None
+        return self._read_key(self.id_key_file, self.id_key_env, "id_key")
+
+    def _read_key(self, file: Path | None, env: str | None, key: str) -> bytes:
+        if file is not None:
             try:
-                text = self.secret_file.read_text(encoding="utf-8")
+                text = file.read_text(encoding="utf-8")
             except OSError as exc:
-                raise ConfigError(f"{self.source}: cannot read secret_file {self.secret_file}: {exc.strerror}") from exc
-            origin = str(self.secret_file)
+                raise ConfigError(f"{self.source}: cannot read {key}_file {file}: {exc.strerror}") from exc
+            origin = str(file)
         else:
-            assert self.secret_env is not None
-            text = os.environ.get(self.secret_env, "")
+            assert env is not None
+            text = os.environ.get(env, "")
             if not text:
-                raise ConfigError(f"{self.source}: environment variable {self.secret_env} (secret_env) is not set")
-            origin = f"${self.secret_env}"
+                raise ConfigError(f"{self.source}: environment variable {env} ({key}_env) is not set")
+            origin = f"${env}"
         try:
             secret = bytes.fromhex(text.strip())
         except ValueError as exc:
-            raise ConfigError(f"{self.source}: the secret in {origin} is not hex text") from exc
+            raise ConfigError(f"{self.source}: the {key.replace('_', ' ')} in {origin} is not hex text") from exc
         if len(secret) < MIN_SECRET_BYTES:
             raise ConfigError(
-                f"{self.source}: the secret in {origin} has {len(secret)} bytes; at least {MIN_SECRET_BYTES} are needed"
+                f"{self.source}: the {key.replace('_', ' ')} in {origin} has {len(secret)} bytes; "
+                f"at least {MIN_SECRET_BYTES} are needed"
             )
         return secret
 
@@ -256,10 +279,18 @@ def load_entity_config(path: str | Path) -> EntityConfig:
             f"{where}: 'column_block_members' must list the ids of every entity of its column block once, "
             f"{entity_id!r} included; got {members!r}"
         )
+    data, schema = _data_and_schema(document, table, path)
+    id_key_file = _get(table, "id_key_file", str, where, None)
+    id_key_env = _get(table, "id_key_env", str, where, None)
+    if id_key_file is not None and id_key_env is not None:
+        raise ConfigError(f"{where}: set at most one of 'id_key_file' or 'id_key_env' (the record-id key)")
     return EntityConfig(
         id=entity_id,
         listen=_get(table, "listen", str, where, "127.0.0.1:0"),
-        data=base / _get(table, "data", str, where),
+        data=data,
+        schema=schema,
+        id_key_file=base / id_key_file if id_key_file is not None else None,
+        id_key_env=id_key_env,
         column_block=column_block,
         secret_file=base / secret_file if secret_file is not None else None,
         secret_env=secret_env,
@@ -277,6 +308,26 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         non_private_weights=_get(privacy, NON_PRIVATE_WEIGHTS_KEY, bool, f"{path} [privacy]", False),
         continuous_noise=_get(privacy, CONTINUOUS_NOISE_KEY, bool, f"{path} [privacy]", False),
     )
+
+
+def _data_and_schema(document: dict[str, Any], table: dict[str, Any], path: Path) -> tuple[DataSource, Schema | None]:
+    """``[entity] data`` (a cell CSV) or the ``[data]`` table, and the ``[schema]`` table."""
+    where = f"{path} [entity]"
+    if ("data" in table) == ("data" in document):
+        raise ConfigError(
+            f"{where}: set exactly one of 'data' (a cell CSV) or a [data] table (a CSV, Parquet or SQL source); "
+            "missing required key 'data'"
+            if "data" not in table
+            else f"{where}: set exactly one of 'data' (a cell CSV) or a [data] table, not both"
+        )
+    if "data" in table:
+        source = cell_file(path.parent / _get(table, "data", str, where))
+    else:
+        source = parse_data_table(_table(document, "data", path), f"{path} [data]", path.parent)
+    schema = parse_schema(document["schema"], str(path)) if "schema" in document else None
+    if schema is None and not source.cell_format:
+        raise ConfigError(f"{path}: a {source.kind} source needs a [schema] declaring its features")
+    return source, schema
 
 
 def release_log_name(entity_id: str) -> str:
@@ -449,11 +500,14 @@ def toml_document(comment: str, tables: Sequence[tuple[str, Mapping[str, str | i
         lines.append(header)
         for key, value in table.items():
             lines.append(f"{key} = {_toml_value(value)}")
-        name = header.strip("[]")
+        *parents, name = header.strip("[]").split(".")  # "[[schema.features]]" nests under schema
+        into = expected
+        for parent in parents:
+            into = into.setdefault(parent, {})
         if header.startswith("[["):
-            expected.setdefault(name, []).append(dict(table))
+            into.setdefault(name, []).append(dict(table))
         else:
-            expected[name] = dict(table)
+            into[name] = dict(table)
     text = "\n".join(lines) + "\n"
     if tomllib.loads(text) != expected:
         raise AssertionError(f"generated TOML does not parse back to its input:\n{text}")

@@ -39,6 +39,7 @@ from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation
 from ppsvm.core.model import Model
+from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.errors import ConfigError
 
@@ -256,7 +257,9 @@ class Federation:
         """
         return evaluate_model(self.config, _model(model), self.deadline, epsilon=epsilon)
 
-    def decision_function(self, model: ModelLike, ids: Sequence[str]) -> np.ndarray:
+    def decision_function(
+        self, model: ModelLike, ids: Sequence[str], id_key: str | Path | bytes | None = None
+    ) -> np.ndarray:
         """Decision values of records the entities hold, named by id (what ``coordinator serve`` answers).
 
         Parameters
@@ -264,6 +267,11 @@ class Federation:
         model : Model, str or Path
             A random-kernel model trained on this federation, or its file.
         ids : sequence of str, length k
+            The records' pseudonyms (what the entities publish when they hold a record-id key), or,
+            with ``id_key``, their real ids.
+        id_key : str, Path or bytes, optional
+            The federation's record-id key (its hex file, or the key itself), held by the entities and by
+            whoever asks on their behalf, never by the coordinator: ``ids`` are then mapped to pseudonyms here.
 
         Returns
         -------
@@ -271,25 +279,28 @@ class Federation:
         """
         chosen = _random_kernel(model, "Federation.predict")
         check_model_matches(chosen, self.config)
+        asked = list(ids) if id_key is None else record_pseudonyms(_id_key(id_key), list(ids))
         with Session(self.config, self.deadline) as session:
             blocks, _ = session.survey()
-            decision = decisions_for_ids(session, chosen, record_row_blocks(blocks), list(ids))
-        return np.array([decision[record] for record in ids])
+            decision = decisions_for_ids(session, chosen, record_row_blocks(blocks), asked)
+        return np.array([decision[record] for record in asked])
 
-    def predict(self, model: ModelLike, ids: Sequence[str]) -> np.ndarray:
+    def predict(self, model: ModelLike, ids: Sequence[str], id_key: str | Path | bytes | None = None) -> np.ndarray:
         """Predictions for records named by id: the label (+1 or -1) for classification, the value for regression.
 
         Parameters
         ----------
         model : Model, str or Path
         ids : sequence of str, length k
+        id_key : str, Path or bytes, optional
+            As in :meth:`decision_function`.
 
         Returns
         -------
         ndarray, shape (k,)
         """
         chosen = _random_kernel(model, "Federation.predict")
-        decision = self.decision_function(chosen, ids)
+        decision = self.decision_function(chosen, ids, id_key)
         return np.where(decision >= 0, 1.0, -1.0) if chosen.task == "classify" else decision
 
     def baselines(
@@ -354,6 +365,19 @@ class Federation:
 
 def _model(model: ModelLike) -> Model | DpModel:
     return model if isinstance(model, (Model, DpModel)) else load_any_model(model)
+
+
+def _id_key(id_key: str | Path | bytes) -> bytes:
+    """The record-id key itself, or read from its hex file."""
+    if isinstance(id_key, bytes):
+        return id_key
+    path = Path(id_key)
+    try:
+        return bytes.fromhex(path.read_text(encoding="utf-8").strip())
+    except OSError as exc:
+        raise ConfigError(f"cannot read the record-id key {path}: {exc.strerror}") from exc
+    except ValueError as exc:
+        raise ConfigError(f"the record-id key in {path} is not hex text") from exc
 
 
 def _random_kernel(model: ModelLike, use: str) -> Model:

@@ -62,7 +62,7 @@ from ppsvm.core.threshold import (
     threshold_edges,
     zero_margin_stds,
 )
-from ppsvm.data.cell import load_cell
+from ppsvm.data.sources import load_cell
 from ppsvm.errors import ConfigError, DataError, PrivacyError
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 

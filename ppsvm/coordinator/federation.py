@@ -203,6 +203,13 @@ class Session:
                     f"entity {entity.id} says it holds column block {meta.column_block}, "
                     f"the federation file says {entity.column_block}"
                 )
+        id_key_groups = self._groups(self.federation.entities, "id_key_check")
+        if id_key_groups:
+            raise ConfigError(
+                f"the entities do not share one record-id key (or some send ids in clear): {id_key_groups}; "
+                "a record would have different pseudonyms at different entities. Give every entity the same "
+                "id_key_file, or none"
+            )
         for j in self.federation.column_blocks:
             members = self.column_block(j)
             widths = {e.id: self.metadata[e.id].n_features for e in members}

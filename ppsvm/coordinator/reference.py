@@ -18,7 +18,8 @@ from ppsvm.core.kernels import KernelName
 from ppsvm.core.local_svm import fit_local, reference_basis_fraction
 from ppsvm.core.lp import Task
 from ppsvm.core.metrics import evaluate
-from ppsvm.data.cell import Cell, load_cell
+from ppsvm.data.cell import Cell
+from ppsvm.data.sources import read_source
 from ppsvm.errors import ConfigError, DataError
 
 LABEL = "pooled reference (NOT PRIVATE: all cells read in one place)"
@@ -50,7 +51,8 @@ def pool_cells(split_dir: Path) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.
             config_path = split_dir / f"{federation.cell(i, j).id}.toml"
             if not config_path.exists():
                 raise ConfigError(f"{config_path} not found: the reference needs the split directory's entity configs")
-            cells.append(load_cell(load_entity_config(config_path).data))
+            config = load_entity_config(config_path)
+            cells.append(read_source(config.data, config.schema))
         labelled = next((c for c in cells if c.y_train is not None), None)
         if labelled is None:
             raise DataError(f"row block {i}: no cell holds labels")

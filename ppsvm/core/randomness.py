@@ -22,6 +22,9 @@ _B_LABEL = b"ppsvm/v1/random-kernel-B"
 _CHECK_LABEL = b"ppsvm/v1/key-check-value"
 _RANGE_LABEL = b"ppsvm/v1/feature-range"
 _FEATURES_LABEL = b"ppsvm/v1/feature-names"
+_RECORD_ID_LABEL = b"ppsvm/v1/record-id/"
+# Hex digits of a record pseudonym: 128 bits, so two of a federation's ids collide with probability ~m^2 / 2^129.
+PSEUDONYM_HEX_DIGITS = 32
 MIN_SECRET_BYTES = 16
 
 
@@ -62,8 +65,23 @@ def key_check_value(secret: bytes) -> str:
     return hmac.new(secret, _CHECK_LABEL, hashlib.sha256).hexdigest()[:16]
 
 
+def record_pseudonyms(key: bytes, ids: Sequence[str]) -> list[str]:
+    """The keyed pseudonyms of record ids: 32 hex digits of HMAC-SHA256 under the federation's record-id key.
+
+    Entities send these instead of their ids, so the coordinator aligns and predicts records without
+    seeing one real id, and cannot test a guessed id without the key (it is not a plain hash). The same
+    key at every entity maps a record to the same pseudonym everywhere; a prediction client holding the
+    key maps its ids to pseudonyms and the answers back.
+    """
+    return [
+        hmac.new(key, _RECORD_ID_LABEL + record.encode("utf-8"), hashlib.sha256).hexdigest()[:PSEUDONYM_HEX_DIGITS]
+        for record in ids
+    ]
+
+
 def features_check(secret: bytes, names: Sequence[str]) -> str:
-    """A public fingerprint of a cell's feature columns (names, in order): 16 hex digits of HMAC-SHA256.
+    """A public fingerprint of a cell's feature columns (names, in order, and the schema's fingerprint): 16 hex
+    digits of HMAC-SHA256.
 
     The entities of a column block must hold the same features in the same order, or the
     assembled kernel silently compares one hospital's weight with another's age. Keyed with

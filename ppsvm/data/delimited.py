@@ -2,7 +2,7 @@
 
 What a raw file can get wrong as text (unreadable, not UTF-8, a line of gigabytes, ragged field
 counts, a bad header) is refused here, naming the file and line; what the fields mean (numbers,
-labels, ids, missing values) is :mod:`ppsvm.data.dataset`'s and :mod:`ppsvm.data.cell`'s concern.
+labels, ids, missing values) is :mod:`ppsvm.data.dataset`'s and :mod:`ppsvm.data.sources`' concern.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import itertools
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TextIO
+from typing import Any, TextIO
 
 from ppsvm.constants import MAX_CSV_LINE_CHARS
 from ppsvm.errors import DataError
@@ -123,3 +123,26 @@ def _check_header(path: Path, header: tuple[str, ...]) -> None:
         if name in seen:
             raise DataError(f"{path}, header line: columns {seen[name]} and {index} are both named {name!r}")
         seen[name] = index
+
+
+def csv_records(reader: Any, path: Path) -> Iterator[list[str]]:
+    """The CSV records, with the csv module's own errors (e.g. a field over its size limit) naming the line."""
+    while True:
+        try:
+            row = next(reader)
+        except StopIteration:
+            return
+        except csv.Error as exc:
+            raise DataError(f"{path}, line {reader.line_num}: not readable as CSV: {exc}") from None
+        yield row
+
+
+def not_utf8(path: Path) -> str:
+    """Where a file stops being UTF-8 (the decoder's own offset is within a buffer, not the file)."""
+    raw = path.read_bytes()
+    try:
+        raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = raw.count(b"\n", 0, exc.start) + 1
+        return f"{path}, line {line}: not UTF-8 text (byte {raw[exc.start : exc.start + 1]!r})"
+    return f"{path}: not UTF-8 text"

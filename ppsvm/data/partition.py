@@ -32,6 +32,7 @@ from ppsvm.core.kernels import KERNELS
 from ppsvm.core.randomness import new_secret_hex
 from ppsvm.core.release_log import new_release_log_text
 from ppsvm.data.dataset import Dataset
+from ppsvm.data.schema import numeric_schema
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from ppsvm.wire.certs import (
@@ -52,8 +53,10 @@ FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
 # Files a previous split may have left that this one does not rewrite.
 _SPLIT_OUTPUT = re.compile(
-    r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret"
+    r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret|record-ids\.key"
 )
+# The federation's record-id key: every entity holds it, the coordinator never does (ids leave as pseudonyms).
+ID_KEY_FILE = "record-ids.key"
 
 
 @dataclass(frozen=True)
@@ -206,7 +209,9 @@ def split_dataset(
             cell = cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
             files[f"{name}.csv"] = (cell, PRIVATE_MODE)
             members = [f"r{row}c{j}" for row in range(options.rows)]
-            files[f"{name}.toml"] = (_entity_toml(name, _address(options, i, j), j, members), PRIVATE_MODE)
+            features = [dataset.feature_names[k] for k in columns]
+            entity_toml = _entity_toml(name, _address(options, i, j), j, members, features)
+            files[f"{name}.toml"] = (entity_toml, PRIVATE_MODE)
             # A new cell has released nothing: its log starts here (an entity refuses to start without one).
             files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
             cells.append(
@@ -221,6 +226,7 @@ def split_dataset(
             )
     for j in range(options.cols):
         files[secret_file_name(j)] = (new_secret_hex() + "\n", PRIVATE_MODE)
+    files[ID_KEY_FILE] = (new_secret_hex() + "\n", PRIVATE_MODE)
     for filename, pem in make_certificates(federation_parties(DEFAULT_COORDINATOR_NAME, entity_names)).items():
         # Without the CA key nobody can mint another identity this federation would trust.
         if filename != CA_KEY_FILE:
@@ -425,7 +431,9 @@ def secret_file_name(column_block: int) -> str:
     return f"column-block-{column_block}.secret"
 
 
-def _entity_toml(name: str, address: str, column_block: int, members: list[str]) -> str:
+def _entity_toml(name: str, address: str, column_block: int, members: list[str], features: list[str]) -> str:
+    # The schema the cell was written with: every feature a number (split imputed any gap before writing).
+    schema = [("[[schema.features]]", feature.as_dict()) for feature in numeric_schema(features).features]
     return toml_document(
         f"ppsvm entity {name}: private to this data owner; never give this file to the coordinator.",
         [
@@ -437,10 +445,12 @@ def _entity_toml(name: str, address: str, column_block: int, members: list[str])
                     "data": f"{name}.csv",
                     "column_block": column_block,
                     "secret_file": secret_file_name(column_block),
+                    "id_key_file": ID_KEY_FILE,
                     "column_block_members": members,
                 },
             ),
             ("[tls]", {**_tls_files(name), "coordinator": DEFAULT_COORDINATOR_NAME}),
+            *schema,
         ],
     )
 

@@ -13,6 +13,7 @@ order, so that a privacy reviewer reads them side by side in one file.
 
 from __future__ import annotations
 
+import dataclasses
 import hmac
 import logging
 import math
@@ -36,9 +37,11 @@ from ppsvm.core.lp import Task
 from ppsvm.core.metrics import class_histogram, evaluate
 from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
-from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
+from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag, record_pseudonyms
 from ppsvm.core.release_log import ReleaseLog, create_release_log
-from ppsvm.data.cell import load_cell
+from ppsvm.data.cell import Cell
+from ppsvm.data.schema import numeric_schema
+from ppsvm.data.sources import read_source
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
 from ppsvm.errors import CallCancelled, ConfigError, DataError, PrivacyError
 from ppsvm.files import write_atomic
@@ -90,6 +93,14 @@ class DpHistogram(TypedDict):
     noise: str
 
 
+def pseudonymous(cell: Cell, key: bytes) -> Cell:
+    """``cell`` with every record id replaced by its keyed pseudonym (same rows, same order)."""
+    train, test = record_pseudonyms(key, cell.train_ids.tolist()), record_pseudonyms(key, cell.test_ids.tolist())
+    if len({*train, *test}) != len(train) + len(test):  # 128-bit HMACs: a collision means a broken key or code
+        raise DataError(f"{cell.source}: two record ids share a pseudonym")
+    return dataclasses.replace(cell, train_ids=np.asarray(train, dtype=str), test_ids=np.asarray(test, dtype=str))
+
+
 def _received_model(model_json: bytes) -> Any:
     try:
         text = model_json.decode("utf-8")
@@ -115,10 +126,17 @@ class EntityCore:
 
     def __init__(self, config: EntityConfig, *, new_release_log: bool = False) -> None:
         self.config = config
-        self.cell = load_cell(config.data)
+        self.cell = read_source(config.data, config.schema)
         self._secret = config.read_secret()
         self.secret_check = key_check_value(self._secret)
-        self.features_check = features_check(self._secret, self.cell.feature_names)
+        id_key = config.read_id_key()
+        # From here on the entity knows its records only by pseudonym: every id it publishes or is asked about.
+        self.id_key_check = "" if id_key is None else key_check_value(id_key)
+        if id_key is not None:
+            self.cell = pseudonymous(self.cell, id_key)
+        # The column block's members must encode alike: same columns, types, categories and imputations.
+        schema = config.schema or numeric_schema(self.cell.feature_names)
+        self.features_check = features_check(self._secret, (*schema.encoded_names, schema.fingerprint()))
         if config.non_private_override:
             logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
         if config.mode == MIXED:

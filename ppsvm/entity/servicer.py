@@ -61,6 +61,7 @@ class EntityServicer(pb_grpc.EntityServicer):
             ppsvm_version=__version__,
             secret_check=self.core.secret_check,
             features_check=self.core.features_check,
+            id_key_check=self.core.id_key_check,
             mode=guard["mode"],
             pinned_basis=guard["pinned_basis"] or "",
             releases=guard["releases"],

@@ -4,9 +4,15 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import functools
 import json
+import os
+import pwd
+import shutil
+import socket
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
@@ -16,7 +22,9 @@ import numpy as np
 import pytest
 
 from ppsvm.config import FederationEntity, federation_at_addresses, load_federation
+from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import ID_KEY_FILE
 from ppsvm.processes import EntityProcesses, read_listening_address
 from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
 from ppsvm.wire.grpc_util import open_channel
@@ -46,6 +54,12 @@ def rule_dataset(X: np.ndarray) -> Dataset:
         feature_names=tuple(f"x{k}" for k in range(n)),
         source="synthetic",
     )
+
+
+def pseudonyms(split_dir: Path, ids: list[str]) -> list[str]:
+    """What the entities of a split publish for ``ids``: their keyed pseudonyms under the split's record-id key."""
+    key = bytes.fromhex((split_dir / ID_KEY_FILE).read_text().strip())
+    return record_pseudonyms(key, ids)
 
 
 def ppsvm_process(*args: str, stderr: int | IO[str] | None = subprocess.PIPE) -> subprocess.Popen[str]:
@@ -210,3 +224,62 @@ def without_run_details(value: Any) -> Any:
     if isinstance(value, list):
         return [without_run_details(item) for item in value]
     return value
+
+
+@dataclasses.dataclass(frozen=True)
+class Postgres:
+    """A throwaway PostgreSQL server: its SQLAlchemy URL (trust authentication on loopback)."""
+
+    url: str
+
+
+def _postgres_binaries() -> Path | None:
+    """The directory holding initdb and pg_ctl: on PATH, or Debian's /usr/lib/postgresql/<version>/bin."""
+    found = shutil.which("initdb")
+    if found and shutil.which("pg_ctl"):
+        return Path(found).parent
+    candidates = sorted(Path("/usr/lib/postgresql").glob("*/bin/initdb"), reverse=True)
+    return candidates[0].parent if candidates else None
+
+
+@pytest.fixture(scope="module")
+def postgres() -> Iterator[Postgres]:
+    """Start PostgreSQL in a temporary directory (initdb + pg_ctl) on a free loopback port; stop and remove it after.
+
+    Skipped, with the reason, where PostgreSQL is not installed (`.ci/run` installs Debian's `postgresql`) or
+    where it cannot run (initdb refuses root: as root the server runs as the `postgres` user).
+    """
+    binaries = _postgres_binaries()
+    if binaries is None:
+        pytest.skip("PostgreSQL is not installed (Debian: apt-get install postgresql; .ci/run does this)")
+    as_user: list[str] = []
+    if os.geteuid() == 0:
+        try:
+            pwd.getpwnam("postgres")
+        except KeyError:
+            pytest.skip("running as root and there is no 'postgres' user for initdb to run as")
+        as_user = ["runuser", "-u", "postgres", "--"]
+    root = Path(tempfile.mkdtemp(prefix="ppsvm-postgres-"))
+    if as_user:
+        shutil.chown(root, "postgres")
+    data, port = root / "data", free_port()
+    log = root / "server.log"
+    run = functools.partial(subprocess.run, check=True, capture_output=True, text=True, timeout=120)
+    try:
+        run([*as_user, str(binaries / "initdb"), "-D", str(data), "-U", "postgres", "--auth=trust", "-E", "UTF8"])
+        options = f"-c listen_addresses=127.0.0.1 -c port={port} -c unix_socket_directories={root} -c fsync=off"
+        run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-l", str(log), "-o", options, "-w", "start"])
+    except subprocess.CalledProcessError as error:
+        shutil.rmtree(root, ignore_errors=True)
+        pytest.fail(f"PostgreSQL did not start: {error.stderr or error.stdout}")
+    try:
+        yield Postgres(f"postgresql+psycopg://postgres@127.0.0.1:{port}/postgres")
+    finally:
+        subprocess.run([*as_user, str(binaries / "pg_ctl"), "-D", str(data), "-m", "fast", "-w", "stop"], timeout=60)
+        shutil.rmtree(root, ignore_errors=True)
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])

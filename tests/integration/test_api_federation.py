@@ -14,10 +14,10 @@ from ppsvm.api.inprocess import simulation_secrets
 from ppsvm.coordinator.evaluate import assembled_decisions, mean_figures
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.model import Model
-from ppsvm.data.partition import secret_file_name
+from ppsvm.data.partition import ID_KEY_FILE, secret_file_name
 from ppsvm.errors import ConfigError, DataError
 
-from .conftest import ppsvm, split
+from .conftest import ppsvm, pseudonyms, split
 
 SEED = 7
 
@@ -61,10 +61,18 @@ def test_estimator_fitted_in_process_equals_the_networked_run(federation, tmp_pa
 
     ids = [f"rec{k}" for k in range(0, 240, 7)]
     rows = [int(record[3:]) for record in ids]
+    # A caller holding the record-id key names records by their real ids; without it, by the pseudonyms.
+    key = split_dir / ID_KEY_FILE
     np.testing.assert_allclose(
-        client.decision_function(by_cli, ids), estimator.decision_function(X[rows]), rtol=0, atol=1e-9
+        client.decision_function(by_cli, ids, id_key=key), estimator.decision_function(X[rows]), rtol=0, atol=1e-9
     )
-    assert (client.predict(split_dir / "model.json", ids) == np.where(estimator.predict(X[rows]) == "M", 1, -1)).all()
+    np.testing.assert_array_equal(
+        client.decision_function(by_cli, pseudonyms(split_dir, ids)), client.decision_function(by_cli, ids, key)
+    )
+    expected = np.where(estimator.predict(X[rows]) == "M", 1, -1)
+    assert (client.predict(split_dir / "model.json", ids, id_key=key) == expected).all()
+    with pytest.raises(DataError, match=r"no entity holds record id\(s\) \['rec0'\]"):
+        client.predict(by_cli, ["rec0"])  # a real id, sent without the key: no entity publishes it
     with pytest.raises(DataError, match=r"no entity holds record id\(s\) \['nobody'\]"):
         client.predict(by_cli, ["nobody"])
     with pytest.raises(DataError, match="no held-out records"):

@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from .conftest import WDBC, WDBC_OPTIONS, split
+from .conftest import WDBC, WDBC_OPTIONS, pseudonyms, split
 
 
 def _edit_cell(path: Path, row: int, column: str, value: str) -> str:
@@ -40,7 +40,9 @@ def test_record_ids_that_differ_across_column_blocks(vertical) -> None:
     result = run.train("--mbar", "5", "--nu", "1", "--mu", "0.03", check=False)
     assert result.returncode == 1
     assert "r0c0" in result.stderr and "r0c1" in result.stderr
-    assert "intruder" in result.stderr and changed["id"] in result.stderr
+    # The coordinator only ever sees pseudonyms: the error names the records by theirs.
+    assert all(record in result.stderr for record in pseudonyms(run.split_dir, ["intruder", changed["id"]]))
+    assert "intruder" not in result.stderr
     assert not (run.split_dir / "model.json").exists()
 
 
@@ -55,7 +57,7 @@ def test_labels_that_disagree_within_a_row_block(vertical) -> None:
     run = vertical(flip)
     result = run.train("--mbar", "5", "--nu", "1", "--mu", "0.03", check=False)
     assert result.returncode == 1
-    assert "disagree" in result.stderr and changed["id"] in result.stderr
+    assert "disagree" in result.stderr and pseudonyms(run.split_dir, [changed["id"]])[0] in result.stderr
     assert not (run.split_dir / "model.json").exists()
 
 
@@ -69,8 +71,9 @@ def test_entity_with_malformed_cell_does_not_start(federation, tmp_path: Path) -
 
 
 def test_feature_columns_in_another_order_within_a_column_block(federation, tmp_path: Path) -> None:
-    """Two row blocks of one column block, one cell's columns swapped (header and values): each cell is
-    valid on its own, but the kernel would compare unlike features; training stops before any kernel."""
+    """Two row blocks of one column block, one cell's columns swapped (header, values and its declared schema):
+    each cell is valid on its own, but the kernel would compare unlike features; training stops before any kernel.
+    (Columns are read by the names the schema declares, so swapping the file's columns alone changes nothing.)"""
     split_dir = split(tmp_path / "prepared", WDBC, 2, 1, *WDBC_OPTIONS)
     with (split_dir / "r1c0.csv").open(newline="") as handle:
         rows = list(csv.reader(handle))
@@ -79,6 +82,9 @@ def test_feature_columns_in_another_order_within_a_column_block(federation, tmp_
         row[first], row[second] = row[second], row[first]
     with (split_dir / "r1c0.csv").open("w", newline="") as handle:
         csv.writer(handle).writerows(rows)
+    config = split_dir / "r1c0.toml"
+    swapped = config.read_text().replace('name = "x2"', "SWAP").replace('name = "x3"', 'name = "x2"')
+    config.write_text(swapped.replace("SWAP", 'name = "x3"'))
     run = federation(2, 1, prepared=split_dir)
     result = run.train("--mbar", "5", "--nu", "1", "--mu", "0.03", check=False)
     assert result.returncode == 1

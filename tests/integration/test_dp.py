@@ -20,7 +20,7 @@ from ppsvm.core.dp_model import DpModel
 from ppsvm.core.fourier import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling
 from ppsvm.core.linear_svm import train_linear_svm
 from ppsvm.core.metrics import class_histogram
-from ppsvm.data.cell import load_cell
+from ppsvm.data.sources import load_cell
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 from .conftest import DP_SPLIT_OPTIONS, ppsvm, public_and_private

@@ -59,7 +59,7 @@ from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.server import create_server
 
 from ..certificates import sign_leaf
-from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, ppsvm_process, split
+from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, ppsvm_process, pseudonyms, split
 
 TRAIN_FLAGS = ("--kernel", "gaussian", "--mbar", "5", "--nu", "1", "--mu", "0.03")
 PARTIES = ("coordinator", "r0c0", "r0c1", "r1c0", "r1c1")
@@ -127,6 +127,8 @@ class Variant:
 def write_variant(split_dir: Path, variant: Variant, rows: dict[str, Rows]) -> Path:
     (split_dir / f"{variant.stem}.csv").write_text(csv_text(variant.edit(rows[variant.base])), encoding="utf-8")
     text = (split_dir / f"{variant.base}.toml").read_text(encoding="utf-8")
+    # Without the split's schema: the edited cell's own header says which columns are features.
+    text = text.split("\n[[schema.features]]")[0]
     text = re.sub(r"(?m)^data = .*$", f"data = {toml_string(variant.stem + '.csv')}", text)
     if variant.members is not None:
         text = re.sub(
@@ -371,8 +373,8 @@ BROKEN_CELLS: list[Any] = [
         ["line 2", "column 'split'", "'validate'"],
     ),
     ("empty-file", _cell_case(raw=b""), ["empty file"]),
-    ("header-only", _cell_case(lambda r: r[:1]), ["no records (the cell is empty)"]),
-    ("blank-lines-only", _cell_case(raw=b"id,label,split,x1\n\n\n  \n"), ["no records (the cell is empty)"]),
+    ("header-only", _cell_case(lambda r: r[:1]), ["no records (the source is empty)"]),
+    ("blank-lines-only", _cell_case(raw=b"id,label,split,x1\n\n\n  \n"), ["no records (the source is empty)"]),
     (
         "only-held-out-records",
         _cell_case(lambda r: set_column(r, "split", lambda k, old: "test")),
@@ -403,7 +405,8 @@ def broken_cells(grid: Grid, tmp_path_factory: pytest.TempPathFactory) -> Path:
     rows = read_rows(grid.split_dir / "r0c0.csv")
     directory = tmp_path_factory.mktemp("broken-cells")
     (directory / "column-block-0.secret").write_text((grid.split_dir / "column-block-0.secret").read_text())
-    base = (grid.split_dir / "r0c0.toml").read_text(encoding="utf-8")
+    # Without the split's schema: these cells test the cell CSV reader, line by line.
+    base = (grid.split_dir / "r0c0.toml").read_text(encoding="utf-8").split("\n[[schema.features]]")[0]
     base = re.sub(
         r'(?m)^(ca|cert|key) = "(.*)"$', lambda m: f"{m[1]} = {toml_string(str(grid.split_dir / m[2]))}", base
     )
@@ -480,12 +483,13 @@ def _swapped_row_blocks() -> tuple[tuple[str, int, int], ...]:
 
 @dataclasses.dataclass(frozen=True)
 class FirstIdOf:
-    """An expected message fragment known only once the split exists: the first record id of an entity's cell."""
+    """An expected message fragment known only once the split exists: the pseudonym of the first record id of an
+    entity's cell (the coordinator never sees the id itself)."""
 
     entity_id: str
 
     def resolve(self, grid: Grid) -> str:
-        return first_id(read_rows(grid.split_dir / f"{self.entity_id}.csv"))
+        return pseudonyms(grid.split_dir, [first_id(read_rows(grid.split_dir / f"{self.entity_id}.csv"))])[0]
 
 
 REFUSED_FEDERATIONS: list[Any] = [

@@ -46,8 +46,9 @@ from ppsvm.core.kernels import kernel, scale_to_unit
 from ppsvm.core.privacy import MIXED_MODE_WARNING
 from ppsvm.core.randomness import derive_B, range_tag
 from ppsvm.core.release_log import MICRO_PER_EPSILON
-from ppsvm.data.cell import Cell, load_cell
-from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1
+from ppsvm.data.cell import Cell
+from ppsvm.data.sources import read_source
+from ppsvm.entity.cell import MAX_DP_C, MAX_DP_FREQUENCIES, MAX_RHO_ROW_L1, pseudonymous
 from ppsvm.entity.guard import MIN_EPSILON, epsilon_micro
 from ppsvm.errors import DataError
 from ppsvm.experiments import coordinator_attacks
@@ -106,8 +107,12 @@ class Entity:
         return self.stub.Metadata(pb.Empty(), timeout=TIMEOUT)
 
     def cell(self) -> Cell:
-        """The private cell, read by the test harness (never by the attacker) to score the controls."""
-        return load_cell(self.config.with_suffix(".csv"))
+        """The private cell as the entity holds it (records named by their pseudonyms), read by the test harness
+        (never by the attacker) to score the controls."""
+        config = load_entity_config(self.config)
+        key = config.read_id_key()
+        cell = read_source(config.data, config.schema)
+        return cell if key is None else pseudonymous(cell, key)
 
     def secret(self) -> bytes:
         """The column-block secret: what a colluding column-block peer holds."""

@@ -19,7 +19,7 @@ from ppsvm.core.lp import classification_objective, solve_lp
 from ppsvm.core.model import Model
 from ppsvm.core.randomness import derive_B
 
-from .conftest import coordinator_channel, ppsvm
+from .conftest import coordinator_channel, ppsvm, pseudonyms
 
 
 @dataclasses.dataclass
@@ -229,7 +229,7 @@ def test_auto_basis_keeps_the_better_cross_validated_basis(federation) -> None:
 def test_serve_predicts_by_record_id(federation) -> None:
     import grpc
 
-    from ppsvm.data.cell import load_cell
+    from ppsvm.data.sources import load_cell
     from ppsvm.wire.rpc import ppsvm_pb2 as pb
     from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
@@ -254,10 +254,12 @@ def test_serve_predicts_by_record_id(federation) -> None:
                 B = derive_B(load_entity_config(run.split_dir / f"{entity.id}.toml").read_secret(), model.mbar, len(x))
                 distance = distance + ((scaled[None, :] - B) ** 2).sum(axis=1)
             expected.append(np.exp(-model.mu * distance) @ np.array(model.u) - model.gamma)
+        # The prediction client holds the record-id key: it asks by pseudonym, as the entities publish records.
+        asked = pseudonyms(run.split_dir, ids)
         with coordinator_channel(run.federation_path, address) as channel:
             stub = pb_grpc.CoordinatorStub(channel)
-            reply = stub.Predict(pb.PredictRequest(ids=ids), timeout=30)
-            assert [p.id for p in reply.predictions] == ids
+            reply = stub.Predict(pb.PredictRequest(ids=asked), timeout=30)
+            assert [p.id for p in reply.predictions] == asked
             np.testing.assert_allclose([p.decision for p in reply.predictions], expected, atol=1e-10)
             assert all(p.prediction == (1.0 if p.decision >= 0 else -1.0) for p in reply.predictions)
             with pytest.raises(grpc.RpcError) as unknown:

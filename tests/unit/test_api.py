@@ -21,10 +21,11 @@ from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.fourier import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling
 from ppsvm.core.linear_svm import train_linear_svm
 from ppsvm.core.model import Model
+from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.threshold import MIN_THRESHOLD_EDGES
 from ppsvm.data.dataset import DatasetOptions
 from ppsvm.data.dataset import load_dataset as read_dataset
-from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.partition import ID_KEY_FILE, SplitOptions, split_dataset
 from ppsvm.errors import ConfigError, DataError, PrivacyError
 
 REPO = Path(__file__).resolve().parents[2]
@@ -63,8 +64,11 @@ def coordinator_path(
     with serve_split(split, tmp) as federation:
         model = train(federation, options)
         ids, _, decision = assembled_decisions(federation, model, ("train",))["train"]
+    # The entities name records by keyed pseudonym: map them back to rows with the split's record-id key.
+    key = bytes.fromhex((split_options.out_dir / ID_KEY_FILE).read_text().strip())
+    row_of = {record: k for k, record in enumerate(record_pseudonyms(key, [f"rec{k}" for k in range(len(y))]))}
     by_row = np.empty(len(y))
-    by_row[[int(record[3:]) for record in ids.tolist()]] = decision
+    by_row[[row_of[record] for record in ids.tolist()]] = decision
     return model, by_row
 
 

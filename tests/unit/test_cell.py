@@ -13,7 +13,7 @@ import pytest
 from ppsvm.config import load_entity_config
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.randomness import derive_B
-from ppsvm.data.cell import load_cell
+from ppsvm.data.sources import load_cell
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import ConfigError, DataError, PrivacyError
 

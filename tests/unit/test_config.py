@@ -47,7 +47,7 @@ def test_entity_config_round_trip_paths_relative_to_file(tmp_path: Path) -> None
     assert config.id == "e00"
     assert config.listen == "127.0.0.1:5000"
     assert config.column_block == 1
-    assert config.data == tmp_path / "conf" / "cells" / "e00.csv"
+    assert config.data.path == tmp_path / "conf" / "cells" / "e00.csv"
     assert config.secret_file == tmp_path / "conf" / "secrets" / "col1.hex"
     assert config.secret_env is None
     assert config.non_private_override is False
@@ -67,7 +67,7 @@ def test_entity_config_defaults_and_override(tmp_path: Path) -> None:
 def test_entity_config_absolute_data_path_kept(tmp_path: Path) -> None:
     absolute = tmp_path / "elsewhere" / "cell.csv"
     config = load_entity_config(write(tmp_path / "c" / "e.toml", entity_toml(data=f'"{absolute.as_posix()}"')))
-    assert config.data == absolute
+    assert config.data.path == absolute
 
 
 @pytest.mark.parametrize(
@@ -368,3 +368,32 @@ def test_federation_entity_entries_must_be_tables(tmp_path: Path) -> None:
 def test_config_path_is_directory(tmp_path: Path) -> None:
     with pytest.raises(ConfigError):
         load_federation(tmp_path)
+
+
+# ---------------------------------------------------------------- [data] and [schema]
+
+SQL_DATA = '[data]\nsource = "sql"\nurl_env = "HOSPITAL_DB"\ntable = "patients"\nid = "patient"\nlabel = "outcome"\n'
+SCHEMA_TOML = (
+    '[[schema.features]]\nname = "age"\n'
+    '[[schema.features]]\nname = "smoker"\ntype = "category"\ncategories = ["never", "current"]\nimpute = "never"\n'
+)
+
+
+def test_entity_config_reads_a_data_table_and_its_schema(tmp_path: Path) -> None:
+    config = load_entity_config(write(tmp_path / "e.toml", entity_toml(data=None) + SQL_DATA + SCHEMA_TOML))
+    assert config.data.kind == "sql" and config.data.table == "patients" and config.data.id_column == "patient"
+    assert config.schema is not None
+    assert config.schema.encoded_names == ("age", "smoker=never", "smoker=current")
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        (entity_toml() + SQL_DATA + SCHEMA_TOML, "not both"),
+        (entity_toml(data=None) + SQL_DATA, "a sql source needs a [schema]"),
+        (entity_toml(data=None) + '[data]\nsource = "csv"\n', "a csv source takes path"),
+        (entity_toml() + '[[schema.features]]\nname = "a"\ntype = "text"\n', "'type' must be one of number, category"),
+    ],
+)
+def test_entity_config_data_and_schema_errors(tmp_path: Path, text: str, fragment: str) -> None:
+    assert_load_fails(load_entity_config, ConfigError, write(tmp_path / "e.toml", text), [fragment])

@@ -148,6 +148,7 @@ def test_entity_config_format(dataset: Dataset, tmp_path: Path) -> None:
         'data = "r0c1.csv"\n'
         "column_block = 1\n"
         'secret_file = "column-block-1.secret"\n'
+        'id_key_file = "record-ids.key"\n'
         'column_block_members = ["r0c1", "r1c1"]\n'
         "\n"
         "[tls]\n"
@@ -155,6 +156,18 @@ def test_entity_config_format(dataset: Dataset, tmp_path: Path) -> None:
         'cert = "r0c1.pem"\n'
         'key = "r0c1.key"\n'
         'coordinator = "coordinator"\n'
+        "\n"
+        "[[schema.features]]\n"
+        'name = "f4"\n'
+        'type = "number"\n'
+        "\n"
+        "[[schema.features]]\n"
+        'name = "f5"\n'
+        'type = "number"\n'
+        "\n"
+        "[[schema.features]]\n"
+        'name = "f6"\n'
+        'type = "number"\n'
     )
 
 
@@ -262,7 +275,7 @@ def test_overwrite_replaces_and_removes_stale_cells(dataset: Dataset, tmp_path: 
         "ca.pem", "client.key", "client.pem", "column-block-0.secret", "column-block-1.secret", "coordinator.key",
         "coordinator.pem",
         "federation.toml", "notes.txt", "r0c0.csv", "r0c0.key", "r0c0.pem", "r0c0.releases.jsonl", "r0c0.toml",
-        "r0c1.csv", "r0c1.key", "r0c1.pem", "r0c1.releases.jsonl", "r0c1.toml", "split.json",
+        "r0c1.csv", "r0c1.key", "r0c1.pem", "r0c1.releases.jsonl", "r0c1.toml", "record-ids.key", "split.json",
     ]  # fmt: skip
 
 

@@ -48,7 +48,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class BlockMetadata(_message.Message):
-    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent")
+    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     COLUMN_BLOCK_FIELD_NUMBER: _ClassVar[int]
     N_FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -64,6 +64,7 @@ class BlockMetadata(_message.Message):
     RELEASES_FIELD_NUMBER: _ClassVar[int]
     EPSILON_TOTAL_FIELD_NUMBER: _ClassVar[int]
     EPSILON_SPENT_FIELD_NUMBER: _ClassVar[int]
+    ID_KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     column_block: int
     n_features: int
@@ -79,7 +80,8 @@ class BlockMetadata(_message.Message):
     releases: int
     epsilon_total: float
     epsilon_spent: float
-    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ...) -> None: ...
+    id_key_check: str
+    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ...) -> None: ...
 
 class SignedRange(_message.Message):
     __slots__ = ("entity_id", "low", "high", "tag")

@@ -1,0 +1,255 @@
+"""An entity's declared feature schema: names, types, missing-value policy, categories.
+
+A schema is written in the entity's config (``[[schema.features]]``) and agreed among the
+members of a column block, so that every member encodes its rows into the same n_j columns
+without looking at anyone's data:
+
+- a ``number`` feature is one column; a missing value is refused (naming the file, row and
+  column) unless the schema states a value to impute;
+- a ``category`` feature becomes one 0/1 column per category **declared in the config**, in
+  the declared order. Categories are never learned from the data: the encoded width would
+  then publish which categories the entity's records hold. A value outside the declared
+  list is refused; a missing one is refused or imputed with a declared category.
+
+``Schema.fingerprint()`` hashes the canonical form, so the column block's features check and a
+model file can tell two schemas apart.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import math
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any, Literal
+
+import numpy as np
+
+from ppsvm.errors import ConfigError, DataError
+
+FeatureType = Literal["number", "category"]
+FEATURE_TYPES: tuple[FeatureType, ...] = ("number", "category")
+SCHEMA_VERSION = 1
+# More one-hot columns than this from one feature is a free-text column declared as a category.
+MAX_CATEGORIES = 1000
+
+
+@dataclass(frozen=True)
+class Feature:
+    """One declared feature.
+
+    Attributes
+    ----------
+    name : str
+        The column's name in the entity's source.
+    type : {"number", "category"}
+    categories : tuple of str
+        The declared categories, in encoding order (category features only).
+    impute : float or str or None
+        What a missing value becomes: a number (number features) or one of ``categories``;
+        None refuses missing values.
+    """
+
+    name: str
+    type: FeatureType
+    categories: tuple[str, ...] = ()
+    impute: float | str | None = None
+
+    @property
+    def encoded_names(self) -> tuple[str, ...]:
+        """The names of the columns this feature becomes: itself, or ``name=category`` per category."""
+        if self.type == "number":
+            return (self.name,)
+        return tuple(f"{self.name}={category}" for category in self.categories)
+
+    def as_dict(self) -> dict[str, Any]:
+        entry: dict[str, Any] = {"name": self.name, "type": self.type}
+        if self.type == "category":
+            entry["categories"] = list(self.categories)
+        if self.impute is not None:
+            entry["impute"] = self.impute
+        return entry
+
+
+# Where a value sits, for error messages: (row index within the batch, column name) -> "file x, line 7".
+Locate = Callable[[int, str], str]
+
+
+@dataclass(frozen=True)
+class Schema:
+    """The ordered features an entity encodes; see the module docstring."""
+
+    features: tuple[Feature, ...]
+
+    @property
+    def encoded_names(self) -> tuple[str, ...]:
+        """Names of the encoded columns, in order; their count is n_j."""
+        return tuple(name for feature in self.features for name in feature.encoded_names)
+
+    @property
+    def source_columns(self) -> tuple[str, ...]:
+        return tuple(feature.name for feature in self.features)
+
+    def as_dict(self) -> dict[str, Any]:
+        """The canonical form: what ``ppsvm split`` writes and what the fingerprint hashes."""
+        return {"version": SCHEMA_VERSION, "features": [feature.as_dict() for feature in self.features]}
+
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of the canonical JSON form: equal exactly when the schemas encode alike."""
+        text = json.dumps(self.as_dict(), sort_keys=True, separators=(",", ":"))
+        return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+    def encode(self, columns: Mapping[str, Sequence[Any]], missing: frozenset[str], locate: Locate) -> np.ndarray:
+        """Encode one batch of source rows.
+
+        Parameters
+        ----------
+        columns : mapping of column name to sequence, each of length k
+            The raw values: text (CSV), numbers, or None for a database's or Parquet's null.
+        missing : frozenset of str
+            Text that means a missing value (after stripping whitespace).
+        locate : callable
+            ``locate(row, column)`` names a value's place in the source for an error.
+
+        Returns
+        -------
+        ndarray of float64, shape (k, n_j)
+
+        Raises
+        ------
+        DataError
+            A missing value with no imputation, text that is not a number, a category that
+            was not declared; naming where.
+        """
+        rows = len(next(iter(columns.values()))) if columns else 0
+        parts = [_encode_feature(feature, columns[feature.name], rows, missing, locate) for feature in self.features]
+        return np.hstack(parts) if parts else np.empty((rows, 0))
+
+
+def _is_missing(value: Any, missing: frozenset[str]) -> bool:
+    if value is None:
+        return True
+    if isinstance(value, str):
+        return value.strip() in missing
+    return isinstance(value, float) and math.isnan(value)
+
+
+def _encode_feature(
+    feature: Feature, values: Sequence[Any], rows: int, missing: frozenset[str], locate: Locate
+) -> np.ndarray:
+    if feature.type == "number":
+        try:  # the common case, at numpy's speed: every value a number or numeric text
+            column = np.asarray(values, dtype=np.float64)
+        except (TypeError, ValueError):
+            column = None
+        if column is not None and column.shape == (rows,) and np.isfinite(column).all():
+            return column.reshape(rows, 1)
+        out = np.empty((rows, 1))
+        for row, value in enumerate(values):
+            if _is_missing(value, missing):
+                if feature.impute is None:
+                    raise DataError(f"{locate(row, feature.name)}: missing value and the schema imputes none")
+                out[row, 0] = float(feature.impute)
+                continue
+            out[row, 0] = _number(value, feature.name, row, locate)
+        return out
+    position = {category: k for k, category in enumerate(feature.categories)}
+    out = np.zeros((rows, len(feature.categories)))
+    for row, value in enumerate(values):
+        if _is_missing(value, missing):
+            if feature.impute is None:
+                raise DataError(f"{locate(row, feature.name)}: missing value and the schema imputes none")
+            value = feature.impute
+        text = value.strip() if isinstance(value, str) else _category_text(value)
+        k = position.get(text)
+        if k is None:
+            shown = ", ".join(repr(c) for c in feature.categories[:8])
+            raise DataError(
+                f"{locate(row, feature.name)}: {text!r} is not a declared category ({shown}"
+                f"{', ...' if len(feature.categories) > 8 else ''})"
+            )
+        out[row, k] = 1.0
+    return out
+
+
+def _category_text(value: Any) -> str:
+    """A database's or Parquet's non-text category (an integer code, a boolean) as the config writes it."""
+    if isinstance(value, bool | np.bool_):
+        return "true" if value else "false"
+    if isinstance(value, float) and value.is_integer():
+        return str(int(value))
+    return str(value)
+
+
+def _number(value: Any, name: str, row: int, locate: Locate) -> float:
+    try:
+        number = float(value.strip() if isinstance(value, str) else value)
+    except (TypeError, ValueError):
+        raise DataError(f"{locate(row, name)}: {str(value)[:40]!r} is not a number") from None
+    if not math.isfinite(number):
+        raise DataError(f"{locate(row, name)}: {str(value)[:40]!r} is not a finite number")
+    return number
+
+
+def parse_schema(table: Any, where: str) -> Schema:
+    """The ``[schema]`` table of a config: ``features = [{name, type, categories?, impute?}, ...]``.
+
+    Raises
+    ------
+    ConfigError
+        Naming the feature and key at fault.
+    """
+    if not isinstance(table, dict) or set(table) - {"features"}:
+        raise ConfigError(f"{where}: [schema] must hold only 'features', a list of feature tables")
+    entries = table.get("features")
+    if not isinstance(entries, list) or not entries:
+        raise ConfigError(f"{where}: [schema] needs at least one [[schema.features]] entry")
+    features = [_parse_feature(entry, f"{where} [[schema.features]] #{k + 1}") for k, entry in enumerate(entries)]
+    names = [feature.name for feature in features]
+    repeated = sorted({name for name in names if names.count(name) > 1})
+    if repeated:
+        raise ConfigError(f"{where}: feature(s) {', '.join(map(repr, repeated))} declared more than once")
+    return Schema(tuple(features))
+
+
+def _parse_feature(entry: Any, where: str) -> Feature:
+    if not isinstance(entry, dict):
+        raise ConfigError(f"{where}: must be a table with 'name' and 'type'")
+    unknown = sorted(set(entry) - {"name", "type", "categories", "impute"})
+    if unknown:
+        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: name, type, categories, impute")
+    name, kind = entry.get("name"), entry.get("type", "number")
+    if not isinstance(name, str) or not name.strip() or name != name.strip():
+        raise ConfigError(f"{where}: 'name' must be a non-empty column name without surrounding spaces")
+    where = f"{where} ({name!r})"
+    if kind not in FEATURE_TYPES:
+        raise ConfigError(f"{where}: 'type' must be one of {', '.join(FEATURE_TYPES)}, got {kind!r}")
+    impute = entry.get("impute")
+    if kind == "number":
+        if "categories" in entry:
+            raise ConfigError(f"{where}: 'categories' applies to category features only")
+        if impute is not None and (
+            isinstance(impute, bool) or not isinstance(impute, int | float) or not math.isfinite(impute)
+        ):
+            raise ConfigError(f"{where}: 'impute' must be a finite number, got {impute!r}")
+        return Feature(name, "number", impute=None if impute is None else float(impute))
+    categories = entry.get("categories")
+    if (
+        not isinstance(categories, list)
+        or not categories
+        or not all(isinstance(c, str) and c == c.strip() and c for c in categories)
+    ):
+        raise ConfigError(f"{where}: 'categories' must list the category values as non-empty strings")
+    if len(set(categories)) != len(categories):
+        raise ConfigError(f"{where}: a category is listed twice")
+    if len(categories) > MAX_CATEGORIES:
+        raise ConfigError(f"{where}: {len(categories)} categories, at most {MAX_CATEGORIES}")
+    if impute is not None and impute not in categories:
+        raise ConfigError(f"{where}: 'impute' must be one of the declared categories, got {impute!r}")
+    return Feature(name, "category", tuple(categories), impute)
+
+
+def numeric_schema(names: Sequence[str]) -> Schema:
+    """Every column a number, missing values refused: the schema of a plain cell CSV."""
+    return Schema(tuple(Feature(name, "number") for name in names))

@@ -1,0 +1,182 @@
+"""Entities reading SQL (SQLite, a real PostgreSQL server), Parquet and CSV sources serve the same federation.
+
+Three row blocks of one column block hold hospital-like records: a text id, a text outcome, a
+categorical column and a column with gaps, encoded by a declared schema (one-hot over declared
+categories, a stated imputation). The same records are served once from three CSV files and once
+with one entity on a database, one on Parquet and one on CSV; the assembled kernels agree to
+1e-12 and `ppsvm coordinator train` writes the same model.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ppsvm.config import federation_at_addresses, load_federation
+from ppsvm.coordinator.federation import Session
+from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.processes import EntityProcesses
+
+from .conftest import Postgres, ppsvm, rule_dataset
+
+COLUMNS = ("patient", "x0", "x1", "x2", "smoker", "bmi", "outcome", "part")
+SMOKER = ("never", "former", "current")
+SCHEMA_TOML = """
+[[schema.features]]
+name = "x0"
+[[schema.features]]
+name = "x1"
+[[schema.features]]
+name = "x2"
+[[schema.features]]
+name = "smoker"
+type = "category"
+categories = ["never", "former", "current"]
+impute = "never"
+[[schema.features]]
+name = "bmi"
+impute = 0.5
+"""
+ROWS_PER_ENTITY, MBAR, MU, NU = 80, 5, 0.2, 1.0
+
+
+def records(seed: int) -> list[tuple[Any, ...]]:
+    """Three entities' worth of rows: ids p0000..., a learnable rule, about 10% of bmi and 5% of smoker missing."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for k in range(3 * ROWS_PER_ENTITY):
+        x = rng.random(3)
+        smoker = None if rng.random() < 0.05 else SMOKER[int(rng.integers(3))]
+        bmi = None if rng.random() < 0.1 else round(float(rng.random()), 6)
+        score = x[0] - x[1] + (0.4 if smoker == "current" else 0.0)
+        part = "test" if k % 5 == 4 else "train"
+        rows.append((f"p{k:04d}", *np.round(x, 6).tolist(), smoker, bmi, "yes" if score > 0 else "no", part))
+    return rows
+
+
+def data_table(source: str, where: str) -> str:
+    """The [data] table of a source with the records' column names and text labels."""
+    return (
+        f'\n[data]\nsource = "{source}"\n{where}\nid = "patient"\nlabel = "outcome"\nsplit = "part"\n'
+        'labels = { positive = "yes", negative = "no" }\n'
+    )
+
+
+def write_csv(path: Path, rows: list[tuple[Any, ...]]) -> None:
+    lines = [",".join(COLUMNS), *(",".join("" if v is None else str(v) for v in row) for row in rows)]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+
+
+def write_parquet(path: Path, rows: list[tuple[Any, ...]]) -> None:
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    pq.write_table(pa.table({name: [row[k] for row in rows] for k, name in enumerate(COLUMNS)}), path)
+
+
+def write_sql(url: str, rows: list[tuple[Any, ...]]) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    numbers = {"x0", "x1", "x2", "bmi"}
+    table = sqlalchemy.Table(
+        "patients",
+        sqlalchemy.MetaData(),
+        *(sqlalchemy.Column(name, sqlalchemy.Float if name in numbers else sqlalchemy.Text) for name in COLUMNS),
+    )
+    with engine.begin() as connection:
+        table.drop(connection, checkfirst=True)
+        table.create(connection)
+        connection.execute(table.insert(), [dict(zip(COLUMNS, row, strict=True)) for row in rows])
+    engine.dispose()
+
+
+def federation_dir(tmp: Path, name: str, sources: list[str]) -> Path:
+    """A 3 x 1 federation (certificates, secret, configs from `split_dataset`) whose entities read ``sources``.
+
+    The same column-block secret in every directory (copied from one split), so B and the kernels agree.
+    """
+    skeleton = tmp / "skeleton"
+    if not skeleton.exists():
+        placeholder = rule_dataset(np.random.default_rng(0).random((30, 7)))
+        split_dataset(placeholder, SplitOptions(rows=3, cols=1, out_dir=skeleton, test_fraction=0.2, seed=0))
+    out = tmp / name
+    shutil.copytree(skeleton, out)
+    for k, source in enumerate(sources):
+        config = out / f"r{k}c0.toml"
+        (out / f"r{k}c0.csv").unlink()  # the placeholder's cell: these entities read their own source
+        # The placeholder's cell and numeric schema give way to this entity's own source and schema.
+        text = re.sub(r'(?m)^data = "r\dc0\.csv"\n', "", config.read_text().split("\n[[schema.features]]")[0])
+        config.write_text(text + source + SCHEMA_TOML)
+    return out
+
+
+def serve_and_train(split_dir: Path) -> tuple[np.ndarray, dict[str, Any]]:
+    """Start the entities, fetch the training kernel through Session, train through the CLI; K and the model."""
+    planned = load_federation(split_dir / "federation.toml")
+    with EntityProcesses([split_dir / f"{e.id}.toml" for e in planned.entities]) as running:
+        live = split_dir / "federation.live.toml"
+        live.write_text(federation_at_addresses(planned, running.addresses))
+        with Session(load_federation(live)) as session:
+            blocks, scaling = session.survey()
+            K = session.kernel("gaussian", MBAR, MU, scaling, blocks, "train")
+        model = split_dir / "model.json"
+        options = ["--kernel", "gaussian", "--mbar", str(MBAR), "--mu", str(MU), "--nu", str(NU), "--basis", "paper"]
+        ppsvm("coordinator", "train", "--federation", str(live), "--model-out", str(model), *options)
+    return K, json.loads(model.read_text())
+
+
+@pytest.fixture(scope="module")
+def rows() -> list[tuple[Any, ...]]:
+    return records(seed=11)
+
+
+@pytest.fixture(scope="module")
+def all_csv(tmp_path_factory: pytest.TempPathFactory, rows: list[tuple[Any, ...]]) -> Iterator[Any]:
+    tmp = tmp_path_factory.mktemp("sources")
+    sources = []
+    for k in range(3):
+        write_csv(tmp / f"entity{k}.csv", rows[k * ROWS_PER_ENTITY : (k + 1) * ROWS_PER_ENTITY])
+        sources.append(data_table("csv", f'path = "../entity{k}.csv"'))
+    yield tmp, serve_and_train(federation_dir(tmp, "all-csv", sources))
+
+
+def mixed(tmp: Path, rows: list[tuple[Any, ...]], url: str, name: str) -> tuple[np.ndarray, dict[str, Any]]:
+    """Entity 0 on the database at ``url``, entity 1 on Parquet, entity 2 on CSV."""
+    write_sql(url, rows[:ROWS_PER_ENTITY])
+    write_parquet(tmp / f"{name}-entity1.parquet", rows[ROWS_PER_ENTITY : 2 * ROWS_PER_ENTITY])
+    sources = [
+        data_table("sql", f'url = "{url}"\ntable = "patients"'),
+        data_table("parquet", f'path = "../{name}-entity1.parquet"'),
+        data_table("csv", 'path = "../entity2.csv"'),
+    ]
+    return serve_and_train(federation_dir(tmp, name, sources))
+
+
+def assert_same_federation(got: tuple[np.ndarray, dict[str, Any]], want: tuple[np.ndarray, dict[str, Any]]) -> None:
+    (K, model), (K_csv, model_csv) = got, want
+    assert K.shape == K_csv.shape == (3 * ROWS_PER_ENTITY * 4 // 5, MBAR)
+    np.testing.assert_allclose(K, K_csv, rtol=0, atol=1e-12)
+    np.testing.assert_allclose(model["u"], model_csv["u"], rtol=0, atol=1e-9)
+    assert model["gamma"] == pytest.approx(model_csv["gamma"], abs=1e-9)
+    # The encoded width: 3 numbers, 3 one-hot columns, bmi.
+    assert model["training"]["n_features"] == [7]
+
+
+def test_sqlite_parquet_and_csv_entities_train_the_all_csv_model(all_csv: Any, rows: list[tuple[Any, ...]]) -> None:
+    tmp, want = all_csv
+    assert_same_federation(mixed(tmp, rows, f"sqlite:///{tmp / 'hospital.db'}", "sqlite"), want)
+
+
+def test_postgresql_parquet_and_csv_entities_train_the_all_csv_model(
+    all_csv: Any, rows: list[tuple[Any, ...]], postgres: Postgres
+) -> None:
+    tmp, want = all_csv
+    assert_same_federation(mixed(tmp, rows, postgres.url, "postgresql"), want)

@@ -1,0 +1,226 @@
+"""Entity data sources and schemas: CSV, Parquet and SQLite read to the same cell; errors name where."""
+
+from __future__ import annotations
+
+import sqlite3
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from ppsvm.data import sources
+from ppsvm.data.schema import Feature, Schema, parse_schema
+from ppsvm.data.sources import DataSource, parse_data_table, read_source
+from ppsvm.errors import ConfigError, DataError
+
+# A hospital-like extract: a text id, a text outcome, a categorical and a column with gaps.
+COLUMNS = ("patient", "age", "smoker", "bmi", "outcome", "part")
+ROWS: list[tuple[Any, ...]] = [
+    ("p01", 61, "never", 27.5, "yes", "train"),
+    ("p02", 45, "former", None, "no", "train"),
+    ("p03", 70, "current", 31.0, "yes", "test"),
+    ("p04", 38, None, 22.1, "no", "train"),
+    ("p05", 52, "never", None, "no", "train"),
+]
+SCHEMA = Schema(
+    (
+        Feature("age", "number"),
+        Feature("smoker", "category", ("never", "former", "current"), impute="never"),
+        Feature("bmi", "number", impute=25.0),
+    )
+)
+# What the schema encodes ROWS to, written out by hand: age, smoker one-hot, bmi (25 imputed).
+EXPECTED = np.array(
+    [
+        [61, 1, 0, 0, 27.5],
+        [45, 0, 1, 0, 25.0],
+        [70, 0, 0, 1, 31.0],
+        [38, 1, 0, 0, 22.1],
+        [52, 1, 0, 0, 25.0],
+    ]
+)
+COMMON = dict(id_column="patient", label_column="outcome", split_column="part", labels=("yes", "no"))
+
+
+def write_csv(path: Path, rows: list[tuple[Any, ...]] = ROWS, columns: tuple[str, ...] = COLUMNS) -> Path:
+    lines = [",".join(columns)] + [",".join("" if v is None else str(v) for v in row) for row in rows]
+    path.write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return path
+
+
+def write_sqlite(path: Path, rows: list[tuple[Any, ...]] = ROWS) -> str:
+    with sqlite3.connect(path) as connection:
+        columns = "patient TEXT, age INTEGER, smoker TEXT, bmi REAL, outcome TEXT, part TEXT, note TEXT"
+        connection.execute(f"CREATE TABLE patients ({columns})")
+        connection.executemany("INSERT INTO patients VALUES (?, ?, ?, ?, ?, ?, 'not read')", rows)
+    return f"sqlite:///{path}"
+
+
+def write_parquet(path: Path, rows: list[tuple[Any, ...]] = ROWS) -> Path:
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    table = pa.table({name: [row[k] for row in rows] for k, name in enumerate(COLUMNS)})
+    pq.write_table(table, path, row_group_size=2)  # several row groups: batches meet their boundaries
+    return path
+
+
+def check_expected(cell: Any) -> None:
+    assert cell.feature_names == ("age", "smoker=never", "smoker=former", "smoker=current", "bmi")
+    assert cell.train_ids.tolist() == ["p01", "p02", "p04", "p05"] and cell.test_ids.tolist() == ["p03"]
+    np.testing.assert_array_equal(cell.X_train, EXPECTED[[0, 1, 3, 4]])
+    np.testing.assert_array_equal(cell.X_test, EXPECTED[[2]])
+    np.testing.assert_array_equal(cell.y_train, [1, -1, -1, -1])
+    np.testing.assert_array_equal(cell.y_test, [1])
+
+
+def test_csv_source_encodes_categories_and_imputes(tmp_path: Path) -> None:
+    check_expected(read_source(DataSource("csv", path=write_csv(tmp_path / "p.csv"), **COMMON), SCHEMA))
+
+
+def test_sqlite_table_and_query_read_the_same_cell(tmp_path: Path) -> None:
+    url = write_sqlite(tmp_path / "h.db")
+    check_expected(read_source(DataSource("sql", url=url, table="patients", **COMMON), SCHEMA))
+    query = "SELECT * FROM patients WHERE age > 0"
+    check_expected(read_source(DataSource("sql", url=url, query=query, **COMMON), SCHEMA))
+
+
+def test_parquet_source_reads_the_same_cell(tmp_path: Path) -> None:
+    check_expected(read_source(DataSource("parquet", path=write_parquet(tmp_path / "p.parquet"), **COMMON), SCHEMA))
+
+
+@pytest.mark.parametrize("kind", ["csv", "parquet", "sql"])
+def test_batches_keep_row_positions_across_their_boundaries(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, kind: str
+) -> None:
+    """With 2-row batches the error still names the right line or row."""
+    monkeypatch.setattr(sources, "BATCH_ROWS", 2)
+    bad = [*ROWS[:4], ("p05", 52, "sometimes", 20.0, "no", "train")]
+    if kind == "csv":
+        source, where = DataSource("csv", path=write_csv(tmp_path / "p.csv", bad), **COMMON), "line 6"
+    elif kind == "parquet":
+        source, where = DataSource("parquet", path=write_parquet(tmp_path / "p.parquet", bad), **COMMON), "row 5"
+    else:
+        url = write_sqlite(tmp_path / "h.db", bad)
+        source, where = DataSource("sql", url=url, table="patients", **COMMON), "row 5"
+    with pytest.raises(DataError, match=f"{where}, column 'smoker': 'sometimes' is not a declared category"):
+        read_source(source, SCHEMA)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        (
+            [("p01", None, "never", 1.0, "yes", "train")],
+            "line 2, column 'age': missing value and the schema imputes none",
+        ),
+        ([("p01", "old", "never", 1.0, "yes", "train")], "line 2, column 'age': 'old' is not a number"),
+        (
+            [("p01", 1, "never", 1.0, "maybe", "train")],
+            "line 2, column 'outcome': label 'maybe' is neither 'yes' nor 'no'",
+        ),
+        ([("p01", 1, "never", 1.0, None, "train")], "line 2, column 'outcome': missing label"),
+        ([("", 1, "never", 1.0, "yes", "train")], "line 2, column 'patient': empty record id"),
+        ([ROWS[0], ROWS[1], ROWS[0]], "line 4: duplicate record id 'p01' (first on line 2)"),
+        ([("p01", 1, "never", 1.0, "yes", "valid")], "line 2, column 'part': expected 'train' or 'test', got 'valid'"),
+        ([("p01", 1, "never", 1.0, "yes", "test")], "every record is marked 'test'"),
+        ([], "no records"),
+    ],
+)
+def test_csv_errors_name_file_line_and_column(tmp_path: Path, rows: list[tuple[Any, ...]], message: str) -> None:
+    path = write_csv(tmp_path / "p.csv", rows)
+    with pytest.raises(DataError) as caught:
+        read_source(DataSource("csv", path=path, **COMMON), SCHEMA)
+    assert str(path) in str(caught.value) and message in str(caught.value)
+
+
+def test_a_declared_column_the_source_lacks_is_named(tmp_path: Path) -> None:
+    path = write_csv(tmp_path / "p.csv")
+    schema = Schema((*SCHEMA.features, Feature("weight", "number")))
+    with pytest.raises(DataError, match="no column\\(s\\) 'weight'"):
+        read_source(DataSource("csv", path=path, **COMMON), schema)
+    url = write_sqlite(tmp_path / "h.db")
+    with pytest.raises(DataError, match="table 'patients' at sqlite:///.*weight"):
+        read_source(DataSource("sql", url=url, table="patients", **COMMON), schema)
+
+
+def test_parquet_and_sql_need_a_schema(tmp_path: Path) -> None:
+    with pytest.raises(DataError, match="needs a declared schema"):
+        read_source(DataSource("sql", url=write_sqlite(tmp_path / "h.db"), table="patients", **COMMON))
+
+
+def test_not_a_parquet_file_is_named(tmp_path: Path) -> None:
+    pytest.importorskip("pyarrow")
+    path = write_csv(tmp_path / "p.parquet")
+    with pytest.raises(DataError, match="not a readable Parquet file"):
+        read_source(DataSource("parquet", path=path, **COMMON), SCHEMA)
+
+
+def test_a_database_url_password_never_appears(tmp_path: Path) -> None:
+    source = DataSource("sql", url="postgresql+psycopg://alice:s3cret@127.0.0.1:9/h", table="patients", **COMMON)
+    assert "s3cret" not in source.describe() and "alice" in source.describe()
+    with pytest.raises(DataError) as caught:  # nothing listens on port 9
+        read_source(source, SCHEMA)
+    assert "s3cret" not in str(caught.value) and "127.0.0.1" in str(caught.value)
+
+
+def test_url_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    source = DataSource("sql", url_env="PPSVM_TEST_DB", table="patients", **COMMON)
+    with pytest.raises(ConfigError, match="PPSVM_TEST_DB"):
+        read_source(source, SCHEMA)
+    monkeypatch.setenv("PPSVM_TEST_DB", write_sqlite(tmp_path / "h.db"))
+    check_expected(read_source(source, SCHEMA))
+
+
+def test_schema_round_trips_and_fingerprints_what_encodes() -> None:
+    parsed = parse_schema({"features": SCHEMA.as_dict()["features"]}, "x")
+    assert parsed == SCHEMA and parsed.fingerprint() == SCHEMA.fingerprint()
+    other_impute = Schema((SCHEMA.features[0], SCHEMA.features[1], Feature("bmi", "number", impute=24.0)))
+    other_order = Schema(
+        (SCHEMA.features[0], Feature("smoker", "category", ("former", "never", "current")), SCHEMA.features[2])
+    )
+    assert len({SCHEMA.fingerprint(), other_impute.fingerprint(), other_order.fingerprint()}) == 3
+
+
+@pytest.mark.parametrize(
+    ("features", "message"),
+    [
+        ([], "at least one"),
+        ([{"name": "a", "type": "text"}], "'type' must be one of number, category"),
+        ([{"name": "a", "type": "category"}], "'categories' must list"),
+        ([{"name": "a", "type": "category", "categories": ["x", "x"]}], "listed twice"),
+        ([{"name": "a", "type": "category", "categories": ["x"], "impute": "y"}], "one of the declared categories"),
+        ([{"name": "a", "impute": "y"}], "'impute' must be a finite number"),
+        ([{"name": "a", "categories": ["x"]}], "category features only"),
+        ([{"name": "a"}, {"name": "a"}], "declared more than once"),
+        ([{"name": " a"}], "'name' must be"),
+        ([{"name": "a", "colour": 1}], "unknown key(s) colour"),
+    ],
+)
+def test_schema_errors_name_the_feature(features: list[dict[str, Any]], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_schema({"features": features}, "e.toml")
+    assert message in str(caught.value) and "e.toml" in str(caught.value)
+
+
+@pytest.mark.parametrize(
+    ("table", "message"),
+    [
+        ({"source": "excel", "path": "x"}, "'source' must be one of csv, parquet, sql"),
+        ({"source": "csv"}, "a csv source takes path"),
+        ({"source": "sql", "url": "sqlite://", "path": "x"}, "a sql source takes"),
+        ({"source": "sql", "url": "sqlite://", "table": "t", "query": "q"}, "a sql source takes"),
+        ({"source": "csv", "path": "x", "labels": {"positive": "a"}}, "'labels' must be"),
+        ({"source": "csv", "path": "x", "delimiter": ";;"}, "'delimiter' must be one character"),
+        ({"source": "csv", "path": "x", "sheet": 1}, "unknown key(s) sheet"),
+    ],
+)
+def test_data_table_errors_name_the_key(table: dict[str, Any], message: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        parse_data_table(table, "e.toml [data]", Path("/base"))
+    assert message in str(caught.value)
+
+
+def test_data_table_paths_are_relative_to_the_config() -> None:
+    source = parse_data_table({"source": "parquet", "path": "d/p.parquet", "id": "patient"}, "w", Path("/conf"))
+    assert source.path == Path("/conf/d/p.parquet") and source.id_column == "patient"
