@@ -158,6 +158,14 @@ def relative_gap(value: float, reference: float) -> float:
     return abs(value - reference) / max(abs(reference), 1e-300)
 
 
+def pseudonyms_of(split_dir: Path, ids: list[str]) -> list[str]:
+    """What the entities of a split publish for ``ids``: their pseudonyms under the split's record-id key."""
+    from ppsvm.core.randomness import record_pseudonyms
+    from ppsvm.data.partition import ID_KEY_FILE
+
+    return record_pseudonyms(bytes.fromhex((split_dir / ID_KEY_FILE).read_text().strip()), ids)
+
+
 def proc_status(pid: int | None = None) -> dict[str, float]:
     """VmRSS and VmHWM (MiB) of a live process, this one by default."""
     figures = {}

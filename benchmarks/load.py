@@ -72,6 +72,7 @@ from benchmarks._shared import (
     peak_rss_mib,
     print_machine,
     proc_status,
+    pseudonyms_of,
     table,
     write_json,
 )
@@ -378,6 +379,9 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
             repr(NU),
             "--mu",
             repr(mu),
+            # The paper's basis: the independent check of every served decision below computes K(x', B') u.
+            "--basis",
+            "paper",
         )
         usage_path = work / "train.rusage.json"
         started = time.perf_counter()
@@ -457,9 +461,13 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
             with (split_dir / f"r{i}c0.csv").open(encoding="utf-8") as cell:
                 next(cell)
                 row_block_of.update((line.split(",", 1)[0], i) for line in cell)
+        # Clients ask by pseudonym, as the entities publish records (they hold the record-id key).
+        asked = np.array(pseudonyms_of(split_dir, ids.tolist()))
+        row_of_pseudonym = {record: k for k, record in enumerate(asked.tolist())}
+        row_block_of = dict(zip(pseudonyms_of(split_dir, list(row_block_of)), row_block_of.values(), strict=True))
         rng = np.random.default_rng(args.seed + 2)
         for size in args.batch:
-            requests = [(k, ids[rng.choice(m, size, replace=False)].tolist()) for k in range(args.requests)]
+            requests = [(k, asked[rng.choice(m, size, replace=False)].tolist()) for k in range(args.requests)]
             plans = [requests[c :: args.clients] for c in range(args.clients)]
             entity_calls = s * sum(len({row_block_of[record] for record in chosen}) for _, chosen in requests)
             before = {
@@ -525,7 +533,7 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
             )
 
             # 7. independent check of every served decision ---------------------------------------
-            rows = np.array([int(k) for k in decisions], dtype=np.int64)
+            rows = np.array([row_of_pseudonym[record] for record in decisions], dtype=np.int64)
             served = np.array(list(decisions.values()))
             train_rows = ~held_out
             low, high = X[train_rows].min(axis=0), X[train_rows].max(axis=0)

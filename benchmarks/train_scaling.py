@@ -61,6 +61,7 @@ from benchmarks._shared import (
     peak_rss_mib,
     print_machine,
     proc_status,
+    pseudonyms_of,
     relative_gap,
     reset_peak_rss,
     result_path,
@@ -298,8 +299,8 @@ def peer_estimators(mbar: int, mu: float, seed: int) -> dict[str, tuple[str, Any
 def peers(
     X: np.ndarray,
     y: np.ndarray,
-    train_ids: np.ndarray,
-    test_ids: np.ndarray,
+    rows: np.ndarray,
+    test_rows: np.ndarray,
     mbar: int,
     mu: float,
     args: argparse.Namespace,
@@ -307,7 +308,6 @@ def peers(
     """Fit time and test error of each peer on the pooled training rows, scaled to [0, 1] as the coordinator does."""
     from ppsvm.core.kernels import scale_to_unit
 
-    rows, test_rows = train_ids.astype(np.int64), test_ids.astype(np.int64)
     low, high = X[rows].min(axis=0), X[rows].max(axis=0)
     A, A_test = scale_to_unit(X[rows], low, high), scale_to_unit(X[test_rows], low, high)
     results: dict[str, Any] = {}
@@ -377,7 +377,12 @@ def measure(m: int, mbar: int, args: argparse.Namespace, work: Path) -> dict[str
     figures["ratio_overhead_based"] = (ipm["median_s"] + median(figures["overhead_s"])) / ipm["median_s"]
     figures["ratio_cpu"] = median(figures["train_cpu_s"]) / ipm["median_cpu_s"]
 
-    figures["peers"] = peers(X, y_all, ids, ids_test, mbar, mu, args)
+    # The entities published pseudonyms: back to rows of X with the split's record-id key.
+    row_of = {
+        record: k for k, record in enumerate(pseudonyms_of(federation_path.parent, list(map(str, range(len(X))))))
+    }
+    rows, test_rows = (np.array([row_of[record] for record in part]) for part in (ids, ids_test))
+    figures["peers"] = peers(X, y_all, rows, test_rows, mbar, mu, args)
     figures["tuning"] = tuning(K, y, mbar, mu, ipm, args) if m in args.tune_at else None
     return figures
 

@@ -26,6 +26,7 @@ from ppsvm.coordinator.audit import audit
 from ppsvm.coordinator.dp_train import DpOptions, train_dp, train_dp_and_save
 from ppsvm.coordinator.evaluate import (
     BaselineFigures,
+    check_model_federation,
     check_model_matches,
     decisions_for_ids,
     entity_alone,
@@ -282,6 +283,7 @@ class Federation:
         asked = list(ids) if id_key is None else record_pseudonyms(_id_key(id_key), list(ids))
         with Session(self.config, self.deadline) as session:
             blocks, _ = session.survey()
+            check_model_federation(chosen, session)
             decision = decisions_for_ids(session, chosen, record_row_blocks(blocks), asked)
         return np.array([decision[record] for record in asked])
 

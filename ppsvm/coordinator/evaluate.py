@@ -36,6 +36,20 @@ def check_model_matches(model: Model, federation: Federation) -> None:
         raise ConfigError(f"the model was trained on a different federation than {federation.source}: {differ}")
 
 
+def check_model_federation(model: Model, session: Session) -> None:
+    """The entities are the ones the model was trained on: same secrets, schemas and record-id key.
+
+    Call after :meth:`Session.survey` (or ``load_metadata``). A model file without a fingerprint
+    (written before models carried one) is not checked.
+    """
+    if model.federation and model.federation != session.fingerprint():
+        raise ConfigError(
+            f"the model was trained on another federation than the entities of {session.federation.source} "
+            f"(fingerprint {model.federation[:16]}... against {session.fingerprint()[:16]}...): an entity's "
+            "column secret, feature schema or record-id key, or the grid, has changed since; train again"
+        )
+
+
 def assembled_decisions(
     federation: Federation,
     model: Model,
@@ -53,6 +67,7 @@ def assembled_decisions(
     found: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
     with Session(federation, deadline) as session:
         blocks, _ = session.survey()  # the signed ranges it fetches are checked against the model's scaling
+        check_model_federation(model, session)
         for part in parts:
             if part == "test" and not any(len(b.test_ids) for b in blocks):
                 raise DataError("the entities hold no held-out records to evaluate on (split with --test-fraction > 0)")

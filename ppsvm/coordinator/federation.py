@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
 import threading
 import time
@@ -229,6 +231,20 @@ class Session:
                     f"{feature_groups}), so the assembled kernel would compare unlike features; every entity of a "
                     "column block must list the same feature columns, with the same names, in the same order"
                 )
+
+    def fingerprint(self) -> str:
+        """SHA-256 (hex) of what a model trained here depends on, from the entities' Metadata.
+
+        Entity ids and grid cells, feature counts, and the keyed checks of each entity's column
+        secret (hence B_j), feature schema and record-id key (hence the pseudonyms). Record counts
+        are left out: new records may arrive and still be scored by the same model.
+        """
+        entries = [
+            [e.id, e.row_block, e.column_block, m.n_features, m.secret_check, m.features_check, m.id_key_check]
+            for e in sorted(self.federation.entities, key=lambda e: e.id)
+            for m in (self.metadata[e.id],)
+        ]
+        return hashlib.sha256(json.dumps(entries).encode("utf-8")).hexdigest()
 
     def _groups(self, members: Sequence[FederationEntity], field: str) -> str:
         """Members grouped by a metadata fingerprint, described ("a, b; c"), or "" when all agree."""

@@ -9,7 +9,12 @@ import grpc
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
-from ppsvm.coordinator.evaluate import check_model_matches, decisions_for_ids, record_row_blocks
+from ppsvm.coordinator.evaluate import (
+    check_model_federation,
+    check_model_matches,
+    decisions_for_ids,
+    record_row_blocks,
+)
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.model import Model
 from ppsvm.wire.certs import CLIENT, ROLES
@@ -72,6 +77,7 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
     stop = stop_on_signals()
     with Session(federation, deadline) as session:
         blocks, _ = session.survey()
+        check_model_federation(model, session)
         # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
         session.ranges_for(model.scaling)
         servicer = CoordinatorServicer(session, model, blocks)

@@ -143,6 +143,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
     started = time.perf_counter()
     with Session(federation, options.deadline) as session:
         blocks, scaling = session.survey()
+        fingerprint = session.fingerprint()
         if options.task == "classify":
             _check_labels(session, blocks)
         widths = [session.n_features(j) for j in federation.column_blocks]
@@ -245,6 +246,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         scaling=scaling,
         entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
         columns=None if columns is None else tuple(map(tuple, columns.tolist())),
+        federation=fingerprint,
         training={
             "n_train": int(n_train),
             "n_features": widths,

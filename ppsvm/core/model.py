@@ -64,6 +64,11 @@ class Model:
         of every block.
     training : dict
         How it was trained (records, formulation, objective, seconds, tuning).
+    federation : str
+        The fingerprint of the federation it was trained on (:meth:`Session.fingerprint
+        <ppsvm.coordinator.federation.Session.fingerprint>`): entity ids and cells, feature counts,
+        the keyed checks of secrets, schemas and the record-id key. Serving or evaluating it against
+        entities with another fingerprint is refused; "" (files from before it existed): not checked.
     """
 
     task: Task
@@ -78,6 +83,7 @@ class Model:
     entities: tuple[ModelEntity, ...]
     columns: tuple[tuple[int, ...], ...] | None = None
     training: dict[str, Any] = field(default_factory=dict)
+    federation: str = ""
 
     @property
     def column_index(self) -> np.ndarray | None:

@@ -19,6 +19,7 @@ import pytest
 
 from ppsvm.config import federation_at_addresses, load_federation
 from ppsvm.coordinator.federation import Session
+from ppsvm.core.model import Model
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import ID_KEY_FILE, SplitOptions, split_dataset
 from ppsvm.data.sources import load_cell
@@ -118,3 +119,26 @@ def test_entities_with_different_record_id_keys_are_refused(split_dir: Path, tmp
     finally:
         r1c1.write_text(original)
     assert "do not share one record-id key" in str(refused.value) and "r1c1" in str(refused.value)
+
+
+def test_a_model_is_refused_by_entities_whose_keys_changed_since(split_dir: Path) -> None:
+    """Model files carry the federation's fingerprint: after the record-id key is rotated (consistently, at
+    every entity) the old model names records the entities no longer publish, and evaluating it is refused."""
+    planned = load_federation(split_dir / "federation.toml")
+    configs = [split_dir / f"{e.id}.toml" for e in planned.entities]
+    model = split_dir / "fingerprinted.json"
+    with EntityProcesses(configs) as running:
+        live = live_federation(split_dir, running, "federation.fingerprint.toml")
+        ppsvm("coordinator", "train", "--federation", str(live), "--model-out", str(model), *FLAGS)
+    assert len(Model.load(model).federation) == 64
+    key_file = split_dir / ID_KEY_FILE
+    original = key_file.read_text()
+    key_file.write_text("ef" * 32 + "\n")
+    try:
+        with EntityProcesses(configs) as running:
+            live = live_federation(split_dir, running, "federation.rotated.toml")
+            refused = ppsvm("coordinator", "evaluate", "--federation", str(live), "--model", str(model), check=False)
+    finally:
+        key_file.write_text(original)
+    assert refused.returncode == 1 and "trained on another federation" in refused.stderr, refused.stderr
+    assert "record-id key" in refused.stderr and "Traceback" not in refused.stderr
