@@ -1,4 +1,4 @@
-"""``ppsvm coordinator train|evaluate|baselines|serve``: the coordinator's commands.
+"""``ppsvm coordinator train|evaluate|baselines|predict|serve``: the coordinator's commands.
 
 Each goes through :class:`ppsvm.api.federation.Federation` (the DP training through
 :func:`ppsvm.coordinator.dp_train.train_dp_and_save`), as a Python caller would.
@@ -7,10 +7,14 @@ Each goes through :class:`ppsvm.api.federation.Federation` (the DP training thro
 from __future__ import annotations
 
 import argparse
+import csv
+import io
 import json
 import sys
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from ppsvm.cli_arguments import (
     AUTO,
@@ -70,6 +74,23 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     baselines.add_argument("--json", action="store_true")
     add_task_arguments(baselines, random_kernel=False)
     baselines.set_defaults(run=cmd_baselines)
+
+    predict = actions.add_parser(
+        "predict", help="score records by id (training, held-out or new ones) and write a CSV of the answers"
+    )
+    add_connection_arguments(predict)
+    predict.add_argument("--model", required=True)
+    predict.add_argument(
+        "--ids", required=True, metavar="FILE", help="one record id per line (a first line 'id' is a header)"
+    )
+    predict.add_argument("--out", required=True, metavar="FILE", help="CSV: id, decision, prediction, status")
+    predict.add_argument(
+        "--id-key",
+        metavar="FILE",
+        help="the federation's record-id key (held by the entities): --ids then holds real ids, not pseudonyms",
+    )
+    predict.add_argument("--batch", type=int, default=1000, help="records per round of kernel requests (%(default)s)")
+    predict.set_defaults(run=cmd_predict)
 
     serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
     add_connection_arguments(serve)
@@ -193,6 +214,43 @@ def cmd_baselines(args: argparse.Namespace) -> int:
         for row in rows:
             print("  ".join(f"{k} = {v:.4f}" if isinstance(v, float) else f"{k} = {v}" for k, v in row.items()))
         print("mean: " + ", ".join(f"{k} = {v:.4f}" for k, v in mean_figures(results).items()))
+    return 0
+
+
+def cmd_predict(args: argparse.Namespace) -> int:
+    """Score the records named in --ids and write id, decision, prediction and status per line to --out."""
+    from ppsvm.core.model import Model
+    from ppsvm.files import write_atomic
+
+    if args.batch < 1:
+        raise ConfigError(f"--batch must be at least 1, got {args.batch}")
+    try:
+        lines = [line.strip() for line in Path(args.ids).read_text(encoding="utf-8").splitlines()]
+    except OSError as exc:
+        raise ConfigError(f"cannot read --ids {args.ids}: {exc.strerror}") from exc
+    ids = [line for line in lines if line]
+    if ids[:1] == ["id"]:
+        ids = ids[1:]
+    if not ids or len(set(ids)) != len(ids):
+        raise ConfigError(
+            f"{args.ids}: list each record id once, one per line (got {len(ids)}, {len(set(ids))} distinct)"
+        )
+    model = Model.load(args.model)
+    decisions, missing = federation_from_args(args).score(model, ids, args.id_key, args.batch)
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "decision", "prediction", "status"])
+    for record, decision in zip(ids, decisions.tolist(), strict=True):
+        if np.isnan(decision):
+            writer.writerow([record, "", "", "not found"])
+            continue
+        prediction = (1.0 if decision >= 0 else -1.0) if model.task == "classify" else decision
+        writer.writerow([record, repr(decision), repr(prediction), "ok"])
+    write_atomic(Path(args.out), out.getvalue())  # a finished file or none
+    print(
+        f"scored {len(ids) - len(missing)} of {len(ids)} records into {args.out}; {len(missing)} not found",
+        file=sys.stderr,
+    )
     return 0
 
 

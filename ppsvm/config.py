@@ -91,6 +91,9 @@ class EntityConfig:
         mechanisms, whose floating-point noise is not hardened against the floating-point attack.
     schema : Schema or None
         ``[schema]``: the declared features; None for a cell CSV (every column a number).
+    scoring : DataSource | None
+        ``[scoring]``: new records to score (never trained on), read with the same schema; a table or
+        file that may grow while the entity runs.
     id_key_file : Path | None
     id_key_env : str | None
         At most one names the federation's record-id key: then its record ids leave it only as
@@ -117,6 +120,7 @@ class EntityConfig:
     schema: Schema | None = None
     id_key_file: Path | None = None
     id_key_env: str | None = None
+    scoring: DataSource | None = None
 
     def read_secret(self) -> bytes:
         """The column-group secret: hex text from the file or environment variable, decoded."""
@@ -291,6 +295,7 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         schema=schema,
         id_key_file=base / id_key_file if id_key_file is not None else None,
         id_key_env=id_key_env,
+        scoring=_scoring(document, path),
         column_block=column_block,
         secret_file=base / secret_file if secret_file is not None else None,
         secret_env=secret_env,
@@ -328,6 +333,18 @@ def _data_and_schema(document: dict[str, Any], table: dict[str, Any], path: Path
     if schema is None and not source.cell_format:
         raise ConfigError(f"{path}: a {source.kind} source needs a [schema] declaring its features")
     return source, schema
+
+
+def _scoring(document: dict[str, Any], path: Path) -> DataSource | None:
+    """The ``[scoring]`` table: a source like ``[data]``, without labels or a split."""
+    if "scoring" not in document:
+        return None
+    source = parse_data_table(_table(document, "scoring", path), f"{path} [scoring]", path.parent)
+    if source.label_column is not None or source.split_column is not None or source.labels is not None:
+        raise ConfigError(f"{path} [scoring]: a scoring source holds new records to score: no label, split or labels")
+    if "schema" not in document and "data" not in document:
+        raise ConfigError(f"{path} [scoring]: needs the [schema] its records are encoded with")
+    return source
 
 
 def release_log_name(entity_id: str) -> str:

@@ -32,6 +32,7 @@ from ppsvm.coordinator.evaluate import (
     entity_alone,
     evaluate_model,
     record_row_blocks,
+    score_records,
 )
 from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.serve import serve_coordinator
@@ -352,6 +353,38 @@ class Federation:
         """
         configs = [c if isinstance(c, EntityConfig) else load_entity_config(c) for c in entity_configs]
         return audit(self.config, configs, self.deadline)
+
+    def score(
+        self,
+        model: ModelLike,
+        ids: Sequence[str],
+        id_key: str | Path | bytes | None = None,
+        batch: int = 1000,
+    ) -> tuple[np.ndarray, list[str]]:
+        """Decision values of many records by id, in batches (``ppsvm coordinator predict``); unknown ids listed.
+
+        Parameters
+        ----------
+        model : Model, str or Path
+        ids : sequence of str, length k
+            Pseudonyms, or with ``id_key`` real ids (as in :meth:`decision_function`): training, held-out
+            or new records in the entities' scoring sources.
+        id_key : str, Path or bytes, optional
+        batch : int
+            Records per round of kernel requests.
+
+        Returns
+        -------
+        decisions : ndarray, shape (k,)
+            NaN for the ids no row block holds.
+        not_found : list of str
+            Those ids, as given.
+        """
+        chosen = _random_kernel(model, "Federation.score")
+        asked = list(ids) if id_key is None else record_pseudonyms(_id_key(id_key), list(ids))
+        decisions, missing = score_records(self.config, chosen, asked, batch=batch, deadline=self.deadline)
+        given = dict(zip(asked, ids, strict=True))
+        return np.array([decisions.get(record, np.nan) for record in asked]), [given[record] for record in missing]
 
     def serve(self, model: ModelLike, listen: str = "127.0.0.1:0") -> int:
         """Serve predictions by record id until SIGINT or SIGTERM (``ppsvm coordinator serve``); returns 0.

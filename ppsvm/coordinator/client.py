@@ -125,6 +125,9 @@ class EntityClient:
                     f"{self.name} sent {part}_labels of shape {labels.shape} "
                     f"for {ids.size} ids, or labels that are not finite numbers"
                 )
+        scoring = arrays.get("score_ids")
+        if scoring is not None and (scoring.ndim != 1 or (scoring.size and scoring.dtype.kind != "U")):
+            raise EntityError(f"{self.name} sent score_ids of shape {scoring.shape} and dtype {scoring.dtype}")
         return arrays
 
     def feature_range(self) -> pb.SignedRange:

@@ -20,7 +20,7 @@ from ppsvm.core.metrics import classification_report, trivial_baseline
 from ppsvm.core.metrics import evaluate as figures_for
 from ppsvm.core.model import Model
 from ppsvm.errors import ConfigError, DataError
-from ppsvm.progress import WaitLog, clock
+from ppsvm.progress import EtaLog, WaitLog, clock
 from ppsvm.wire.proto_names import KERNEL_KINDS
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
@@ -81,10 +81,53 @@ def assembled_decisions(
 
 
 def record_row_blocks(blocks: Sequence[RowBlockRecords]) -> dict[str, int]:
-    """Which row block holds each record (training and held-out), from the ids the entities publish."""
-    return {
+    """Which row block holds each record (training, held-out or to score), from the ids the entities publish.
+
+    A record to score that two row blocks both list is left out: which entities' features it has is unknown.
+    """
+    where = {
         record: block.row_block for block in blocks for record in [*block.train_ids.tolist(), *block.test_ids.tolist()]
     }
+    claimed: dict[str, int] = {}
+    for block in blocks:
+        for record in block.score_ids.tolist():
+            claimed[record] = -1 if record in claimed else block.row_block
+    for record, row_block in claimed.items():
+        if row_block >= 0 and record not in where:
+            where[record] = row_block
+    return where
+
+
+def score_records(
+    federation: Federation,
+    model: Model,
+    ids: Sequence[str],
+    *,
+    batch: int = 1000,
+    deadline: float = DEFAULT_DEADLINE_S,
+) -> tuple[dict[str, float], list[str]]:
+    """Decision values of records named by id (or pseudonym), in batches with progress; and the ids no row block
+    holds (training, held-out or new records to score), which are listed rather than failing the rest.
+
+    Returns
+    -------
+    decisions : dict
+        Each held id to its decision value.
+    not_found : list of str
+        The others, in the order given.
+    """
+    check_model_matches(model, federation)
+    with Session(federation, deadline) as session:
+        blocks, _ = session.survey()
+        check_model_federation(model, session)
+        where = record_row_blocks(blocks)
+        found = list(dict.fromkeys(record for record in ids if record in where))
+        progress = EtaLog(logger, "scoring (records)")
+        decisions: dict[str, float] = {}
+        for start in range(0, len(found), batch):
+            decisions.update(decisions_for_ids(session, model, where, found[start : start + batch]))
+            progress(min(start + batch, len(found)), len(found))
+    return decisions, [record for record in ids if record not in where]
 
 
 def decisions_for_ids(

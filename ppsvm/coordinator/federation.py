@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import logging
@@ -9,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 import numpy as np
@@ -42,6 +43,7 @@ class RowBlockRecords:
 
     ``train_labels`` / ``test_labels`` come from the entities that hold labels
     (checked to agree). ``order[entity_id]`` maps that entity's rows to this order.
+    ``score_ids``: new records to score (never trained on) that every entity of the row block holds.
     """
 
     row_block: int
@@ -51,6 +53,7 @@ class RowBlockRecords:
     test_labels: np.ndarray
     train_order: dict[str, np.ndarray]
     test_order: dict[str, np.ndarray]
+    score_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=str))
 
 
 def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
@@ -71,6 +74,10 @@ def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | Non
 def duplicate_record_id(ids_by_row_block: dict[int, np.ndarray]) -> tuple[str, int, int] | None:
     """A record id listed twice, with the two row blocks listing it (equal when one row block lists it twice).
 
+    Sorts a 64-bit fingerprint of each id instead of the ids: at 2 million 32-character pseudonyms a
+    set of the ids took 4.5 s and 510 MiB, the fingerprints take a fraction of a second and 40 bytes per
+    id. Equal fingerprints are only candidates; the ids themselves decide.
+
     Parameters
     ----------
     ids_by_row_block : dict of row block to ndarray of str, shape (k,)
@@ -80,17 +87,47 @@ def duplicate_record_id(ids_by_row_block: dict[int, np.ndarray]) -> tuple[str, i
     -------
     (id, row block, row block), or None when every id is unique across the federation.
     """
-    if not ids_by_row_block:
+    blocks = [(row_block, ids) for row_block, ids in ids_by_row_block.items() if ids.size]
+    if not blocks:
         return None
-    ids = np.concatenate(list(ids_by_row_block.values()))
-    # The usual answer is "none": a set says so in 1 ms for 10k ids, less than a sort.
-    if len(set(ids.tolist())) == ids.size:
+    if sum(ids.size for _, ids in blocks) < 2:
         return None
-    owners = np.repeat(list(ids_by_row_block), [part.size for part in ids_by_row_block.values()])
-    order = np.argsort(ids, kind="stable")
-    ids, owners = ids[order], owners[order]
-    k = int(np.flatnonzero(ids[1:] == ids[:-1])[0])
-    return str(ids[k]), int(owners[k]), int(owners[k + 1])
+    prints = np.concatenate([_fingerprints(ids) for _, ids in blocks])
+    owner = np.repeat(np.arange(len(blocks)), [ids.size for _, ids in blocks])
+    position = np.concatenate([np.arange(ids.size) for _, ids in blocks])
+    order = np.argsort(prints, kind="stable")
+    ranked = prints[order]
+    for start in np.flatnonzero((ranked[1:] == ranked[:-1]) & np.r_[True, ranked[1:-1] != ranked[:-2]]):
+        end = start + 1
+        while end + 1 < len(ranked) and ranked[end + 1] == ranked[start]:
+            end += 1
+        first_seen: dict[str, int] = {}
+        for k in order[start : end + 1]:  # ids sharing a fingerprint, in federation order
+            record = str(blocks[owner[k]][1][position[k]])
+            if record in first_seen:
+                return record, blocks[first_seen[record]][0], blocks[owner[k]][0]
+            first_seen[record] = int(owner[k])
+    return None
+
+
+def _fingerprints(ids: np.ndarray) -> np.ndarray:
+    """A 64-bit mix of each id's characters, shape (k,): equal ids give equal values whatever the array's width.
+
+    The zero words that pad shorter ids to the array's width are skipped, so the same id in a U7 and a
+    U32 array mixes to the same value.
+    """
+    raw = np.ascontiguousarray(ids).view(np.uint8).reshape(len(ids), -1)
+    width = -(-raw.shape[1] // 8) * 8
+    if width != raw.shape[1]:
+        raw = np.pad(raw, ((0, 0), (0, width - raw.shape[1])))
+    words = raw.view(np.uint64)
+    mixed = np.full(len(ids), 0x9E3779B97F4A7C15, dtype=np.uint64)
+    with np.errstate(over="ignore"):
+        for column in words.T:
+            step = (mixed ^ column) * np.uint64(0xBF58476D1CE4E5B9)
+            step ^= step >> np.uint64(31)
+            mixed = np.where(column != 0, step, mixed)
+    return mixed
 
 
 def kernel_request(
@@ -318,6 +355,9 @@ class Session:
             if labels is None:
                 raise DataError(f"row block {i}: no entity holds labels for its records")
             result[part] = (reference, labels, orders)
+        # A record can be scored once every entity of its row block holds it (each has its own columns).
+        scoring = [records[e.id].get("score_ids", np.empty(0, dtype=str)) for e in members]
+        score_ids = functools.reduce(np.intersect1d, scoring)
         return RowBlockRecords(
             i,
             result["train"][0],
@@ -326,6 +366,7 @@ class Session:
             result["test"][1],
             result["train"][2],
             result["test"][2],
+            score_ids,
         )
 
     def column_scaling(self) -> tuple[ColumnScaling, ...]:

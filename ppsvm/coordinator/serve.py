@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import threading
+import time
 from collections.abc import Sequence
 
 import grpc
@@ -31,6 +32,10 @@ PREDICTION_ROLES = method_roles(
 )
 
 
+# Unknown ids make the service list the entities' records again at most this often (new records to score).
+RELIST_EVERY_S = 1.0
+
+
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     """Predicts by record id: asks the record's row block for K(x_j', B_j') and applies the model."""
 
@@ -40,13 +45,28 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self.served = 0
         self._lock = threading.Lock()
         self.row_block_of = record_row_blocks(blocks)
+        self._listed_at = -float("inf")  # the first unknown id is looked for at once
+
+    def _relist(self) -> None:
+        """Ask the entities for their records again (new records to score may have arrived), at most every
+        RELIST_EVERY_S: a stream of unknown ids must not turn into a stream of Records calls."""
+        with self._lock:
+            if time.monotonic() - self._listed_at < RELIST_EVERY_S:
+                return
+            self._listed_at = time.monotonic()
+        row_block_of = record_row_blocks(self.session.align_records())
+        self.row_block_of = row_block_of  # one assignment: a concurrent request sees the old map or the new
 
     @unary_handler
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictReply:
         ids = list(request.ids)
-        decision = decisions_for_ids(self.session, self.model, self.row_block_of, ids)
+        if any(record not in self.row_block_of for record in ids):
+            self._relist()
+        row_block_of = self.row_block_of
+        found = [record for record in ids if record in row_block_of]
+        decision = decisions_for_ids(self.session, self.model, row_block_of, found) if found else {}
         with self._lock:
-            self.served += len(ids)
+            self.served += len(found)
         classify = self.model.task == "classify"
         return pb.PredictReply(
             predictions=[
@@ -55,8 +75,9 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                     decision=decision[r],
                     prediction=(1.0 if decision[r] >= 0 else -1.0) if classify else decision[r],
                 )
-                for r in ids
-            ]
+                for r in found
+            ],
+            not_found=[record for record in ids if record not in row_block_of],
         )
 
     @unary_handler

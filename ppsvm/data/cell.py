@@ -49,7 +49,12 @@ class Cell:
         ids = [*self.train_ids.tolist(), *self.test_ids.tolist()]
         return {record: k for k, record in enumerate(ids)}, np.vstack([self.X_train, self.X_test])
 
-    def check_ids(self, ids: list[str]) -> None:
+    def holds(self, ids: list[str]) -> list[bool]:
+        """Whether the cell holds each of ``ids`` (training or held-out)."""
+        index = self._all_rows[0]
+        return [record in index for record in ids]
+
+    def check_ids(self, ids: list[str], *, allow_empty: bool = False) -> None:
         """Refuse an empty list, a repeated id or an id the cell does not hold (ids are published by Records).
 
         Raises
@@ -58,6 +63,8 @@ class Cell:
             Naming the ids at fault.
         """
         if not ids:
+            if allow_empty:
+                return
             raise DataError("ids: the list of record ids is empty")
         repeated = [record for record, count in Counter(ids).items() if count > 1]
         if repeated:

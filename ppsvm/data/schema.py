@@ -132,7 +132,7 @@ def _is_missing(value: Any, missing: frozenset[str]) -> bool:
         return True
     if isinstance(value, str):
         return value.strip() in missing
-    return isinstance(value, float) and math.isnan(value)
+    return isinstance(value, float | np.floating) and math.isnan(value)  # a null in a float column
 
 
 def _encode_feature(

@@ -35,8 +35,8 @@ logger = logging.getLogger(__name__)
 
 SourceKind = Literal["csv", "parquet", "sql"]
 SOURCE_KINDS: tuple[SourceKind, ...] = ("csv", "parquet", "sql")
-# Rows per batch: a few MB of raw values at a few dozen columns.
-BATCH_ROWS = 65_536
+# Rows per batch: tens of MB of raw values (Python strings) at a few dozen columns, whatever the source's size.
+BATCH_ROWS = 16_384
 
 
 @dataclass(frozen=True)
@@ -225,7 +225,13 @@ class _Batch:
     positions: np.ndarray
 
 
-def read_source(source: DataSource, schema: Schema | None = None, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Cell:
+def read_source(
+    source: DataSource,
+    schema: Schema | None = None,
+    *,
+    max_line_chars: int = MAX_CSV_LINE_CHARS,
+    allow_empty: bool = False,
+) -> Cell:
     """Read, encode and validate every record of ``source``.
 
     Parameters
@@ -235,6 +241,10 @@ def read_source(source: DataSource, schema: Schema | None = None, *, max_line_ch
         None: every column other than id, label and split is a number (the plain cell CSV).
     max_line_chars : int
         Longest CSV line read.
+    allow_empty : bool
+        A source without records gives an empty cell (a scoring source before its first record).
+    allow_empty : bool
+        A source without records gives an empty cell (a scoring source before its first record).
 
     Returns
     -------
@@ -276,11 +286,15 @@ def read_source(source: DataSource, schema: Schema | None = None, *, max_line_ch
         rows.append(schema.encode(batch.columns, source.missing_values, locate))
         positions.append(batch.positions)
     if not ids or not sum(len(part) for part in ids):
-        raise DataError(f"{where}: no records (the source is empty)")
+        if not allow_empty:
+            raise DataError(f"{where}: no records (the source is empty)")
+        ids, is_test, rows, positions = [np.empty(0, dtype=str)], [np.empty(0, dtype=bool)], [], [np.empty(0)]
+        rows.append(np.empty((0, len(schema.encoded_names))))
+        labels = [np.empty(0)]
     id_array = np.concatenate(ids)
     _refuse_repeated_ids(id_array, np.concatenate(positions), where, unit)
     test = np.concatenate(is_test)
-    if test.all():
+    if test.size and test.all():
         raise DataError(f"{where}: every record is marked 'test'; there are no training records")
     X = np.vstack(rows)
     y = np.concatenate(labels) if source.label_column is not None else None
@@ -474,7 +488,10 @@ def _parquet_batches(source: DataSource, schema: Schema) -> Iterator[_Batch]:
     def batches() -> Iterator[_Batch]:
         done = 0
         for record_batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=_needed_columns(source, schema)):
-            columns = {name: record_batch.column(name).to_pylist() for name in record_batch.schema.names}
+            # Numbers arrive as float64 arrays (null as NaN, which the schema reads as missing); text as objects.
+            columns: dict[str, Sequence[Any]] = {
+                name: record_batch.column(name).to_numpy(zero_copy_only=False) for name in record_batch.schema.names
+            }
             yield _Batch(columns, np.arange(done + 1, done + record_batch.num_rows + 1))
             done += record_batch.num_rows
             progress(done, total)

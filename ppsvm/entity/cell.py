@@ -13,7 +13,6 @@ order, so that a privacy reviewer reads them side by side in one file.
 
 from __future__ import annotations
 
-import dataclasses
 import hmac
 import logging
 import math
@@ -37,12 +36,12 @@ from ppsvm.core.lp import Task
 from ppsvm.core.metrics import class_histogram, evaluate
 from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
-from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag, record_pseudonyms
+from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
 from ppsvm.core.release_log import ReleaseLog, create_release_log
-from ppsvm.data.cell import Cell
 from ppsvm.data.schema import numeric_schema
 from ppsvm.data.sources import read_source
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
+from ppsvm.entity.records import ScoringRecords, pseudonymous
 from ppsvm.errors import CallCancelled, ConfigError, DataError, PrivacyError
 from ppsvm.files import write_atomic
 
@@ -93,14 +92,6 @@ class DpHistogram(TypedDict):
     noise: str
 
 
-def pseudonymous(cell: Cell, key: bytes) -> Cell:
-    """``cell`` with every record id replaced by its keyed pseudonym (same rows, same order)."""
-    train, test = record_pseudonyms(key, cell.train_ids.tolist()), record_pseudonyms(key, cell.test_ids.tolist())
-    if len({*train, *test}) != len(train) + len(test):  # 128-bit HMACs: a collision means a broken key or code
-        raise DataError(f"{cell.source}: two record ids share a pseudonym")
-    return dataclasses.replace(cell, train_ids=np.asarray(train, dtype=str), test_ids=np.asarray(test, dtype=str))
-
-
 def _received_model(model_json: bytes) -> Any:
     try:
         text = model_json.decode("utf-8")
@@ -137,6 +128,11 @@ class EntityCore:
         # The column block's members must encode alike: same columns, types, categories and imputations.
         schema = config.schema or numeric_schema(self.cell.feature_names)
         self.features_check = features_check(self._secret, (*schema.encoded_names, schema.fingerprint()))
+        self.scoring: ScoringRecords | None = None
+        if config.scoring is not None:
+            held = {*self.cell.train_ids.tolist(), *self.cell.test_ids.tolist()}
+            self.scoring = ScoringRecords(config.scoring, schema, id_key, held)
+            self.scoring.refresh(force=True)  # a source that cannot be read stops the entity at start
         if config.non_private_override:
             logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
         if config.mode == MIXED:
@@ -157,16 +153,19 @@ class EntityCore:
         return self.config.id
 
     def records(self, peer: str = "") -> dict[str, np.ndarray]:
-        """Record ids and, where held, labels of the training and held-out records."""
+        """Record ids and, where held, labels of the training and held-out records; ids of records to score."""
         self.guard.admit("Records")
         arrays = {"train_ids": self.cell.train_ids, "test_ids": self.cell.test_ids}
         if self.cell.y_train is not None and self.cell.y_test is not None:
             arrays["train_labels"] = self.cell.y_train
             arrays["test_labels"] = self.cell.y_test
+        if self.scoring is not None:
+            self.scoring.refresh(force=True)  # the coordinator asks again when it meets an id it does not know
+            arrays["score_ids"] = self.scoring.ids()
         self.guard.charge(
             "Records",
             peer,
-            rows=len(self.cell.train_ids) + len(self.cell.test_ids),
+            rows=len(self.cell.train_ids) + len(self.cell.test_ids) + len(arrays.get("score_ids", ())),
             labels=self.cell.y_train is not None,
         )
         return arrays
@@ -260,7 +259,7 @@ class EntityCore:
         if record_set in ("train", "test"):
             records, count = record_set, len(self.cell.train_ids if record_set == "train" else self.cell.test_ids)
         elif ids is not None:
-            self.cell.check_ids(ids)
+            self._check_ids(ids)
             records, count = "ids", len(ids)
         else:
             raise DataError("a kernel request must name a record set or record ids")
@@ -275,9 +274,37 @@ class EntityCore:
                 if records == "train"
                 else self.cell.X_test
                 if records == "test"
-                else self.cell.rows_for_ids(ids or [])
+                else self._rows_for_ids(ids or [])
             )
             return kernel(kernel_name, scale_to_unit(X, low, high), derive_B(self._secret, mbar, n), mu)
+
+    def _check_ids(self, ids: list[str]) -> None:
+        """Refuse an empty or repeated list, or an id neither the cell nor the scoring source holds."""
+        if self.scoring is None or not ids:
+            self.cell.check_ids(ids)
+            return
+        held = self.cell.holds(ids)
+        new = [record for record, known in zip(ids, held, strict=True) if not known]
+        self.cell.check_ids([record for record, known in zip(ids, held, strict=True) if known], allow_empty=True)
+        if len(set(new)) != len(new):
+            raise DataError("ids: a record id appears more than once")
+        unknown = self.scoring.unknown(new)
+        if unknown:
+            shown = ", ".join(repr(r) for r in unknown[:5])
+            more = " ..." if len(unknown) > 5 else ""
+            raise DataError(f"unknown record id(s) {shown}{more} ({len(unknown)} of {len(ids)})")
+
+    def _rows_for_ids(self, ids: list[str]) -> np.ndarray:
+        """Feature rows of ids passed by :meth:`_check_ids`, from the cell or the scoring source, in order."""
+        if self.scoring is None:
+            return self.cell.rows_for_ids(ids)
+        held = np.array(self.cell.holds(ids), dtype=bool)
+        rows = np.empty((len(ids), self.cell.n_features))
+        if held.any():
+            rows[held] = self.cell.rows_for_ids([r for r, known in zip(ids, held, strict=True) if known])
+        if not held.all():
+            rows[~held] = self.scoring.rows([r for r, known in zip(ids, held, strict=True) if not known])
+        return rows
 
     def accept_model(self, model_json: bytes, directory: Path) -> Path:
         """Validate and store the coordinator's model (random-kernel or DP) next to the entity's config."""

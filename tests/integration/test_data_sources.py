@@ -23,8 +23,10 @@ from ppsvm.config import federation_at_addresses, load_federation
 from ppsvm.coordinator.federation import Session
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.processes import EntityProcesses
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
-from .conftest import Postgres, ppsvm, rule_dataset
+from .conftest import Postgres, coordinator_channel, ppsvm, ppsvm_process, pseudonyms, rule_dataset
 
 COLUMNS = ("patient", "x0", "x1", "x2", "smoker", "bmi", "outcome", "part")
 SMOKER = ("never", "former", "current")
@@ -81,20 +83,21 @@ def write_parquet(path: Path, rows: list[tuple[Any, ...]]) -> None:
     pq.write_table(pa.table({name: [row[k] for row in rows] for k, name in enumerate(COLUMNS)}), path)
 
 
-def write_sql(url: str, rows: list[tuple[Any, ...]]) -> None:
+def write_sql(url: str, rows: list[tuple[Any, ...]], name: str = "patients") -> None:
     import sqlalchemy
 
     engine = sqlalchemy.create_engine(url)
     numbers = {"x0", "x1", "x2", "bmi"}
     table = sqlalchemy.Table(
-        "patients",
+        name,
         sqlalchemy.MetaData(),
         *(sqlalchemy.Column(name, sqlalchemy.Float if name in numbers else sqlalchemy.Text) for name in COLUMNS),
     )
     with engine.begin() as connection:
         table.drop(connection, checkfirst=True)
         table.create(connection)
-        connection.execute(table.insert(), [dict(zip(COLUMNS, row, strict=True)) for row in rows])
+        if rows:
+            connection.execute(table.insert(), [dict(zip(COLUMNS, row, strict=True)) for row in rows])
     engine.dispose()
 
 
@@ -180,3 +183,99 @@ def test_postgresql_parquet_and_csv_entities_train_the_all_csv_model(
 ) -> None:
     tmp, want = all_csv
     assert_same_federation(mixed(tmp, rows, postgres.url, "postgresql"), want)
+
+
+# --- new records: a scoring source that grows while the entities serve ------------------------------------
+
+
+def insert(url: str, table: str, rows: list[tuple[Any, ...]]) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(
+            sqlalchemy.text(
+                f"INSERT INTO {table} ({', '.join(COLUMNS)}) VALUES ({', '.join(':' + c for c in COLUMNS)})"
+            ),
+            [dict(zip(COLUMNS, row, strict=True)) for row in rows],
+        )
+    engine.dispose()
+
+
+def expected_decision(split_dir: Path, model: dict[str, Any], row: tuple[Any, ...]) -> float:
+    """K(x', B') u - gamma for one raw record, computed here from the schema, the model's scaling and B."""
+    from ppsvm.config import load_entity_config
+    from ppsvm.core.randomness import derive_B
+
+    x = [row[1], row[2], row[3], *(1.0 if (row[4] or "never") == s else 0.0 for s in SMOKER)]
+    x.append(0.5 if row[5] is None else row[5])
+    low, high = np.array(model["scaling"][0]["low"]), np.array(model["scaling"][0]["high"])
+    scaled = (np.array(x, dtype=float) - low) / np.where(high > low, high - low, 1.0)
+    B = derive_B(load_entity_config(split_dir / "r0c0.toml").read_secret(), MBAR, len(x))
+    return float(
+        np.exp(-model["mu"] * ((scaled[None, :] - B) ** 2).sum(axis=1)) @ np.array(model["u"]) - model["gamma"]
+    )
+
+
+@pytest.mark.parametrize("database", ["sqlite", "postgresql"])
+def test_new_records_inserted_after_training_are_scored(
+    database: str, rows: list[tuple[Any, ...]], tmp_path: Path, request: pytest.FixtureRequest
+) -> None:
+    """Entity 0 reads its training records and a scoring table from a database; records inserted into the
+    scoring table after training are scored by `coordinator serve` without retraining, and an id no entity
+    holds comes back in not_found instead of failing the batch."""
+    url = f"sqlite:///{tmp_path / 'clinic.db'}" if database == "sqlite" else request.getfixturevalue("postgres").url
+    write_sql(url, rows[:ROWS_PER_ENTITY])
+    write_sql(url, [], name="new_patients")
+    for k in (1, 2):
+        write_csv(tmp_path / f"entity{k}.csv", rows[k * ROWS_PER_ENTITY : (k + 1) * ROWS_PER_ENTITY])
+    scoring = f'\n[scoring]\nsource = "sql"\nurl = "{url}"\ntable = "new_patients"\nid = "patient"\n'
+    sources = [
+        data_table("sql", f'url = "{url}"\ntable = "patients"') + scoring,
+        data_table("csv", 'path = "../entity1.csv"'),
+        data_table("csv", 'path = "../entity2.csv"'),
+    ]
+    split_dir = federation_dir(tmp_path, database, sources)
+    planned = load_federation(split_dir / "federation.toml")
+    with EntityProcesses([split_dir / f"{e.id}.toml" for e in planned.entities]) as running:
+        live = split_dir / "federation.live.toml"
+        live.write_text(federation_at_addresses(planned, running.addresses))
+        model_path = split_dir / "model.json"
+        options = ["--kernel", "gaussian", "--mbar", str(MBAR), "--mu", str(MU), "--nu", str(NU), "--basis", "paper"]
+        ppsvm("coordinator", "train", "--federation", str(live), "--model-out", str(model_path), *options)
+        model = json.loads(model_path.read_text())
+        server = ppsvm_process(
+            "coordinator", "serve", "--federation", str(live), "--model", str(model_path), "--listen", "127.0.0.1:0"
+        )
+        try:
+            assert server.stdout is not None
+            address = server.stdout.readline().split()[-1]
+            new = [
+                ("n0001", 0.9, 0.1, 0.3, "current", None, None, None),
+                ("n0002", 0.2, 0.8, 0.5, None, 0.7, None, None),
+            ]
+            insert(url, "new_patients", new)
+            asked = pseudonyms(split_dir, ["n0001", rows[0][0], "n9999", "n0002"])
+            with coordinator_channel(live, address) as channel:
+                reply = pb_grpc.CoordinatorStub(channel).Predict(pb.PredictRequest(ids=asked), timeout=30)
+        finally:
+            server.terminate()
+            server.wait(timeout=30)
+        # The same by batch: `coordinator predict`, asked by real id by a holder of the record-id key.
+        (split_dir / "ids.txt").write_text("id\nn0001\nn9999\n" + rows[0][0] + "\n")
+        out = split_dir / "predictions.csv"
+        key = ["--id-key", str(split_dir / "record-ids.key")]
+        model_args = ["--model", str(model_path), "--ids", str(split_dir / "ids.txt"), "--out", str(out)]
+        ppsvm("coordinator", "predict", "--federation", str(live), *model_args, *key)
+    assert [p.id for p in reply.predictions] == [asked[0], asked[1], asked[3]]
+    assert list(reply.not_found) == [asked[2]]
+    want = [
+        expected_decision(split_dir, model, new[0]),
+        expected_decision(split_dir, model, rows[0]),
+        expected_decision(split_dir, model, new[1]),
+    ]
+    np.testing.assert_allclose([p.decision for p in reply.predictions], want, rtol=0, atol=1e-10)
+    lines = [line.split(",") for line in out.read_text().splitlines()]
+    assert lines[0] == ["id", "decision", "prediction", "status"]
+    assert [(line[0], line[3]) for line in lines[1:]] == [("n0001", "ok"), ("n9999", "not found"), (rows[0][0], "ok")]
+    np.testing.assert_allclose([float(lines[1][1]), float(lines[3][1])], [want[0], want[1]], rtol=0, atol=1e-10)

@@ -397,3 +397,16 @@ def test_entity_config_reads_a_data_table_and_its_schema(tmp_path: Path) -> None
 )
 def test_entity_config_data_and_schema_errors(tmp_path: Path, text: str, fragment: str) -> None:
     assert_load_fails(load_entity_config, ConfigError, write(tmp_path / "e.toml", text), [fragment])
+
+
+def test_entity_config_reads_a_scoring_source(tmp_path: Path) -> None:
+    scoring = '[scoring]\nsource = "sql"\nurl = "sqlite:///new.db"\ntable = "new_patients"\nid = "patient"\n'
+    config = load_entity_config(write(tmp_path / "e.toml", entity_toml(data=None) + SQL_DATA + SCHEMA_TOML + scoring))
+    assert config.scoring is not None and config.scoring.table == "new_patients"
+    labelled = scoring + 'label = "outcome"\n'
+    assert_load_fails(
+        load_entity_config,
+        ConfigError,
+        write(tmp_path / "bad.toml", entity_toml(data=None) + SQL_DATA + SCHEMA_TOML + labelled),
+        ["[scoring]", "no label, split or labels"],
+    )

@@ -224,3 +224,43 @@ def test_data_table_errors_name_the_key(table: dict[str, Any], message: str) -> 
 def test_data_table_paths_are_relative_to_the_config() -> None:
     source = parse_data_table({"source": "parquet", "path": "d/p.parquet", "id": "patient"}, "w", Path("/conf"))
     assert source.path == Path("/conf/d/p.parquet") and source.id_column == "patient"
+
+
+# --- a scoring source: new records, read again on demand -------------------------------------------------
+
+
+def test_scoring_records_grow_with_their_source_and_skip_the_cells_ids(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from ppsvm.entity import records
+
+    url = write_sqlite(tmp_path / "h.db", [])
+    source = DataSource("sql", url=url, table="patients", id_column="patient")
+    scoring = records.ScoringRecords(source, SCHEMA, None, exclude={"p01"})
+    scoring.refresh(force=True)
+    assert scoring.ids().tolist() == [] and scoring.unknown(["p03"]) == ["p03"]
+    with sqlite3.connect(tmp_path / "h.db") as connection:
+        connection.executemany("INSERT INTO patients VALUES (?, ?, ?, ?, ?, ?, 'x')", ROWS[:3])
+    clock = [100.0]
+    monkeypatch.setattr(records.time, "monotonic", lambda: clock[0])
+    scoring.refresh(force=True)
+    assert scoring.ids().tolist() == ["p02", "p03"]  # p01 is the cell's: served from there
+    np.testing.assert_array_equal(scoring.rows(["p03", "p02"]), EXPECTED[[2, 1]])
+    with sqlite3.connect(tmp_path / "h.db") as connection:
+        connection.execute("INSERT INTO patients VALUES (?, ?, ?, ?, ?, ?, 'x')", ROWS[3])
+    clock[0] += records.SCORING_REFRESH_S / 2  # too soon: an unknown id does not make it read again
+    assert scoring.unknown(["p04"]) == ["p04"]
+    clock[0] += records.SCORING_REFRESH_S
+    assert scoring.unknown(["p04", "p02"]) == []
+    np.testing.assert_array_equal(scoring.rows(["p04"]), EXPECTED[[3]])
+
+
+def test_scoring_records_are_kept_by_pseudonym(tmp_path: Path) -> None:
+    from ppsvm.core.randomness import record_pseudonyms
+    from ppsvm.entity.records import ScoringRecords
+
+    url = write_sqlite(tmp_path / "h.db", ROWS[:2])
+    key = bytes(range(32))
+    scoring = ScoringRecords(DataSource("sql", url=url, table="patients", id_column="patient"), SCHEMA, key, set())
+    scoring.refresh(force=True)
+    assert scoring.ids().tolist() == record_pseudonyms(key, ["p01", "p02"])

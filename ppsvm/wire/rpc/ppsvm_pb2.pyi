@@ -276,10 +276,12 @@ class Prediction(_message.Message):
     def __init__(self, id: _Optional[str] = ..., decision: _Optional[float] = ..., prediction: _Optional[float] = ...) -> None: ...
 
 class PredictReply(_message.Message):
-    __slots__ = ("predictions",)
+    __slots__ = ("predictions", "not_found")
     PREDICTIONS_FIELD_NUMBER: _ClassVar[int]
+    NOT_FOUND_FIELD_NUMBER: _ClassVar[int]
     predictions: _containers.RepeatedCompositeFieldContainer[Prediction]
-    def __init__(self, predictions: _Optional[_Iterable[_Union[Prediction, _Mapping]]] = ...) -> None: ...
+    not_found: _containers.RepeatedScalarFieldContainer[str]
+    def __init__(self, predictions: _Optional[_Iterable[_Union[Prediction, _Mapping]]] = ..., not_found: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class StatusReply(_message.Message):
     __slots__ = ("task", "kernel", "mbar", "n_entities", "private", "requests_served")
