@@ -27,6 +27,7 @@ from ppsvm.cli_arguments import (
     auto_float,
     dataset_options_from_args,
     federation_from_args,
+    read_id_list,
     training_flags,
 )
 from ppsvm.config import load_federation, toml_string
@@ -114,6 +115,23 @@ def cmd_audit(args: argparse.Namespace) -> int:
     report = federation_from_args(args).audit(configs)
     print(json.dumps(report) if args.json else format_report(report))
     return 0 if report["ok"] else EXIT_ERROR
+
+
+def cmd_pseudonyms(args: argparse.Namespace) -> int:
+    """Write each record id with the pseudonym the entities publish for it (run where the key is, never at the
+    coordinator)."""
+    from ppsvm.api.federation import read_id_key
+    from ppsvm.core.randomness import record_pseudonyms
+    from ppsvm.files import PRIVATE_MODE, write_atomic
+
+    ids = read_id_list(args.ids)
+    rows = zip(ids, record_pseudonyms(read_id_key(args.key), ids), strict=True)
+    text = "id,pseudonym\n" + "".join(f"{record},{pseudonym}\n" for record, pseudonym in rows)
+    if args.out:
+        write_atomic(Path(args.out), text, PRIVATE_MODE)  # it links ids to pseudonyms: as private as the key
+    else:
+        sys.stdout.write(text)
+    return 0
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -240,6 +258,16 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     )
     audit.add_argument("--json", action="store_true", help="print the report as one JSON object")
     audit.set_defaults(run=cmd_audit)
+
+    pseudonyms = commands.add_parser(
+        "pseudonyms",
+        help="map record ids to the pseudonyms the entities publish (where the record-id key is, never at the "
+        "coordinator)",
+    )
+    pseudonyms.add_argument("--key", required=True, metavar="FILE", help="the federation's record-id key (hex)")
+    pseudonyms.add_argument("--ids", required=True, metavar="FILE", help="one record id per line")
+    pseudonyms.add_argument("--out", metavar="FILE", help="CSV id,pseudonym (mode 0600); default: standard output")
+    pseudonyms.set_defaults(run=cmd_pseudonyms)
 
     reference = commands.add_parser(
         "reference",

@@ -9,12 +9,14 @@ from __future__ import annotations
 import argparse
 import re
 from collections.abc import Callable
+from pathlib import Path
 from typing import Any, TypeVar
 
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS
 from ppsvm.data.dataset import DEFAULT_MISSING_VALUES, ColumnRef, DatasetOptions
+from ppsvm.errors import ConfigError
 
 T = TypeVar("T")
 _INTEGER = re.compile(r"[+-]?\d+")
@@ -288,3 +290,23 @@ def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOpt
         header=args.header,
         delimiter=args.delimiter,
     )
+
+
+def read_id_list(path: str) -> list[str]:
+    """Record ids from a file, one per line (blank lines skipped, a first line 'id' taken as a header), each once.
+
+    Raises
+    ------
+    ConfigError
+        The file cannot be read, holds no id, or holds one twice.
+    """
+    try:
+        lines = [line.strip() for line in Path(path).read_text(encoding="utf-8").splitlines()]
+    except (OSError, UnicodeDecodeError) as exc:
+        raise ConfigError(f"cannot read the id list {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+    ids = [line for line in lines if line]
+    if ids[:1] == ["id"]:
+        ids = ids[1:]
+    if not ids or len(set(ids)) != len(ids):
+        raise ConfigError(f"{path}: list each record id once, one per line (got {len(ids)}, {len(set(ids))} distinct)")
+    return ids

@@ -23,6 +23,7 @@ from ppsvm.cli_arguments import (
     add_dp_arguments,
     add_task_arguments,
     federation_from_args,
+    read_id_list,
     training_flags,
 )
 from ppsvm.errors import ConfigError
@@ -87,7 +88,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     predict.add_argument(
         "--id-key",
         metavar="FILE",
-        help="the federation's record-id key (held by the entities): --ids then holds real ids, not pseudonyms",
+        help="the federation's record-id key: --ids then holds real ids, not pseudonyms. Only where whoever runs "
+        "this may hold the key (the coordinator must not: map ids at the entities with `ppsvm pseudonyms`)",
     )
     predict.add_argument("--batch", type=int, default=1000, help="records per round of kernel requests (%(default)s)")
     predict.set_defaults(run=cmd_predict)
@@ -224,17 +226,7 @@ def cmd_predict(args: argparse.Namespace) -> int:
 
     if args.batch < 1:
         raise ConfigError(f"--batch must be at least 1, got {args.batch}")
-    try:
-        lines = [line.strip() for line in Path(args.ids).read_text(encoding="utf-8").splitlines()]
-    except OSError as exc:
-        raise ConfigError(f"cannot read --ids {args.ids}: {exc.strerror}") from exc
-    ids = [line for line in lines if line]
-    if ids[:1] == ["id"]:
-        ids = ids[1:]
-    if not ids or len(set(ids)) != len(ids):
-        raise ConfigError(
-            f"{args.ids}: list each record id once, one per line (got {len(ids)}, {len(set(ids))} distinct)"
-        )
+    ids = read_id_list(args.ids)
     model = Model.load(args.model)
     decisions, missing = federation_from_args(args).score(model, ids, args.id_key, args.batch)
     out = io.StringIO()

@@ -281,7 +281,7 @@ class Federation:
         """
         chosen = _random_kernel(model, "Federation.predict")
         check_model_matches(chosen, self.config)
-        asked = list(ids) if id_key is None else record_pseudonyms(_id_key(id_key), list(ids))
+        asked = list(ids) if id_key is None else record_pseudonyms(read_id_key(id_key), list(ids))
         with Session(self.config, self.deadline) as session:
             blocks, _ = session.survey()
             check_model_federation(chosen, session)
@@ -381,7 +381,7 @@ class Federation:
             Those ids, as given.
         """
         chosen = _random_kernel(model, "Federation.score")
-        asked = list(ids) if id_key is None else record_pseudonyms(_id_key(id_key), list(ids))
+        asked = list(ids) if id_key is None else record_pseudonyms(read_id_key(id_key), list(ids))
         decisions, missing = score_records(self.config, chosen, asked, batch=batch, deadline=self.deadline)
         given = dict(zip(asked, ids, strict=True))
         return np.array([decisions.get(record, np.nan) for record in asked]), [given[record] for record in missing]
@@ -402,8 +402,8 @@ def _model(model: ModelLike) -> Model | DpModel:
     return model if isinstance(model, (Model, DpModel)) else load_any_model(model)
 
 
-def _id_key(id_key: str | Path | bytes) -> bytes:
-    """The record-id key itself, or read from its hex file."""
+def read_id_key(id_key: str | Path | bytes) -> bytes:
+    """The federation's record-id key: itself, or read from its hex file (ConfigError naming the file)."""
     if isinstance(id_key, bytes):
         return id_key
     path = Path(id_key)

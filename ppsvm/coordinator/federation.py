@@ -56,19 +56,19 @@ class RowBlockRecords:
     score_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=str))
 
 
-def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray | None:
-    """Where each of ``ids`` stands in ``reference`` (unique ids); None unless they hold the same set.
+def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
+    """Where each of ``ids`` stands in ``reference`` (both unique), -1 for those it does not hold; shape (len(ids),).
 
-    Entities of a row block usually list their records in the same order: that case is one comparison.
+    Entities of a row block usually list the same records in the same order: that case is one comparison.
     """
     if ids.shape == reference.shape and np.array_equal(ids, reference):
         return np.arange(len(ids))
-    if ids.shape != reference.shape or np.unique(ids).size != ids.size:
-        return None
+    if not len(reference) or not len(ids):
+        return np.full(len(ids), -1)
     sorter = np.argsort(reference)
     slots = np.minimum(np.searchsorted(reference, ids, sorter=sorter), len(reference) - 1)
     order = sorter[slots]
-    return order if np.array_equal(reference[order], ids) else None
+    return np.where(reference[order] == ids, order, -1)
 
 
 def duplicate_record_id(ids_by_row_block: dict[int, np.ndarray]) -> tuple[str, int, int] | None:
@@ -321,29 +321,53 @@ class Session:
         return [self._align_row_block(i, records) for i in self.federation.row_blocks]
 
     def _align_row_block(self, i: int, records: dict[str, dict[str, np.ndarray]]) -> RowBlockRecords:
+        """The records every entity of row block ``i`` holds, in its first entity's order, with their labels.
+
+        Entities that hold different records (a hospital's patients, a laboratory's subset of them) are
+        aligned on the records they share, computed on what they publish (pseudonyms, with a record-id
+        key); the log gives the counts, never the ids. No shared training record is an error.
+        """
         members = self.row_block(i)
         first = members[0]
         result: dict[str, tuple[np.ndarray, np.ndarray, dict[str, np.ndarray]]] = {}
         for part in ("train", "test"):
-            reference = records[first.id][f"{part}_ids"]  # unique: checked by _align
+            listed = {e.id: records[e.id][f"{part}_ids"] for e in members}
+            for entity_id, ids in listed.items():  # the first entity's were checked with every row block's
+                if entity_id == first.id or np.array_equal(ids, listed[first.id]):
+                    continue
+                if duplicate_record_id({i: ids}) is not None:
+                    raise DataError(f"entity {entity_id} sent a {part} record id twice; ids must be unique")
+            shared = np.ones(len(listed[first.id]), dtype=bool)
+            for entity_id, ids in listed.items():
+                if entity_id != first.id:
+                    shared &= record_positions(ids, listed[first.id]) >= 0
+            reference = listed[first.id] if shared.all() else listed[first.id][shared]  # no copy when all agree
+            counts = {entity_id: len(ids) for entity_id, ids in listed.items()}
+            if part == "train" and not len(reference):
+                raise DataError(
+                    f"row block {i}: entities {' and '.join(counts)} share no {part} records "
+                    f"(they hold {', '.join(f'{n:,}' for n in counts.values())}): are they the same records' rows?"
+                )
+            if any(n != len(reference) for n in counts.values()):
+                logger.warning(
+                    "row block %d: the entities hold %s %s records; the %s they all hold are used",
+                    i,
+                    ", ".join(f"{entity_id} {n:,}" for entity_id, n in counts.items()),
+                    part,
+                    f"{len(reference):,}",
+                )
             orders: dict[str, np.ndarray] = {}
             labels: np.ndarray | None = None
             labelled_by = ""
             for entity in members:
-                ids = records[entity.id][f"{part}_ids"]
-                order = record_positions(reference, ids)
-                if order is None:
-                    raise DataError(
-                        f"row block {i}: entities {first.id} and {entity.id} hold different {part} records "
-                        f"(only in {first.id}: {np.setdiff1d(reference, ids)[:5].tolist()}; "
-                        f"only in {entity.id}: {np.setdiff1d(ids, reference)[:5].tolist()})"
-                    )
+                order = record_positions(reference, listed[entity.id])
                 orders[entity.id] = order
                 held = records[entity.id].get(f"{part}_labels")
                 if held is None:
                     continue
-                aligned = np.empty(len(ids))
-                aligned[order] = held
+                kept = order >= 0
+                aligned = np.empty(len(reference))
+                aligned[order[kept]] = held[kept]
                 if labels is None:
                     labels, labelled_by = aligned, entity.id
                 elif not np.array_equal(labels, aligned):
@@ -427,29 +451,32 @@ class Session:
         # One preallocated K; each entity's block is folded into its row block's rows message by
         # message as it arrives (sum and Hadamard product commute), so the coordinator holds K and a
         # few MiB of rows per entity, never K's blocks beside K.
-        placement: dict[int, tuple[int, dict[str, np.ndarray]]] = {}
+        placement: dict[int, tuple[int, int, dict[str, np.ndarray]]] = {}
         total = 0
         for block in blocks:
             order = block.train_order if part == "train" else block.test_order
-            placement[block.row_block] = (total, order)
-            total += len(block.train_ids if part == "train" else block.test_ids)
+            size = len(block.train_ids if part == "train" else block.test_ids)
+            placement[block.row_block] = (total, size, order)
+            total += size
         K = assembly_start(kernel, (total, mbar if columns is None else len(columns)))
         locks = {row_block: threading.Lock() for row_block in placement}
 
         def fetch(client: EntityClient) -> None:
             entity = client.entity
-            offset, order = placement[entity.row_block]
-            rows = order[entity.id]
-            target = K[offset : offset + len(rows)]
+            offset, size, order = placement[entity.row_block]
+            rows = order[entity.id]  # each of the entity's records' row of K; -1 for those not every entity holds
+            target = K[offset : offset + size]
             picks = None if columns is None else columns[:, self.federation.column_blocks.index(entity.column_block)]
-            in_order = np.array_equal(rows, np.arange(len(rows)))
+            in_order = np.array_equal(rows, np.arange(size))
 
             def fold(start: int, batch: np.ndarray) -> None:
                 with locks[entity.row_block]:
                     if in_order:
                         combine_into(kernel, target[start : start + len(batch)], batch, picks)
                     else:
-                        combine_into(kernel, target, batch, picks, rows[start : start + len(batch)])
+                        where = rows[start : start + len(batch)]
+                        kept = where >= 0
+                        combine_into(kernel, target, batch[kept], picks, where[kept])
 
             request = kernel_request(kernel, mbar, fetch_mu, ranges[entity.column_block], record_set=RECORD_SETS[part])
             client.kernel_rows(request, len(rows), f"{part} records", fold)

@@ -27,8 +27,9 @@ LABEL = "pooled reference (NOT PRIVATE: all cells read in one place)"
 
 def _aligned(row_block: int, part: str, first: Cell, cell: Cell, values: np.ndarray) -> np.ndarray:
     """``values`` (one per ``part`` record of ``cell``) reordered to the record order of ``first``."""
-    order = record_positions(getattr(first, f"{part}_ids"), getattr(cell, f"{part}_ids"))
-    if order is None:
+    reference, ids = getattr(first, f"{part}_ids"), getattr(cell, f"{part}_ids")
+    order = record_positions(reference, ids)
+    if len(ids) != len(reference) or (order < 0).any():
         raise DataError(f"row block {row_block}: cells {first.source} and {cell.source} hold different {part} records")
     result = np.empty_like(values)
     result[order] = values

@@ -494,7 +494,7 @@ class FirstIdOf:
 
 REFUSED_FEDERATIONS: list[Any] = [
     # ids that differ across the column blocks of a row block: r0c1 and r1c1 swap row blocks
-    ("ids-differ", _swapped_row_blocks(), ["row block 0: entities r0c0 and r1c1 hold different train records"]),
+    ("ids-differ", _swapped_row_blocks(), ["row block 0: entities r0c0 and r1c1 share no train records"]),
     (
         "labels-disagree",
         (("r0c0", 0, 0), ("r0c1", 0, 1), ("r1c0", 1, 0), ("r1c1-flipped", 1, 1)),

@@ -142,3 +142,18 @@ def test_a_model_is_refused_by_entities_whose_keys_changed_since(split_dir: Path
         key_file.write_text(original)
     assert refused.returncode == 1 and "trained on another federation" in refused.stderr, refused.stderr
     assert "record-id key" in refused.stderr and "Traceback" not in refused.stderr
+
+
+def test_pseudonyms_command_maps_ids_where_the_key_is(split_dir: Path, tmp_path: Path) -> None:
+    """`ppsvm pseudonyms` gives a key holder the pseudonyms the entities publish; its file is private."""
+    (tmp_path / "ids.txt").write_text("id\npatient-00003\n\npatient-00150\n")
+    out = tmp_path / "map.csv"
+    ppsvm("pseudonyms", "--key", str(split_dir / ID_KEY_FILE), "--ids", str(tmp_path / "ids.txt"), "--out", str(out))
+    rows = [line.split(",") for line in out.read_text().splitlines()]
+    expected = pseudonyms(split_dir, ["patient-00003", "patient-00150"])
+    assert rows == [["id", "pseudonym"], ["patient-00003", expected[0]], ["patient-00150", expected[1]]]
+    assert out.stat().st_mode & 0o077 == 0
+    refused = ppsvm(
+        "pseudonyms", "--key", str(split_dir / ID_KEY_FILE), "--ids", str(out.parent / "none.txt"), check=False
+    )
+    assert refused.returncode == 1 and "cannot read the id list" in refused.stderr
