@@ -72,12 +72,15 @@ class Cell:
         index = self._all_rows[0]
         unknown = [record for record in ids if record not in index]
         if unknown:
-            shown = ", ".join(repr(r) for r in unknown[:5])
-            raise DataError(
-                f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {len(ids)})"
-            )
+            raise unknown_ids(unknown, len(ids))
 
     def rows_for_ids(self, ids: list[str]) -> np.ndarray:
         """Feature rows of record ids already passed by :meth:`check_ids`, shape (len(ids), n_j)."""
         index, rows_of_cell = self._all_rows
         return rows_of_cell[np.fromiter((index[record] for record in ids), dtype=np.int64, count=len(ids))]
+
+
+def unknown_ids(unknown: list[str], asked: int) -> DataError:
+    """The error for ids a request named that no record of the entity has (the first five shown)."""
+    shown = ", ".join(repr(r) for r in unknown[:5])
+    return DataError(f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {asked})")

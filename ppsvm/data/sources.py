@@ -268,7 +268,9 @@ def read_source(
     ids: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     is_test: list[np.ndarray] = []
-    rows: list[np.ndarray] = []
+    # Each batch's encoded rows, already split into training and held-out: stacked at the end into
+    # arrays allocated once, each part released as it is copied, so the peak is the matrix and a batch.
+    parts: dict[bool, list[np.ndarray]] = {False: [], True: []}
     positions: list[np.ndarray] = []
     for batch in batches:
 
@@ -278,36 +280,49 @@ def read_source(
         ids.append(_ids(batch.columns[source.id_column], source.id_column, locate))
         if source.label_column is not None:
             labels.append(_labels(batch.columns[source.label_column], source, locate))
-        is_test.append(
+        held_out = (
             _roles(batch.columns[source.split_column], source.split_column, locate)
             if source.split_column is not None
             else np.zeros(len(batch.positions), dtype=bool)
         )
-        rows.append(schema.encode(batch.columns, source.missing_values, locate))
+        is_test.append(held_out)
+        encoded = schema.encode(batch.columns, source.missing_values, locate)
+        parts[False].append(encoded[~held_out] if held_out.any() else encoded)
+        parts[True].append(encoded[held_out])
         positions.append(batch.positions)
-    if not ids or not sum(len(part) for part in ids):
+    if not sum(len(part) for part in ids):
         if not allow_empty:
             raise DataError(f"{where}: no records (the source is empty)")
-        ids, is_test, rows, positions = [np.empty(0, dtype=str)], [np.empty(0, dtype=bool)], [], [np.empty(0)]
-        rows.append(np.empty((0, len(schema.encoded_names))))
-        labels = [np.empty(0)]
+        ids, is_test, positions, labels = [np.empty(0, dtype=str)], [np.empty(0, dtype=bool)], [np.empty(0)], []
     id_array = np.concatenate(ids)
     _refuse_repeated_ids(id_array, np.concatenate(positions), where, unit)
     test = np.concatenate(is_test)
     if test.size and test.all():
         raise DataError(f"{where}: every record is marked 'test'; there are no training records")
-    X = np.vstack(rows)
-    y = np.concatenate(labels) if source.label_column is not None else None
+    y = None if source.label_column is None else np.concatenate([np.empty(0), *labels])
+    width = len(schema.encoded_names)
     return Cell(
         train_ids=id_array[~test],
-        X_train=X[~test],
+        X_train=_stacked(parts[False], width),
         y_train=None if y is None else y[~test],
         test_ids=id_array[test],
-        X_test=X[test],
+        X_test=_stacked(parts[True], width),
         y_test=None if y is None else y[test],
         feature_names=schema.encoded_names,
         source=where,
     )
+
+
+def _stacked(parts: list[np.ndarray], width: int) -> np.ndarray:
+    """``np.vstack(parts)`` into one array allocated once, emptying ``parts`` as it goes (each freed once copied)."""
+    out = np.empty((sum(len(part) for part in parts), width))
+    at = 0
+    parts.reverse()
+    while parts:
+        part = parts.pop()
+        out[at : at + len(part)] = part
+        at += len(part)
+    return out
 
 
 def _ids(values: Sequence[Any], column: str, locate: Any) -> np.ndarray:

@@ -38,6 +38,7 @@ from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
 from ppsvm.core.release_log import ReleaseLog, create_release_log
+from ppsvm.data.cell import unknown_ids
 from ppsvm.data.schema import numeric_schema
 from ppsvm.data.sources import read_source
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
@@ -290,9 +291,7 @@ class EntityCore:
             raise DataError("ids: a record id appears more than once")
         unknown = self.scoring.unknown(new)
         if unknown:
-            shown = ", ".join(repr(r) for r in unknown[:5])
-            more = " ..." if len(unknown) > 5 else ""
-            raise DataError(f"unknown record id(s) {shown}{more} ({len(unknown)} of {len(ids)})")
+            raise unknown_ids(unknown, len(ids))
 
     def _rows_for_ids(self, ids: list[str]) -> np.ndarray:
         """Feature rows of ids passed by :meth:`_check_ids`, from the cell or the scoring source, in order."""
