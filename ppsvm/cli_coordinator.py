@@ -31,7 +31,7 @@ from ppsvm.errors import ConfigError
 
 def register(subparsers: argparse._SubParsersAction) -> None:
     """Add ``coordinator`` and its actions to the ``ppsvm`` command."""
-    coordinator = subparsers.add_parser("coordinator", help="train, evaluate and serve models over a federation")
+    coordinator = subparsers.add_parser("coordinator", help="train, evaluate, score and serve models over a federation")
     actions = coordinator.add_subparsers(dest="action", required=True, metavar="ACTION")
     train = actions.add_parser(
         "train", help="assemble K(A, B') from the entities, solve the LP, write and distribute the model"
