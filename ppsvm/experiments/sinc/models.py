@@ -22,8 +22,9 @@ from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.local_svm import LocalModel, fit_local, reference_basis_fraction
 from ppsvm.core.metrics import relative_error
 from ppsvm.core.model import Model
+from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.tuning import search_grid
-from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.partition import ID_KEY_FILE, SplitOptions, split_dataset
 from ppsvm.experiments.sinc.problem import (
     ENTITIES,
     GRID,
@@ -143,8 +144,13 @@ def joint_run(data: SincData, mbar: int, mus: Sequence[float | None], work: Path
         started = time.perf_counter()
         decisions = assembled_decisions(federation, model, ("train", "test"))
         seconds["evaluate"] = time.perf_counter() - started
-    train_ids, train_targets, train_fitted = decisions["train"]
-    held_ids, held_targets, held_fitted = decisions["test"]
+    # The entities name records by pseudonym; this run made the split and holds its record-id key.
+    key = bytes.fromhex((work / ID_KEY_FILE).read_text(encoding="utf-8").strip())
+    real = dict(zip(record_pseudonyms(key, data.dataset.ids.tolist()), data.dataset.ids.tolist(), strict=True))
+    train_pseudonyms, train_targets, train_fitted = decisions["train"]
+    held_pseudonyms, held_targets, held_fitted = decisions["test"]
+    train_ids = np.array([real[record] for record in train_pseudonyms.tolist()])
+    held_ids = np.array([real[record] for record in held_pseudonyms.tolist()])
     fresh, on_grid = _of_kind(held_ids, TEST), _of_kind(held_ids, GRID)
     surface = np.empty(int(on_grid.sum()))
     surface[_indices(held_ids[on_grid])] = held_fitted[on_grid]
