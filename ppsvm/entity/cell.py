@@ -133,7 +133,7 @@ class EntityCore:
         if config.scoring is not None:
             held = {*self.cell.train_ids.tolist(), *self.cell.test_ids.tolist()}
             self.scoring = ScoringRecords(config.scoring, schema, id_key, held)
-            self.scoring.refresh(force=True)  # a source that cannot be read stops the entity at start
+            self.scoring.refresh(force=True, strict=True)  # a source that cannot be read stops the entity at start
         if config.non_private_override:
             logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
         if config.mode == MIXED:

@@ -22,7 +22,7 @@ from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.data.cell import Cell
 from ppsvm.data.schema import Schema
 from ppsvm.data.sources import DataSource, read_source
-from ppsvm.errors import DataError
+from ppsvm.errors import ConfigError, DataError
 
 logger = logging.getLogger(__name__)
 
@@ -61,13 +61,29 @@ class ScoringRecords:
         self._ids = np.empty(0, dtype=str)
         self._rows = np.empty((0, len(schema.encoded_names)))
 
-    def refresh(self, *, force: bool = False) -> None:
-        """Read the source again (unless it was read less than SCORING_REFRESH_S ago and not ``force``)."""
+    def refresh(self, *, force: bool = False, strict: bool = False) -> None:
+        """Read the source again (unless it was read less than SCORING_REFRESH_S ago and not ``force``).
+
+        A source that cannot be read or holds a bad row raises only when ``strict`` (at start). Otherwise,
+        during a call, the error is logged here and the records read before stay served: its text names
+        values of the records ("'HIV+' is not a number"), and a caller must not receive it.
+        """
         with self._lock:
             if not force and time.monotonic() - self._read_at < SCORING_REFRESH_S:
                 return
             self._read_at = time.monotonic()
-            cell = read_source(self.source, self.schema, allow_empty=True)
+            try:
+                cell = read_source(self.source, self.schema, allow_empty=True)
+            except (DataError, ConfigError) as error:
+                if strict:
+                    raise
+                logger.error(
+                    "scoring source %s not read again (%s); still serving the %d records read before",
+                    self.source.describe(),
+                    error,
+                    len(self._ids),
+                )
+                return
             if self.id_key is not None:
                 cell = pseudonymous(cell, self.id_key)
             keep = np.array([record not in self.exclude for record in cell.train_ids.tolist()], dtype=bool)

@@ -264,3 +264,22 @@ def test_scoring_records_are_kept_by_pseudonym(tmp_path: Path) -> None:
     scoring = ScoringRecords(DataSource("sql", url=url, table="patients", id_column="patient"), SCHEMA, key, set())
     scoring.refresh(force=True)
     assert scoring.ids().tolist() == record_pseudonyms(key, ["p01", "p02"])
+
+
+def test_a_bad_row_in_the_scoring_source_never_reaches_a_caller(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    """A hostile coordinator can make the entity re-read its scoring source at will. A row that does not
+    encode must not send its value back in the call's error: the entity logs it and serves what it had."""
+    from ppsvm.entity.records import ScoringRecords
+
+    url = write_sqlite(tmp_path / "h.db", ROWS[:2])
+    scoring = ScoringRecords(DataSource("sql", url=url, table="patients", id_column="patient"), SCHEMA, None, set())
+    scoring.refresh(force=True, strict=True)
+    with sqlite3.connect(tmp_path / "h.db") as connection:
+        connection.execute("INSERT INTO patients VALUES ('p09', 'HIV+', 'never', 20.0, 'no', 'train', 'x')")
+    scoring.refresh(force=True)  # during a call: nothing raised
+    assert scoring.ids().tolist() == ["p01", "p02"] and scoring.unknown(["p09"]) == ["p09"]
+    assert "'HIV+' is not a number" in caplog.text and "still serving the 2 records" in caplog.text
+    with pytest.raises(DataError, match="'HIV\\+' is not a number"):
+        scoring.refresh(force=True, strict=True)  # at start: the entity stops, naming the row
