@@ -342,7 +342,7 @@ def _scoring(document: dict[str, Any], path: Path) -> DataSource | None:
     source = parse_data_table(_table(document, "scoring", path), f"{path} [scoring]", path.parent)
     if source.label_column is not None or source.split_column is not None or source.labels is not None:
         raise ConfigError(f"{path} [scoring]: a scoring source holds new records to score: no label, split or labels")
-    if "schema" not in document and "data" not in document:
+    if "schema" not in document:  # a [data] source has one already (_data_and_schema); a cell CSV may not
         raise ConfigError(f"{path} [scoring]: needs the [schema] its records are encoded with")
     return source
 

@@ -7,6 +7,7 @@ entity (which serves it) and in-process tools (the pooled reference, the DP base
 from __future__ import annotations
 
 from collections import Counter
+from collections.abc import Callable
 from dataclasses import dataclass
 from functools import cached_property
 
@@ -54,8 +55,14 @@ class Cell:
         index = self._all_rows[0]
         return [record in index for record in ids]
 
-    def check_ids(self, ids: list[str], *, allow_empty: bool = False) -> None:
+    def check_ids(self, ids: list[str], also_held: Callable[[list[str]], list[str]] | None = None) -> None:
         """Refuse an empty list, a repeated id or an id the cell does not hold (ids are published by Records).
+
+        Parameters
+        ----------
+        also_held : callable, optional
+            Given the ids the cell does not hold, those that no other store holds either (the entity's
+            scoring source): only these are refused.
 
         Raises
         ------
@@ -63,24 +70,21 @@ class Cell:
             Naming the ids at fault.
         """
         if not ids:
-            if allow_empty:
-                return
             raise DataError("ids: the list of record ids is empty")
         repeated = [record for record, count in Counter(ids).items() if count > 1]
         if repeated:
             raise DataError(f"ids: record id {repeated[0]!r} appears more than once")
         index = self._all_rows[0]
         unknown = [record for record in ids if record not in index]
+        if unknown and also_held is not None:
+            unknown = also_held(unknown)
         if unknown:
-            raise unknown_ids(unknown, len(ids))
+            shown = ", ".join(repr(r) for r in unknown[:5])
+            raise DataError(
+                f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {len(ids)})"
+            )
 
     def rows_for_ids(self, ids: list[str]) -> np.ndarray:
         """Feature rows of record ids already passed by :meth:`check_ids`, shape (len(ids), n_j)."""
         index, rows_of_cell = self._all_rows
         return rows_of_cell[np.fromiter((index[record] for record in ids), dtype=np.int64, count=len(ids))]
-
-
-def unknown_ids(unknown: list[str], asked: int) -> DataError:
-    """The error for ids a request named that no record of the entity has (the first five shown)."""
-    shown = ", ".join(repr(r) for r in unknown[:5])
-    return DataError(f"unknown record id(s) {shown}{' ...' if len(unknown) > 5 else ''} ({len(unknown)} of {asked})")

@@ -243,8 +243,6 @@ def read_source(
         Longest CSV line read.
     allow_empty : bool
         A source without records gives an empty cell (a scoring source before its first record).
-    allow_empty : bool
-        A source without records gives an empty cell (a scoring source before its first record).
 
     Returns
     -------

@@ -38,7 +38,6 @@ from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
 from ppsvm.core.release_log import ReleaseLog, create_release_log
-from ppsvm.data.cell import unknown_ids
 from ppsvm.data.schema import numeric_schema
 from ppsvm.data.sources import read_source
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
@@ -131,8 +130,7 @@ class EntityCore:
         self.features_check = features_check(self._secret, (*schema.encoded_names, schema.fingerprint()))
         self.scoring: ScoringRecords | None = None
         if config.scoring is not None:
-            held = {*self.cell.train_ids.tolist(), *self.cell.test_ids.tolist()}
-            self.scoring = ScoringRecords(config.scoring, schema, id_key, held)
+            self.scoring = ScoringRecords(config.scoring, schema, id_key, self.cell.holds)
             self.scoring.refresh(force=True, strict=True)  # a source that cannot be read stops the entity at start
         if config.non_private_override:
             logger.warning("entity %s: %s", config.id, NOT_PRIVATE_BANNER)
@@ -260,7 +258,7 @@ class EntityCore:
         if record_set in ("train", "test"):
             records, count = record_set, len(self.cell.train_ids if record_set == "train" else self.cell.test_ids)
         elif ids is not None:
-            self._check_ids(ids)
+            self.cell.check_ids(ids, None if self.scoring is None else self.scoring.unknown)
             records, count = "ids", len(ids)
         else:
             raise DataError("a kernel request must name a record set or record ids")
@@ -279,22 +277,8 @@ class EntityCore:
             )
             return kernel(kernel_name, scale_to_unit(X, low, high), derive_B(self._secret, mbar, n), mu)
 
-    def _check_ids(self, ids: list[str]) -> None:
-        """Refuse an empty or repeated list, or an id neither the cell nor the scoring source holds."""
-        if self.scoring is None or not ids:
-            self.cell.check_ids(ids)
-            return
-        held = self.cell.holds(ids)
-        new = [record for record, known in zip(ids, held, strict=True) if not known]
-        self.cell.check_ids([record for record, known in zip(ids, held, strict=True) if known], allow_empty=True)
-        if len(set(new)) != len(new):
-            raise DataError("ids: a record id appears more than once")
-        unknown = self.scoring.unknown(new)
-        if unknown:
-            raise unknown_ids(unknown, len(ids))
-
     def _rows_for_ids(self, ids: list[str]) -> np.ndarray:
-        """Feature rows of ids passed by :meth:`_check_ids`, from the cell or the scoring source, in order."""
+        """Feature rows of ids passed by ``Cell.check_ids``, from the cell or the scoring source, in order."""
         if self.scoring is None:
             return self.cell.rows_for_ids(ids)
         held = np.array(self.cell.holds(ids), dtype=bool)

@@ -15,6 +15,7 @@ import dataclasses
 import logging
 import threading
 import time
+from collections.abc import Callable
 
 import numpy as np
 
@@ -49,12 +50,15 @@ class ScoringRecords:
         The entity's schema: new records are encoded exactly as its training records.
     id_key : bytes or None
         The record-id key: ids are kept as pseudonyms, as everywhere the entity publishes them.
-    exclude : set of str
-        Ids of the entity's own training and held-out records: those are served from the cell.
+    held : callable
+        Whether the entity's cell holds each of a list of ids (``Cell.holds``): those records are its
+        own training or held-out ones, served from the cell, not from here.
     """
 
-    def __init__(self, source: DataSource, schema: Schema, id_key: bytes | None, exclude: set[str]) -> None:
-        self.source, self.schema, self.id_key, self.exclude = source, schema, id_key, exclude
+    def __init__(
+        self, source: DataSource, schema: Schema, id_key: bytes | None, held: Callable[[list[str]], list[bool]]
+    ) -> None:
+        self.source, self.schema, self.id_key, self.held = source, schema, id_key, held
         self._lock = threading.Lock()
         self._read_at = -float("inf")
         self._index: dict[str, int] = {}
@@ -86,7 +90,7 @@ class ScoringRecords:
                 return
             if self.id_key is not None:
                 cell = pseudonymous(cell, self.id_key)
-            keep = np.array([record not in self.exclude for record in cell.train_ids.tolist()], dtype=bool)
+            keep = ~np.array(self.held(cell.train_ids.tolist()), dtype=bool)
             ids, rows = cell.train_ids[keep], cell.X_train[keep]
             self._ids, self._rows = ids, rows
             self._index = {record: k for k, record in enumerate(ids.tolist())}

@@ -229,6 +229,11 @@ def test_data_table_paths_are_relative_to_the_config() -> None:
 # --- a scoring source: new records, read again on demand -------------------------------------------------
 
 
+def holds_none(ids: list[str]) -> list[bool]:
+    """A cell that holds none of ``ids``: every record of the scoring source is served from there."""
+    return [False] * len(ids)
+
+
 def test_scoring_records_grow_with_their_source_and_skip_the_cells_ids(
     tmp_path: Path, monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -236,7 +241,7 @@ def test_scoring_records_grow_with_their_source_and_skip_the_cells_ids(
 
     url = write_sqlite(tmp_path / "h.db", [])
     source = DataSource("sql", url=url, table="patients", id_column="patient")
-    scoring = records.ScoringRecords(source, SCHEMA, None, exclude={"p01"})
+    scoring = records.ScoringRecords(source, SCHEMA, None, lambda ids: [r == "p01" for r in ids])
     scoring.refresh(force=True)
     assert scoring.ids().tolist() == [] and scoring.unknown(["p03"]) == ["p03"]
     with sqlite3.connect(tmp_path / "h.db") as connection:
@@ -261,7 +266,7 @@ def test_scoring_records_are_kept_by_pseudonym(tmp_path: Path) -> None:
 
     url = write_sqlite(tmp_path / "h.db", ROWS[:2])
     key = bytes(range(32))
-    scoring = ScoringRecords(DataSource("sql", url=url, table="patients", id_column="patient"), SCHEMA, key, set())
+    scoring = ScoringRecords(DataSource("sql", url=url, table="patients", id_column="patient"), SCHEMA, key, holds_none)
     scoring.refresh(force=True)
     assert scoring.ids().tolist() == record_pseudonyms(key, ["p01", "p02"])
 
@@ -274,7 +279,9 @@ def test_a_bad_row_in_the_scoring_source_never_reaches_a_caller(
     from ppsvm.entity.records import ScoringRecords
 
     url = write_sqlite(tmp_path / "h.db", ROWS[:2])
-    scoring = ScoringRecords(DataSource("sql", url=url, table="patients", id_column="patient"), SCHEMA, None, set())
+    scoring = ScoringRecords(
+        DataSource("sql", url=url, table="patients", id_column="patient"), SCHEMA, None, holds_none
+    )
     scoring.refresh(force=True, strict=True)
     with sqlite3.connect(tmp_path / "h.db") as connection:
         connection.execute("INSERT INTO patients VALUES ('p09', 'HIV+', 'never', 20.0, 'no', 'train', 'x')")
