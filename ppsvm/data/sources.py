@@ -24,7 +24,7 @@ from typing import Any, Literal
 import numpy as np
 
 from ppsvm.constants import MAX_CSV_LINE_CHARS
-from ppsvm.data.cell import Cell
+from ppsvm.data.cell import Cell, repeated_id
 from ppsvm.data.dataset import DEFAULT_MISSING_VALUES
 from ppsvm.data.delimited import bounded_lines, csv_records, not_utf8
 from ppsvm.data.schema import Schema, numeric_schema
@@ -376,13 +376,11 @@ def _roles(values: Sequence[Any], column: str, locate: Any) -> np.ndarray:
 
 
 def _refuse_repeated_ids(ids: np.ndarray, positions: np.ndarray, where: str, unit: str) -> None:
-    order = np.argsort(ids, kind="stable")
-    same = np.flatnonzero(ids[order][1:] == ids[order][:-1])
-    if same.size:
-        first, again = order[same[0]], order[same[0] + 1]
+    found = repeated_id([ids])
+    if found is not None:
+        record, (_, first), (_, again) = found
         raise DataError(
-            f"{where}, {unit} {positions[again]}: duplicate record id {str(ids[again])!r} "
-            f"(first on {unit} {positions[first]})"
+            f"{where}, {unit} {positions[again]}: duplicate record id {record!r} (first on {unit} {positions[first]})"
         )
 
 

@@ -88,15 +88,15 @@ def test_agrees_with_loops_on_random_federations(seed: int) -> None:
 
 def test_equal_fingerprints_are_only_candidates(monkeypatch: pytest.MonkeyPatch) -> None:
     """Every id mixed to the same 64 bits: the ids themselves still decide, across a whole run of candidates."""
-    from ppsvm.coordinator import federation
+    from ppsvm.data import cell
 
-    monkeypatch.setattr(federation, "_fingerprints", lambda ids: np.zeros(len(ids), dtype=np.uint64))
+    monkeypatch.setattr(cell, "_fingerprints", lambda ids: np.zeros(len(ids), dtype=np.uint64))
     assert duplicate_record_id(_ids(["a", "b"], ["c"], ["d"])) is None
     assert duplicate_record_id(_ids(["a", "b"], ["c", "a"])) == ("a", 0, 1)
 
 
 def test_fingerprints_ignore_the_arrays_width() -> None:
-    from ppsvm.coordinator.federation import _fingerprints
+    from ppsvm.data.cell import _fingerprints
 
     narrow, wide = np.array(["p01", "p0001"]), np.array(["p01", "p0001", "a-much-longer-record-id"])
     assert _fingerprints(narrow).tolist() == _fingerprints(wide)[:2].tolist()
