@@ -232,11 +232,10 @@ def cmd_predict(args: argparse.Namespace) -> int:
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "decision", "prediction", "status"])
-    for record, decision in zip(ids, decisions.tolist(), strict=True):
+    for record, decision, prediction in zip(ids, decisions.tolist(), model.prediction(decisions).tolist(), strict=True):
         if np.isnan(decision):
             writer.writerow([record, "", "", "not found"])
             continue
-        prediction = (1.0 if decision >= 0 else -1.0) if model.task == "classify" else decision
         writer.writerow([record, repr(decision), repr(prediction), "ok"])
     write_atomic(Path(args.out), out.getvalue())  # a finished file or none
     print(

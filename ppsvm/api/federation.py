@@ -26,15 +26,10 @@ from ppsvm.coordinator.audit import audit
 from ppsvm.coordinator.dp_train import DpOptions, train_dp, train_dp_and_save
 from ppsvm.coordinator.evaluate import (
     BaselineFigures,
-    check_model_federation,
-    check_model_matches,
-    decisions_for_ids,
     entity_alone,
     evaluate_model,
-    record_row_blocks,
     score_records,
 )
-from ppsvm.coordinator.federation import Session
 from ppsvm.coordinator.serve import serve_coordinator
 from ppsvm.coordinator.train import TrainOptions, train, train_and_save
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
@@ -43,7 +38,7 @@ from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation
 from ppsvm.core.model import Model
 from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
-from ppsvm.errors import ConfigError
+from ppsvm.errors import ConfigError, DataError
 
 __all__ = ["AUTO", "Federation", "task_setting", "train_options"]
 
@@ -279,14 +274,10 @@ class Federation:
         -------
         ndarray, shape (k,)
         """
-        chosen = _random_kernel(model, "Federation.predict")
-        check_model_matches(chosen, self.config)
-        asked = list(ids) if id_key is None else record_pseudonyms(read_id_key(id_key), list(ids))
-        with Session(self.config, self.deadline) as session:
-            blocks, _ = session.survey()
-            check_model_federation(chosen, session)
-            decision = decisions_for_ids(session, chosen, record_row_blocks(blocks), asked)
-        return np.array([decision[record] for record in asked])
+        decisions, missing = self._score(_random_kernel(model, "Federation.predict"), ids, id_key)
+        if missing:
+            raise DataError(f"no entity holds record id(s) {missing[:5]}")
+        return decisions
 
     def predict(self, model: ModelLike, ids: Sequence[str], id_key: str | Path | bytes | None = None) -> np.ndarray:
         """Predictions for records named by id: the label (+1 or -1) for classification, the value for regression.
@@ -303,8 +294,7 @@ class Federation:
         ndarray, shape (k,)
         """
         chosen = _random_kernel(model, "Federation.predict")
-        decision = self.decision_function(chosen, ids, id_key)
-        return np.where(decision >= 0, 1.0, -1.0) if chosen.task == "classify" else decision
+        return chosen.prediction(self.decision_function(chosen, ids, id_key))
 
     def baselines(
         self,
@@ -380,9 +370,13 @@ class Federation:
         not_found : list of str
             Those ids, as given.
         """
-        chosen = _random_kernel(model, "Federation.score")
+        return self._score(_random_kernel(model, "Federation.score"), ids, id_key, batch)
+
+    def _score(
+        self, model: Model, ids: Sequence[str], id_key: str | Path | bytes | None, batch: int = 1000
+    ) -> tuple[np.ndarray, list[str]]:
         asked = list(ids) if id_key is None else record_pseudonyms(read_id_key(id_key), list(ids))
-        decisions, missing = score_records(self.config, chosen, asked, batch=batch, deadline=self.deadline)
+        decisions, missing = score_records(self.config, model, asked, batch=batch, deadline=self.deadline)
         given = dict(zip(asked, ids, strict=True))
         return np.array([decisions.get(record, np.nan) for record in asked]), [given[record] for record in missing]
 

@@ -138,19 +138,13 @@ def decisions_for_ids(
 ) -> dict[str, float]:
     """Decision values of records named by id, from kernel rows their row block's entities compute.
 
+    ``ids`` must all be keys of ``row_block_of``: the callers set aside those no row block holds.
+
     Returns
     -------
     dict
         Each of ``ids`` to its decision value.
-
-    Raises
-    ------
-    DataError
-        An id that no entity holds (up to five named).
     """
-    unknown = [record for record in ids if record not in row_block_of]
-    if unknown:
-        raise DataError(f"no entity holds record id(s) {unknown[:5]}")
     by_block: dict[int, list[str]] = {}
     for record in ids:
         by_block.setdefault(row_block_of[record], []).append(record)

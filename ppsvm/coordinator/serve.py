@@ -7,6 +7,7 @@ import time
 from collections.abc import Sequence
 
 import grpc
+import numpy as np
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
@@ -64,18 +65,15 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             self._relist()
         row_block_of = self.row_block_of
         found = [record for record in ids if record in row_block_of]
-        decision = decisions_for_ids(self.session, self.model, row_block_of, found) if found else {}
+        by_id = decisions_for_ids(self.session, self.model, row_block_of, found) if found else {}
         with self._lock:
             self.served += len(found)
-        classify = self.model.task == "classify"
+        decision = np.array([by_id[record] for record in found])
+        labels = self.model.prediction(decision).tolist()
         return pb.PredictReply(
             predictions=[
-                pb.Prediction(
-                    id=r,
-                    decision=decision[r],
-                    prediction=(1.0 if decision[r] >= 0 else -1.0) if classify else decision[r],
-                )
-                for r in found
+                pb.Prediction(id=record, decision=value, prediction=label)
+                for record, value, label in zip(found, decision.tolist(), labels, strict=True)
             ],
             not_found=[record for record in ids if record not in row_block_of],
         )

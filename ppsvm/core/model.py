@@ -96,6 +96,10 @@ class Model:
             raise ValueError(f"kernel rows have shape {K.shape}; the model expects (m, {len(self.u)})")
         return K @ np.asarray(self.u) - self.gamma
 
+    def prediction(self, decision: np.ndarray) -> np.ndarray:
+        """The label (+1 or -1) for classification, the decision value itself for regression; same shape."""
+        return np.where(decision >= 0, 1.0, -1.0) if self.task == "classify" else decision
+
     def to_json(self) -> str:
         return write_document(asdict(self), FORMAT, FORMAT_VERSION)
 
