@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Mapping
-from typing import Any
 
 import numpy as np
 
@@ -88,53 +87,62 @@ def expect_arrays(arrays: Mapping[str, np.ndarray], names: Iterable[str], source
         raise WireError(f"{source} did not send array(s) {', '.join(missing)}")
 
 
-def _checked_header(header: pb.ArrayHeader, max_bytes: int) -> tuple[str, np.dtype[Any], tuple[int, ...], int]:
-    """Name, dtype, shape and byte count of an array header, refused before anything is allocated."""
-    name = header.name
-    if not _DTYPE_PATTERN.fullmatch(header.dtype):
-        raise WireError(f"array {name!r}: dtype {header.dtype[:40]!r} is not allowed on the wire")
-    dtype = np.dtype(header.dtype)
-    if len(header.shape) > _MAX_DIMENSIONS:
-        raise WireError(f"array {name!r}: {len(header.shape)} dimensions, at most {_MAX_DIMENSIONS} allowed")
-    shape = tuple(int(s) for s in header.shape)
-    count = 1
-    for extent in shape:
-        count *= extent
-    if any(extent > max_bytes for extent in shape):
-        raise WireError(f"array {name!r}: shape {shape} has an extent over the limit of {max_bytes}")
-    expected = count * dtype.itemsize
-    if expected > max_bytes:
-        raise WireError(
-            f"array {name!r} of shape {shape} and dtype {dtype.str} needs {expected} bytes, "
-            f"over the limit of {max_bytes}"
-        )
-    return name, dtype, shape, expected
+class _Header:
+    """An array's header, checked before anything is allocated, and the byte count it promises."""
+
+    def __init__(self, header: pb.ArrayHeader, max_bytes: int) -> None:
+        name = self.name = header.name
+        if not _DTYPE_PATTERN.fullmatch(header.dtype):
+            raise WireError(f"array {name!r}: dtype {header.dtype[:40]!r} is not allowed on the wire")
+        self.dtype = np.dtype(header.dtype)
+        if len(header.shape) > _MAX_DIMENSIONS:
+            raise WireError(f"array {name!r}: {len(header.shape)} dimensions, at most {_MAX_DIMENSIONS} allowed")
+        self.shape = tuple(int(s) for s in header.shape)
+        count = 1
+        for extent in self.shape:
+            count *= extent
+        if any(extent > max_bytes for extent in self.shape):
+            raise WireError(f"array {name!r}: shape {self.shape} has an extent over the limit of {max_bytes}")
+        self.expected = count * self.dtype.itemsize
+        if self.expected > max_bytes:
+            raise WireError(
+                f"array {name!r} of shape {self.shape} and dtype {self.dtype.str} needs {self.expected} bytes, "
+                f"over the limit of {max_bytes}"
+            )
+
+    def _count(self, received: int) -> None:
+        """Refuse ``received`` bytes so far when the shape and dtype allow fewer."""
+        if received > self.expected:
+            raise WireError(
+                f"array {self.name!r}: more bytes than shape {self.shape} and dtype "
+                f"{self.dtype.str} allow ({received} > {self.expected})"
+            )
+
+    def _complete(self, received: int) -> None:
+        """Refuse a stream that ended after ``received`` bytes, short of the array."""
+        if received != self.expected:
+            raise WireError(
+                f"array {self.name!r}: stream truncated, {received} of {self.expected} bytes "
+                f"for shape {self.shape} and dtype {self.dtype.str}"
+            )
 
 
-class _Receiving:
+class _Receiving(_Header):
     """One array being received: a preallocated buffer filled chunk by chunk."""
 
     def __init__(self, header: pb.ArrayHeader, max_bytes: int) -> None:
-        self.name, self.dtype, self.shape, self.expected = _checked_header(header, max_bytes)
+        super().__init__(header, max_bytes)
         self.buffer = bytearray(self.expected)
         self.received = 0
 
     def add(self, data: bytes) -> None:
         end = self.received + len(data)
-        if end > self.expected:
-            raise WireError(
-                f"array {self.name!r}: more bytes than shape {self.shape} and dtype "
-                f"{self.dtype.str} allow ({end} > {self.expected})"
-            )
+        self._count(end)
         self.buffer[self.received : end] = data
         self.received = end
 
     def finish(self) -> np.ndarray:
-        if self.received != self.expected:
-            raise WireError(
-                f"array {self.name!r}: stream truncated, {self.received} of {self.expected} bytes "
-                f"for shape {self.shape} and dtype {self.dtype.str}"
-            )
+        self._complete(self.received)
         if self.dtype.kind == "U" and self.expected:
             points = np.frombuffer(self.buffer, "<u4")
             # Beyond U+10FFFF or a lone surrogate: not text, and it could not be encoded again later.
@@ -146,7 +154,7 @@ class _Receiving:
         return np.frombuffer(self.buffer, dtype=self.dtype).reshape(self.shape)
 
 
-class RowStream:
+class RowStream(_Header):
     """The one 2-D array of a stream, handed on in batches of whole rows as its messages arrive.
 
     For a matrix the receiver folds into another (the coordinator's K): only one message's
@@ -167,7 +175,7 @@ class RowStream:
             raise WireError(f"the stream ended without array {name!r}")
         if not first.HasField("header"):
             raise WireError("array data arrived before any header")
-        self.name, self.dtype, self.shape, self.expected = _checked_header(first.header, max_bytes)
+        super().__init__(first.header, max_bytes)
         if self.name != name:
             raise WireError(f"array {self.name!r} sent where {name!r} was expected")
         if len(self.shape) != 2:
@@ -181,22 +189,14 @@ class RowStream:
         received = 0
         for data in self._data():
             received += len(data)
-            if received > self.expected:
-                raise WireError(
-                    f"array {self.name!r}: more bytes than shape {self.shape} and dtype "
-                    f"{self.dtype.str} allow ({received} > {self.expected})"
-                )
+            self._count(received)
             pending += data
             whole = len(pending) // row_bytes
             if whole:
                 rows = np.frombuffer(pending, self.dtype, count=whole * self.shape[1]).reshape(whole, -1).copy()
                 del pending[: whole * row_bytes]
                 yield rows
-        if received != self.expected:
-            raise WireError(
-                f"array {self.name!r}: stream truncated, {received} of {self.expected} bytes "
-                f"for shape {self.shape} and dtype {self.dtype.str}"
-            )
+        self._complete(received)
 
     def _data(self) -> Iterator[bytes]:
         if self._first:
