@@ -86,14 +86,17 @@ def test_figures_are_sane(quick: tuple[subprocess.CompletedProcess[str], Path]) 
         )
 
     # The threshold the entities' noised score histograms choose makes the models classify: below the majority
-    # class's error (0.245 in these test sets), where the paper's cut at 0 sits on it. Measured on this quick run
-    # 0.03-0.04 below; the 0.02 margin leaves room for the noise of two repetitions.
+    # class's error (0.246 in these test sets) and below the paper's cut at 0, which sits near it. The noise is
+    # drawn from the OS, so every run differs: over four quick runs the cut at 0 gave 0.233-0.239 and the chosen
+    # threshold 0.201-0.215, 0.024-0.037 below the cut. The margins leave room for the noise of two repetitions.
     majority = np.mean([min(r["test_positive_rate"], 1 - r["test_positive_rate"]) for r in document["repetitions"]])
     for method in ("dp-hybrid/laplace", "dp-hybrid/output-gamma", "dp-hybrid/objective"):
         for e in epsilons:
             figures = summary["epsilon"][method][e]
+            at_zero = figures["error_rate_at_zero"]["mean"]
             assert figures["error_rate"]["mean"] < majority - 0.02, (method, e, figures)
-            assert figures["error_rate_at_zero"]["mean"] > majority - 0.01  # the paper's cut: the majority class
+            assert figures["error_rate"]["mean"] < at_zero - 0.012, (method, e, figures)
+            assert at_zero > majority - 0.03, (method, e, figures)  # the paper's cut: near the majority class
 
     # The defaults (C by the noise rule, the width chosen on the public records) classify well below the majority
     # rate with every mechanism (issue 16: 0.03 below). Measured on this quick run: 0.055-0.074 below; the full run
