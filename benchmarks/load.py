@@ -24,13 +24,17 @@ entities, zero errors." Everything runs as it is deployed, over mutual TLS on 12
    mutually authenticated TLS channel (the coordinator's certificate, as
    tests/integration/conftest.py's ``coordinator_channel``), connected before a common start, send
    their share of 1,000 ``Predict`` requests back to back (request k goes to client k mod 8); each
-   request names ``--batch`` record ids (default 1; ``--batch 1 10`` adds a second run of 1,000
-   requests of 10 ids) drawn at random (seeded) from all records, training and held-out, of both
+   request names ``--batch`` record ids (default ``1 64``: a run of 1,000 requests of 1 id, then 1,000
+   of 64 ids) drawn at random (seeded) from all records, training and held-out, of both
    row blocks. Every latency is recorded; every RpcError, and every
    reply whose ids differ from the request's, counts as an error;
 7. every served decision is recomputed independently here: [0, 1] scaling from the training rows'
    min and max, B_j = derive_B(secret_j, mbar, n_j), K = prod_j exp(-mu ||x_j - B_j||^2), K u - gamma
-   with the model's u and gamma; it must agree to 1e-9.
+   with the model's u and gamma; it must agree to 1e-9;
+8. the floor (issue 14): the serve process stopped, ``benchmarks/fanout_floor.py`` answers the same
+   requests from the same clients through the same entities with nothing but the fan-out (one unary
+   Metadata call to each entity of the row blocks a request touches, no batching, a fixed reply). The
+   target: serve's throughput at least half the floor's and its p50 latency at most twice, at each batch.
 
 Peak RSS: VmHWM of the serve process and of every entity read from /proc just before they are
 stopped; the train process's from os.wait4 (see 4). CPU seconds of the serve process and of the entities
@@ -42,7 +46,7 @@ row-block structure for the coordinator to route by. 2 x 16 keeps the checkerboa
 multiplied across 16 column blocks, stacked across 2 row blocks, each prediction routed to its
 row block's 16 entities) at 400,000 training rows, with n_j = 4 so that mbar = 3 < n_j.
 
-    python benchmarks/load.py [--quick] [--clients 8] [--requests 1000] [--batch 1 10] [--start-batch 8]
+    python benchmarks/load.py [--quick] [--clients 8] [--requests 1000] [--batch 1 64] [--start-batch 8]
 """
 
 from __future__ import annotations
@@ -251,6 +255,68 @@ def run_load(
     return results, began
 
 
+def measure_load(
+    args: argparse.Namespace,
+    address: str,
+    federation_path: Path,
+    plans: list[list[tuple[int, list[str]]]],
+    server_pid: int,
+    entity_pids: list[int],
+    children: list[Any],
+) -> tuple[dict[str, Any], dict[str, float]]:
+    """Run the clients' ``plans`` against the Predict server at ``address``; its figures and the decisions served."""
+
+    def usage() -> dict[str, float]:
+        return {
+            "server_cpu_s": proc_cpu_s(server_pid),
+            "entity_cpu_s": sum(proc_cpu_s(p) for p in entity_pids),
+            "server_rss_mib": proc_status(server_pid)["VmRSS"],
+            "entity_rss_mib": sum(proc_status(p)["VmRSS"] for p in entity_pids),
+        }
+
+    before = usage()
+    started = time.perf_counter()
+    results, _ = run_load(address, federation_path, plans, args.clients_as, children)
+    wall = time.perf_counter() - started
+    crashed = [res["crash"] for res in results if "crash" in res]
+    if crashed:
+        raise RuntimeError(f"client(s) crashed: {crashed}")
+    after = usage()
+    requests = sum(len(plan) for plan in plans)
+    size = len(plans[0][0][1])
+    window = max(res["end"] for res in results) - min(res["start"] for res in results)
+    latencies = np.concatenate([np.asarray(res["latency_s"]) for res in results])
+    errors = [e for res in results for e in res["errors"]]
+    load = {
+        "batch": size,
+        "requests": requests,
+        "clients": len(plans),
+        "clients_as": args.clients_as,
+        "predictions": requests * size,
+        "window_s": window,
+        "wall_with_client_start_s": wall,
+        "requests_per_s": requests / window,
+        "predictions_per_s": requests * size / window,
+        "latency": latency_figures(latencies),
+        # Each client's first request meets a cold server (feature ranges fetched once, each entity's id index
+        # built on first use): reported apart as well as inside the figures above.
+        "first_request_max_ms": 1000 * max(res["latency_s"][0] for res in results if res["latency_s"]),
+        "latency_after_first": latency_figures(np.concatenate([np.asarray(res["latency_s"][1:]) for res in results])),
+        "errors": len(errors),
+        "error_samples": errors[:10],
+        "error_codes": sorted({e["code"] for e in errors}),
+        "serve_cpu_ms_per_request": 1000 * (after["server_cpu_s"] - before["server_cpu_s"]) / requests,
+        "entity_cpu_ms_per_request": 1000 * (after["entity_cpu_s"] - before["entity_cpu_s"]) / requests,
+        "serve_rss_before_mib": before["server_rss_mib"],
+        "serve_rss_after_mib": after["server_rss_mib"],
+        "entity_rss_sum_before_mib": before["entity_rss_mib"],
+        "entity_rss_sum_after_mib": after["entity_rss_mib"],
+        "client_peak_rss_mib": max(res["peak_rss_mib"] for res in results),
+        "load_average_after": load_average(),
+    }
+    return load, {k: v for res in results for k, v in res["decisions"].items()}
+
+
 # --- the benchmark -------------------------------------------------------------------------------
 
 
@@ -281,6 +347,15 @@ def parse_train_log(text: str) -> dict[str, float | None]:
         "lp_log_s": float(lp.group(1)) if lp else None,
         "kernel_rows": int(fetch.group(1)) if fetch else None,
     }
+
+
+def kernel_releases(split_dir: Path) -> int:
+    """KernelBlock releases recorded so far in the release logs of a split's entities."""
+    return sum(
+        json.loads(line).get("rpc") == "KernelBlock"
+        for log in split_dir.glob("r*c*.releases.jsonl")
+        for line in log.read_text(encoding="utf-8").splitlines()
+    )
 
 
 def latency_figures(latencies: np.ndarray) -> dict[str, float]:
@@ -466,69 +541,25 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         row_of_pseudonym = {record: k for k, record in enumerate(asked.tolist())}
         row_block_of = dict(zip(pseudonyms_of(split_dir, list(row_block_of)), row_block_of.values(), strict=True))
         rng = np.random.default_rng(args.seed + 2)
+        plans: dict[int, list[list[tuple[int, list[str]]]]] = {}
         for size in args.batch:
             requests = [(k, asked[rng.choice(m, size, replace=False)].tolist()) for k in range(args.requests)]
-            plans = [requests[c :: args.clients] for c in range(args.clients)]
-            entity_calls = s * sum(len({row_block_of[record] for record in chosen}) for _, chosen in requests)
-            before = {
-                "serve_cpu_s": proc_cpu_s(server.pid),
-                "entity_cpu_s": sum(proc_cpu_s(p) for p in entity_pids),
-                "serve_rss_mib": proc_status(server.pid)["VmRSS"],
-                "entity_rss_mib": sum(proc_status(p)["VmRSS"] for p in entity_pids),
-            }
-            started = time.perf_counter()
-            results, _ = run_load(address, live, plans, args.clients_as, children)
-            wall = time.perf_counter() - started
-            crashed = [res["crash"] for res in results if "crash" in res]
-            if crashed:
-                raise RuntimeError(f"client(s) crashed: {crashed}")
-            after = {
-                "serve_cpu_s": proc_cpu_s(server.pid),
-                "entity_cpu_s": sum(proc_cpu_s(p) for p in entity_pids),
-                "serve_rss_mib": proc_status(server.pid)["VmRSS"],
-                "entity_rss_mib": sum(proc_status(p)["VmRSS"] for p in entity_pids),
-            }
-            window = max(res["end"] for res in results) - min(res["start"] for res in results)
-            latencies = np.concatenate([np.asarray(res["latency_s"]) for res in results])
-            errors = [e for res in results for e in res["errors"]]
-            decisions = {k: v for res in results for k, v in res["decisions"].items()}
-            load = {
-                "batch": size,
-                "requests": args.requests,
-                "clients": args.clients,
-                "clients_as": args.clients_as,
-                "predictions": args.requests * size,
-                "window_s": window,
-                "wall_with_client_start_s": wall,
-                "requests_per_s": args.requests / window,
-                "predictions_per_s": args.requests * size / window,
-                "latency": latency_figures(latencies),
-                # Each client's first request meets a cold serve process (feature ranges fetched once, each entity's
-                # id index built on first use): reported apart as well as inside the figures above.
-                "first_request_max_ms": 1000 * max(res["latency_s"][0] for res in results if res["latency_s"]),
-                "latency_after_first": latency_figures(
-                    np.concatenate([np.asarray(res["latency_s"][1:]) for res in results])
-                ),
-                "errors": len(errors),
-                "error_samples": errors[:10],
-                "error_codes": sorted({e["code"] for e in errors}),
-                "serve_cpu_ms_per_request": 1000 * (after["serve_cpu_s"] - before["serve_cpu_s"]) / args.requests,
-                "entity_cpu_ms_per_request": 1000 * (after["entity_cpu_s"] - before["entity_cpu_s"]) / args.requests,
-                "entity_calls": entity_calls,
-                "entity_cpu_ms_per_call": 1000 * (after["entity_cpu_s"] - before["entity_cpu_s"]) / entity_calls,
-                "serve_rss_before_mib": before["serve_rss_mib"],
-                "serve_rss_after_mib": after["serve_rss_mib"],
-                "entity_rss_sum_before_mib": before["entity_rss_mib"],
-                "entity_rss_sum_after_mib": after["entity_rss_mib"],
-                "client_peak_rss_mib": max(res["peak_rss_mib"] for res in results),
-                "load_average_after": load_average(),
-            }
+            plans[size] = [requests[c :: args.clients] for c in range(args.clients)]
+            released = kernel_releases(split_dir)
+            load, decisions = measure_load(args, address, live, plans[size], server.pid, entity_pids, children)
+            # The calls the service made, from the entities' own release logs; unbatched it would be s per row block
+            # a request touches (the floor's count).
+            load["entity_calls"] = kernel_releases(split_dir) - released
+            load["entity_calls_unbatched"] = s * sum(
+                len({row_block_of[record] for record in chosen}) for _, chosen in requests
+            )
+            load["entity_cpu_ms_per_call"] = load["entity_cpu_ms_per_request"] * args.requests / load["entity_calls"]
             run.loads.append(load)
             lat = load["latency"]
             print(
                 f"load, batch {size}: {args.requests} requests from {args.clients} client {args.clients_as} in "
-                f"{window:.2f} s: {load['requests_per_s']:.1f} requests/s, p50 {lat['p50_ms']:.1f} ms, "
-                f"p99 {lat['p99_ms']:.1f} ms, {len(errors)} errors (load average {load['load_average_after']})",
+                f"{load['window_s']:.2f} s: {load['requests_per_s']:.1f} requests/s, p50 {lat['p50_ms']:.1f} ms, "
+                f"p99 {lat['p99_ms']:.1f} ms, {load['errors']} errors (load average {load['load_average_after']})",
                 flush=True,
             )
 
@@ -574,11 +605,35 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
                 "cpu_s_total": [proc_cpu_s(pid) for pid in entity_pids],
             }
         )
-        started = time.perf_counter()
         stop_process(server)
         run.serve["exit_code"] = server.returncode
+
+        # 8. the floor: the same requests through a bare fan-out to the same entities --------------
+        floor_log = work / "floor.log"
+        with floor_log.open("w") as log:
+            floor = subprocess.Popen(
+                [sys.executable, "-m", "benchmarks.fanout_floor", "--federation", str(live)],
+                stdout=subprocess.PIPE,
+                stderr=log,
+                text=True,
+                cwd=ROOT,
+            )
+        children.append(floor)
+        floor_address = read_listening_address(floor, f"benchmarks.fanout_floor (log {floor_log})", READY_TIMEOUT_S)
+        for load in run.loads:
+            size = load["batch"]
+            load["floor"], _ = measure_load(args, floor_address, live, plans[size], floor.pid, entity_pids, children)
+            lat = load["floor"]["latency"]
+            print(
+                f"floor, batch {size}: {load['floor']['requests_per_s']:.1f} requests/s, p50 {lat['p50_ms']:.1f} ms, "
+                f"p99 {lat['p99_ms']:.1f} ms, {load['floor']['errors']} errors; serve reaches "
+                f"{load['requests_per_s'] / load['floor']['requests_per_s']:.2f} of its throughput",
+                flush=True,
+            )
+        started = time.perf_counter()
+        stop_process(floor)
         stack.close()  # every entity: SIGTERM, then SIGKILL after 10 s
-        mark(run, "stop serve and entities", time.perf_counter() - started)
+        mark(run, "stop floor and entities", time.perf_counter() - started)
     serve_lines = serve_log.read_text(errors="replace").splitlines()
     run.notes.append(
         f"serve log: {serve_log.stat().st_size} bytes, "
@@ -634,9 +689,27 @@ def report(args: argparse.Namespace, run: Run, total: float) -> tuple[str, dict[
             ),
         ],
         ["errors (RpcError or wrong reply)", *(str(x["errors"]) for x in run.loads)],
+        ["floor: throughput, requests/s", *(f"{x['floor']['requests_per_s']:.1f}" for x in run.loads)],
+        *[
+            [f"floor: latency {key.removesuffix('_ms')}", *(f"{x['floor']['latency'][key]:.1f} ms" for x in run.loads)]
+            for key in ("p50_ms", "p99_ms")
+        ],
+        ["floor: errors", *(str(x["floor"]["errors"]) for x in run.loads)],
+        [
+            "serve / floor: throughput, p50, p99",
+            *(
+                f"{x['requests_per_s'] / x['floor']['requests_per_s']:.2f}, "
+                f"{x['latency']['p50_ms'] / x['floor']['latency']['p50_ms']:.2f}, "
+                f"{x['latency']['p99_ms'] / x['floor']['latency']['p99_ms']:.2f}"
+                for x in run.loads
+            ),
+        ],
         ["serve CPU per request", *(f"{x['serve_cpu_ms_per_request']:.1f} ms" for x in run.loads)],
         [f"entity CPU per request (all {r * s})", *(f"{x['entity_cpu_ms_per_request']:.1f} ms" for x in run.loads)],
-        ["entity calls (KernelBlock by ids)", *(f"{x['entity_calls']:,}" for x in run.loads)],
+        [
+            "entity calls (KernelBlock by ids; unbatched)",
+            *(f"{x['entity_calls']:,} ({x['entity_calls_unbatched']:,})" for x in run.loads),
+        ],
         ["entity CPU per entity call", *(f"{x['entity_cpu_ms_per_call']:.2f} ms" for x in run.loads)],
         [
             "serve RSS before -> after",
@@ -690,6 +763,14 @@ def report(args: argparse.Namespace, run: Run, total: float) -> tuple[str, dict[
             f"max |difference| {max(v['max_abs_difference'] for v in run.verification.values()):.1e})"
         ),
     }
+    for x in run.loads:
+        throughput = x["requests_per_s"] / x["floor"]["requests_per_s"]
+        p50 = x["latency"]["p50_ms"] / x["floor"]["latency"]["p50_ms"]
+        targets[f"batch {x['batch']}: within 2x of the bare fan-out floor (throughput, p50 latency)"] = (
+            f"{'PASS' if throughput >= 0.5 and p50 <= 2.0 and x['floor']['errors'] == 0 else 'FAIL'} "
+            f"({x['requests_per_s']:.1f} vs {x['floor']['requests_per_s']:.1f} requests/s = {throughput:.2f}; "
+            f"p50 {x['latency']['p50_ms']:.1f} vs {x['floor']['latency']['p50_ms']:.1f} ms = {p50:.2f}x)"
+        )
     lines.append("")
     lines.extend(f"target: {name}: {verdict}" for name, verdict in targets.items())
     lines.extend(f"note: {note}" for note in run.notes)
@@ -730,8 +811,8 @@ def main(argv: list[str] | None = None) -> int:
         "--batch",
         type=int,
         nargs="+",
-        default=[1],
-        help="record ids per request; the load runs once per value, --requests each (default 1; e.g. 1 10)",
+        default=[1, 64],
+        help="record ids per request; the load runs once per value, --requests each (default 1 64)",
     )
     parser.add_argument(
         "--start-batch",
@@ -831,7 +912,7 @@ def main(argv: list[str] | None = None) -> int:
             *(f"--{k.replace('_', '-')} {getattr(args, k)}" for k in FULL if getattr(args, k) != preset[k]),
             *([f"--clients {args.clients}"] if args.clients != 8 else []),
             *(["--clients-as threads"] if args.clients_as == "threads" else []),
-            *([f"--batch {' '.join(map(str, args.batch))}"] if args.batch != [1] else []),
+            *([f"--batch {' '.join(map(str, args.batch))}"] if args.batch != [1, 64] else []),
             *([f"--start-batch {args.start_batch}"] if args.start_batch != 8 else []),
             *([f"--seed {args.seed}"] if args.seed else []),
         ]

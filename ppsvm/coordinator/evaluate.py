@@ -148,18 +148,10 @@ def decisions_for_ids(
     by_block: dict[int, list[str]] = {}
     for record in ids:
         by_block.setdefault(row_block_of[record], []).append(record)
+    rows = session.kernel_rows_for_ids(model.kernel, model.mbar, model.mu, model.scaling, by_block, model.column_index)
     decision: dict[str, float] = {}
     for row_block, members in by_block.items():
-        K = session.kernel_rows_for_ids(
-            model.kernel,
-            model.mbar,
-            model.mu,
-            model.scaling,
-            row_block,
-            members,
-            model.column_index,
-        )
-        decision.update(zip(members, model.decision(K).tolist(), strict=True))
+        decision.update(zip(members, model.decision(rows[row_block]).tolist(), strict=True))
     return decision
 
 

@@ -8,7 +8,7 @@ import json
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, TypeVar
@@ -471,21 +471,32 @@ class Session:
         mbar: int,
         mu: float,
         scaling: Sequence[ColumnScaling],
-        row_block: int,
-        ids: list[str],
+        ids_by_row_block: Mapping[int, list[str]],
         columns: np.ndarray | None = None,
-    ) -> np.ndarray:
-        """Assembled kernel rows of records named by id, all held by ``row_block``; shape (len(ids), mbar or p)."""
+    ) -> dict[int, np.ndarray]:
+        """Assembled kernel rows of records named by id, the ids of each row block asked of its entities.
 
-        members = self.row_block(row_block)
+        Every entity of every named row block is asked at once: a batch spanning row blocks costs one round trip.
+
+        Returns
+        -------
+        dict
+            Each row block of ``ids_by_row_block`` to its rows, shape (len(ids), mbar or p), in the order given.
+        """
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
-        fetched = self.each(
-            lambda c: c.kernel_block(
-                kernel_request(kernel, mbar, fetch_mu, ranges[c.entity.column_block], ids=pb.RecordIds(ids=ids)),
-                len(ids),
-                "records named by id",
-            ),
-            members,
-        )
-        return self._at_width(kernel, assemble(kernel, [fetched[e.id] for e in members], columns), fetch_mu, mu)
+        members = [e for row_block in ids_by_row_block for e in self.row_block(row_block)]
+
+        def fetch(client: EntityClient) -> np.ndarray:
+            ids = ids_by_row_block[client.entity.row_block]
+            block_ranges = ranges[client.entity.column_block]
+            request = kernel_request(kernel, mbar, fetch_mu, block_ranges, ids=pb.RecordIds(ids=ids))
+            return client.kernel_block(request, len(ids), "records named by id")
+
+        fetched = self.each(fetch, members)
+        return {
+            row_block: self._at_width(
+                kernel, assemble(kernel, [fetched[e.id] for e in self.row_block(row_block)], columns), fetch_mu, mu
+            )
+            for row_block in ids_by_row_block
+        }

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from concurrent.futures import Future
 
 import grpc
 import numpy as np
@@ -35,6 +36,73 @@ PREDICTION_ROLES = method_roles(
 
 # Unknown ids make the service list the entities' records again at most this often (new records to score).
 RELIST_EVERY_S = 1.0
+# The records one batch may join (a request larger than this goes alone).
+MAX_BATCH_RECORDS = 4096
+
+
+class Batches:
+    """Joins the records of concurrent Predict requests into one kernel-row call per entity.
+
+    One batch is on the wire at a time and the next leaves as soon as it is answered: a lone request waits for
+    nothing, and the requests that arrive meanwhile share the next call. Each entity then answers, logs and fsyncs
+    one release for many requests (issue 14: 16 entity calls per request made the service CPU-bound at 30
+    requests/s). Two batches in flight were measured slower at 32 entities on 2 cores (62 against 72 requests/s
+    at batch 1, 40 against 58 at batch 64): smaller batches, more calls for the same answers.
+    """
+
+    def __init__(
+        self, score: Callable[[dict[str, int]], dict[str, float]], max_records: int = MAX_BATCH_RECORDS
+    ) -> None:
+        self._score = score
+        self._max_records = max_records
+        self._pending: list[tuple[dict[str, int], Future[dict[str, float]]]] = []
+        self._ready = threading.Condition()
+        self._closed = False
+        self._sender = threading.Thread(target=self._send, name="predict-batches", daemon=True)
+        self._sender.start()
+
+    def decisions(self, row_block_of: dict[str, int]) -> dict[str, float]:
+        """The decision value of each record id, given with the row block that holds it, scored in the next batch."""
+        future: Future[dict[str, float]] = Future()
+        with self._ready:
+            if self._closed:
+                raise RuntimeError("the prediction service is stopping")
+            self._pending.append((row_block_of, future))
+            self._ready.notify()
+        return future.result()
+
+    def close(self) -> None:
+        """Let the pending requests be answered, then stop the sender; later requests are refused."""
+        with self._ready:
+            self._closed = True
+            self._ready.notify_all()
+        self._sender.join()
+
+    def _next(self) -> list[tuple[dict[str, int], Future[dict[str, float]]]] | None:
+        with self._ready:
+            while not self._pending and not self._closed:
+                self._ready.wait()
+            if not self._pending:
+                return None
+            taken, records = 1, len(self._pending[0][0])  # the first request goes whatever its size
+            while taken < len(self._pending) and records + len(self._pending[taken][0]) <= self._max_records:
+                records += len(self._pending[taken][0])
+                taken += 1
+            batch, self._pending = self._pending[:taken], self._pending[taken:]
+            return batch
+
+    def _send(self) -> None:
+        while (batch := self._next()) is not None:
+            # A record two requests name is asked for once: an entity refuses a repeated id.
+            union = {record: row_block for where, _ in batch for record, row_block in where.items()}
+            try:
+                by_id = self._score(union)
+            except BaseException as error:  # noqa: BLE001 - every request of the batch gets the failure
+                for _, future in batch:
+                    future.set_exception(error)
+            else:
+                for _, future in batch:
+                    future.set_result(by_id)
 
 
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
@@ -47,6 +115,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         self._lock = threading.Lock()
         self.row_block_of = record_row_blocks(blocks)
         self._listed_at = -float("inf")  # the first unknown id is looked for at once
+        self.batches = Batches(lambda where: decisions_for_ids(session, model, where, list(where)))
 
     def _relist(self) -> None:
         """Ask the entities for their records again (new records to score may have arrived), at most every
@@ -65,7 +134,7 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
             self._relist()
         row_block_of = self.row_block_of
         found = [record for record in ids if record in row_block_of]
-        by_id = decisions_for_ids(self.session, self.model, row_block_of, found) if found else {}
+        by_id = self.batches.decisions({record: row_block_of[record] for record in found}) if found else {}
         with self._lock:
             self.served += len(found)
         decision = np.array([by_id[record] for record in found])
@@ -100,11 +169,14 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
         # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
         session.ranges_for(model.scaling)
         servicer = CoordinatorServicer(session, model, blocks)
-        server, port = create_server(
-            listen,
-            lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
-            tls=session.tls,
-            roles=PREDICTION_ROLES,
-        )
-        serve_until(stop, server, listen, port, "coordinator serve")
+        try:
+            server, port = create_server(
+                listen,
+                lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
+                tls=session.tls,
+                roles=PREDICTION_ROLES,
+            )
+            serve_until(stop, server, listen, port, "coordinator serve")
+        finally:
+            servicer.batches.close()
     return 0

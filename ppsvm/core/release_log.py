@@ -16,9 +16,13 @@ Format (``FORMAT``, ``VERSION``), one JSON object per line::
 
 ``prev`` chains each line to the one before, so an edited, reordered or cut line is
 found when the log is opened. The chain cannot tell a log cut back to an earlier line
-(the last lines removed): a *head* file beside it (``<log>.head``, rewritten atomically
-after each append) records the last sequence number and digest, and a log shorter than
-its head is refused. A log that is missing altogether cannot be told from a new entity:
+(the last lines removed): a *head* file beside it (``<log>.head``) records the last sequence
+number and digest, and a log shorter than its head is refused. The head has two fixed-width
+slots, written alternately in place after each append: a write torn by a crash spoils one slot
+and the other still holds the release before. Only the log line is fsynced on every append;
+the head, written after it, can never be ahead of the durable log, and a head a crash left
+behind only narrows what it detects. (An atomic rename cost two more fsyncs per release, the
+most of an entity's CPU per prediction, issue 14.) A log that is missing altogether cannot be told from a new entity:
 opening refuses unless the entity is started as new, so a deleted log stops the entity
 instead of silently resetting what it has released. Removing or rewriting both files is
 an operator's deliberate act that no file of the entity's own can prevent.
@@ -38,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm.errors import ConfigError
-from ppsvm.files import PRIVATE_MODE, write_atomic
+from ppsvm.files import PRIVATE_MODE
 
 FORMAT = "ppsvm-release-log"
 VERSION = 1
@@ -46,6 +50,9 @@ CREATED = "created"
 RELEASE = "release"
 # Epsilons are counted in integer micro-epsilons: float sums absorb tiny releases (1 + 1e-300 == 1).
 MICRO_PER_EPSILON = 1_000_000
+# Bytes of one head slot: a JSON record padded with spaces and ended by a newline (sector-aligned, so a
+# slot write is never split between sectors).
+HEAD_SLOT = 128
 
 
 def _now() -> str:
@@ -172,24 +179,49 @@ class ReleaseLog:
             self._records.append(full)
             self._last_digest = _digest(line)
             self._size += len(line)
-            write_atomic(
-                self.head_path, json.dumps({"seq": full["seq"], "digest": self._last_digest}) + "\n", PRIVATE_MODE
-            )
+            self._write_head(full["seq"], self._last_digest)
             return full
+
+    def _write_head(self, seq: int, digest: str) -> None:
+        """Write slot ``seq % 2`` of the head in place; a head file this creates is made durable at once."""
+        slot = json.dumps({"seq": seq, "digest": digest}).encode("ascii").ljust(HEAD_SLOT - 1) + b"\n"
+        created = not self.head_path.exists()
+        descriptor = os.open(self.head_path, os.O_WRONLY | os.O_CREAT, PRIVATE_MODE)
+        try:
+            os.pwrite(descriptor, slot, HEAD_SLOT * (seq % 2))
+            if created:  # a missing head is refused once the log has releases: never lose the file itself
+                os.fsync(descriptor)
+        finally:
+            os.close(descriptor)
+        if created:
+            directory = os.open(self.head_path.parent, os.O_RDONLY)
+            try:
+                os.fsync(directory)
+            finally:
+                os.close(directory)
 
     def _check_head(self) -> None:
         """Refuse a log cut back behind the last release its head file recorded."""
         try:
-            head = json.loads(self.head_path.read_text(encoding="utf-8"))
-            seq, digest = int(head["seq"]), str(head["digest"])
+            data = self.head_path.read_bytes()
         except FileNotFoundError:
             if self._records:
                 raise self._broken(
                     f"has {len(self._records)} releases but its head file {self.head_path} is missing"
                 ) from None
             return
-        except (OSError, ValueError, KeyError, TypeError):
+        except OSError:
             raise self._broken(f"has a head file {self.head_path} that cannot be read") from None
+        heads = []
+        for start in range(0, len(data), HEAD_SLOT):  # a torn or never-written slot is passed over
+            try:
+                head = json.loads(data[start : start + HEAD_SLOT].strip(b"\0 \n"))
+                heads.append((int(head["seq"]), str(head["digest"])))
+            except (ValueError, KeyError, TypeError):
+                continue
+        if not heads:
+            raise self._broken(f"has a head file {self.head_path} that cannot be read")
+        seq, digest = max(heads)
         if seq > len(self._records):
             raise self._broken(
                 f"ends at release {len(self._records)}, but its head file records release {seq}: "

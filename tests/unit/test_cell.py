@@ -197,12 +197,27 @@ def test_block_scaling_is_the_members_min_and_max(tmp_path: Path) -> None:
         ([signed("ent-7", LOW - 1, HIGH), PEER], "not the one it holds"),
     ],
 )
+@pytest.mark.parametrize("after_a_valid_request", [False, True], ids=["first", "after-valid"])
 def test_block_scaling_refuses_ranges_the_requester_could_choose(
-    tmp_path: Path, ranges: list[SignedRange], fragment: str
+    tmp_path: Path, ranges: list[SignedRange], fragment: str, after_a_valid_request: bool
 ) -> None:
+    core = make_core(tmp_path)
+    if after_a_valid_request:  # the entity keeps the last scaling it verified: that must not wave others through
+        core.kernel_block("gaussian", 2, 1.0, [OWN, PEER], record_set="train")
     with pytest.raises(PrivacyError) as caught:
-        make_core(tmp_path).kernel_block("gaussian", 2, 1.0, ranges, record_set="train")
+        core.kernel_block("gaussian", 2, 1.0, ranges, record_set="train")
     assert fragment in str(caught.value) and "ent-7" in str(caught.value)
+
+
+def test_a_verified_range_with_a_bound_of_another_sign_of_zero_is_checked_again(tmp_path: Path) -> None:
+    """-0.0 == 0.0 as numbers, but the tag covers the bytes: the kept verification is looked up by bytes."""
+    genuine = signed("peer-1", np.array([0.0, -60.0, -2.0]), PEER_HIGH)
+    core = make_core(tmp_path)
+    core.block_scaling([OWN, genuine])
+    flipped = SignedRange("peer-1", [-0.0, -60.0, -2.0], list(PEER_HIGH), genuine.tag)
+    with pytest.raises(PrivacyError, match="does not carry a valid tag"):
+        core.block_scaling([OWN, flipped])
+    np.testing.assert_array_equal(core.block_scaling([OWN, genuine])[0], [-4.0, -60.0, -2.0])
 
 
 def test_kernel_block_refuses_mbar_at_least_features(tmp_path: Path) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog, create_release_log
+from ppsvm.core.release_log import HEAD_SLOT, MICRO_PER_EPSILON, ReleaseLog, create_release_log
 from ppsvm.entity.guard import MIN_EPSILON, Basis, ReleaseGuard, epsilon_micro
 from ppsvm.errors import ConfigError, PrivacyError, ReleaseFailed
 
@@ -88,6 +88,41 @@ def test_a_log_cut_back_behind_its_head_is_refused(tmp_path: Path) -> None:
     log.path.write_bytes(b"".join(lines))
     (tmp_path / "r0c0.releases.jsonl.head").unlink()
     with pytest.raises(ConfigError, match="has 3 releases but its head file .* is missing"):
+        ReleaseLog(log.path, "r0c0")
+
+
+def test_a_head_slot_torn_by_a_crash_leaves_the_other_slot_to_check_against(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    for _ in range(4):
+        log.append({"rpc": "KernelBlock", "peer": "c"})
+    head = tmp_path / "r0c0.releases.jsonl.head"
+    data = bytearray(head.read_bytes())
+    assert len(data) == 2 * HEAD_SLOT and json.loads(data[:HEAD_SLOT])["seq"] == 4  # slot seq % 2
+    assert json.loads(data[HEAD_SLOT:])["seq"] == 3
+    data[10:40] = b"\0" * 30  # release 4's slot torn mid-write
+    head.write_bytes(bytes(data))
+    assert len(ReleaseLog(log.path, "r0c0").records) == 4  # release 3's slot: the log is not shorter
+    lines = log.path.read_bytes().splitlines(keepends=True)
+    log.path.write_bytes(b"".join(lines[:3]))  # and a cut behind release 3 is still found
+    with pytest.raises(ConfigError, match="ends at release 2, but its head file records release 3"):
+        ReleaseLog(log.path, "r0c0")
+    head.write_bytes(b"\0" * HEAD_SLOT + b"{not json" + b" " * 100)
+    with pytest.raises(ConfigError, match="head file .* cannot be read"):
+        ReleaseLog(log.path, "r0c0")
+
+
+def test_a_head_of_one_unpadded_record_is_read_and_then_kept_in_slots(tmp_path: Path) -> None:
+    """Logs written before the head had slots: one JSON record, rewritten whole."""
+    log = new_log(tmp_path)
+    for _ in range(2):
+        log.append({"rpc": "KernelBlock", "peer": "c"})
+    head = tmp_path / "r0c0.releases.jsonl.head"
+    head.write_text(json.dumps({"seq": 2, "digest": log._last_digest}) + "\n")
+    again = ReleaseLog(log.path, "r0c0")
+    again.append({"rpc": "KernelBlock", "peer": "c"})  # seq 3 goes to slot 1; slot 0 still holds the old record
+    assert len(ReleaseLog(log.path, "r0c0").records) == 3
+    log.path.write_bytes(b"".join(log.path.read_bytes().splitlines(keepends=True)[:3]))
+    with pytest.raises(ConfigError, match="ends at release 2, but its head file records release 3"):
         ReleaseLog(log.path, "r0c0")
 
 
