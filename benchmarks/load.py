@@ -81,6 +81,7 @@ from benchmarks._shared import (
     write_json,
 )
 from ppsvm.api.inprocess import fixed_secret
+from ppsvm.processes import read_listening_address
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "load"
@@ -255,6 +256,16 @@ def run_load(
     return results, began
 
 
+def start_server(
+    name: str, command: list[str], log_path: Path, children: list[Any]
+) -> tuple[subprocess.Popen[str], str]:
+    """Start a Predict server process (its stderr to ``log_path``); returns it and its listening address."""
+    with log_path.open("w") as log:
+        server = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=log, text=True, cwd=ROOT)
+    children.append(server)
+    return server, read_listening_address(server, f"{name} (log {log_path})", READY_TIMEOUT_S)
+
+
 def measure_load(
     args: argparse.Namespace,
     address: str,
@@ -376,7 +387,7 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
     from ppsvm.core.randomness import derive_B
     from ppsvm.data.dataset import Dataset
     from ppsvm.data.partition import SplitOptions, split_dataset
-    from ppsvm.processes import EntityProcesses, read_listening_address
+    from ppsvm.processes import EntityProcesses
 
     r, s, nj = args.row_blocks, args.col_blocks, args.features_per_block
     n, m_train = s * nj, r * args.rows_per_block
@@ -501,25 +512,10 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         # 5. serve --------------------------------------------------------------------------------
         serve_log = work / "serve.log"
         started = time.perf_counter()
-        with serve_log.open("w") as log:
-            server = subprocess.Popen(
-                ppsvm_command(
-                    "coordinator",
-                    "serve",
-                    "--federation",
-                    str(live),
-                    "--model",
-                    str(model_path),
-                    "--listen",
-                    "127.0.0.1:0",
-                ),
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                cwd=ROOT,
-            )
-        children.append(server)
-        address = read_listening_address(server, f"ppsvm coordinator serve (log {serve_log})", READY_TIMEOUT_S)
+        command = ppsvm_command(
+            "coordinator", "serve", "--federation", str(live), "--model", str(model_path), "--listen", "127.0.0.1:0"
+        )
+        server, address = start_server("ppsvm coordinator serve", command, serve_log, children)
         mark(run, "start ppsvm coordinator serve", time.perf_counter() - started)
         run.serve["rss_at_ready_mib"] = proc_status(server.pid)["VmRSS"]
         print(
@@ -609,17 +605,8 @@ def benchmark(args: argparse.Namespace, work: Path, run: Run, children: list[Any
         run.serve["exit_code"] = server.returncode
 
         # 8. the floor: the same requests through a bare fan-out to the same entities --------------
-        floor_log = work / "floor.log"
-        with floor_log.open("w") as log:
-            floor = subprocess.Popen(
-                [sys.executable, "-m", "benchmarks.fanout_floor", "--federation", str(live)],
-                stdout=subprocess.PIPE,
-                stderr=log,
-                text=True,
-                cwd=ROOT,
-            )
-        children.append(floor)
-        floor_address = read_listening_address(floor, f"benchmarks.fanout_floor (log {floor_log})", READY_TIMEOUT_S)
+        floor_command = [sys.executable, "-m", "benchmarks.fanout_floor", "--federation", str(live)]
+        floor, floor_address = start_server("benchmarks.fanout_floor", floor_command, work / "floor.log", children)
         for load in run.loads:
             size = load["batch"]
             load["floor"], _ = measure_load(args, floor_address, live, plans[size], floor.pid, entity_pids, children)

@@ -91,11 +91,16 @@ def test_a_log_cut_back_behind_its_head_is_refused(tmp_path: Path) -> None:
         ReleaseLog(log.path, "r0c0")
 
 
-def test_a_head_slot_torn_by_a_crash_leaves_the_other_slot_to_check_against(tmp_path: Path) -> None:
+def log_of_releases(tmp_path: Path, count: int) -> tuple[ReleaseLog, Path]:
+    """A log with ``count`` kernel releases, and its head file."""
     log = new_log(tmp_path)
-    for _ in range(4):
+    for _ in range(count):
         log.append({"rpc": "KernelBlock", "peer": "c"})
-    head = tmp_path / "r0c0.releases.jsonl.head"
+    return log, tmp_path / "r0c0.releases.jsonl.head"
+
+
+def test_a_head_slot_torn_by_a_crash_leaves_the_other_slot_to_check_against(tmp_path: Path) -> None:
+    log, head = log_of_releases(tmp_path, 4)
     data = bytearray(head.read_bytes())
     assert len(data) == 2 * HEAD_SLOT and json.loads(data[:HEAD_SLOT])["seq"] == 4  # slot seq % 2
     assert json.loads(data[HEAD_SLOT:])["seq"] == 3
@@ -113,10 +118,7 @@ def test_a_head_slot_torn_by_a_crash_leaves_the_other_slot_to_check_against(tmp_
 
 def test_a_head_of_one_unpadded_record_is_read_and_then_kept_in_slots(tmp_path: Path) -> None:
     """Logs written before the head had slots: one JSON record, rewritten whole."""
-    log = new_log(tmp_path)
-    for _ in range(2):
-        log.append({"rpc": "KernelBlock", "peer": "c"})
-    head = tmp_path / "r0c0.releases.jsonl.head"
+    log, head = log_of_releases(tmp_path, 2)
     head.write_text(json.dumps({"seq": 2, "digest": log._last_digest}) + "\n")
     again = ReleaseLog(log.path, "r0c0")
     again.append({"rpc": "KernelBlock", "peer": "c"})  # seq 3 goes to slot 1; slot 0 still holds the old record
