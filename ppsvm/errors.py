@@ -51,4 +51,12 @@ class CallCancelled(PpsvmError):
 
 
 class EntityError(PpsvmError):
-    """An entity could not be reached or answered with an error (names the entity)."""
+    """An entity could not be reached or answered with an error (names the entity).
+
+    ``refused`` says the entity was reached and refused the request itself (another request may succeed at
+    once); False for an unreachable entity, a missed deadline or a malformed answer.
+    """
+
+    def __init__(self, message: str, *, refused: bool = False) -> None:
+        super().__init__(message)
+        self.refused = refused

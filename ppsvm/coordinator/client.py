@@ -96,7 +96,7 @@ class EntityClient:
         if code is grpc.StatusCode.DEADLINE_EXCEEDED:
             return EntityError(f"{self.name} did not answer {what} within {self.deadline:g} s")
         name = code.name if code is not None else "error"
-        return EntityError(f"{self.name} refused {what} ({name}): {details}")
+        return EntityError(f"{self.name} refused {what} ({name}): {details}", refused=True)
 
     def _arrays(
         self, what: str, method: Callable[..., Any], request: Any, names: tuple[str, ...]

@@ -159,7 +159,10 @@ class Session:
         if len(errors) == 1:
             raise next(iter(errors.values()))
         if errors:
-            raise EntityError(f"{len(errors)} entities failed:\n  " + "\n  ".join(str(e) for e in errors.values()))
+            raise EntityError(
+                f"{len(errors)} entities failed:\n  " + "\n  ".join(str(e) for e in errors.values()),
+                refused=all(isinstance(e, EntityError) and e.refused for e in errors.values()),
+            )
         return results
 
     def survey(self) -> tuple[list[RowBlockRecords], tuple[ColumnScaling, ...]]:

@@ -17,20 +17,21 @@ WAIT_S = 10.0
 
 
 class GatedScorer:
-    """Records every batch it is given; each call waits until the test opens the gate."""
+    """Records every batch it is given; each call waits until the test opens the gate. A batch holding the
+    record ``fail_on`` is refused, as an entity refuses a record it no longer holds."""
 
-    def __init__(self, fail: bool = False) -> None:
+    def __init__(self, fail_on: str | None = None) -> None:
         self.batches: list[dict[str, int]] = []
         self.entered = threading.Semaphore(0)
         self.gate = threading.Event()
-        self.fail = fail
+        self.fail_on = fail_on
 
     def __call__(self, where: dict[str, int]) -> dict[str, float]:
         self.batches.append(dict(where))
         self.entered.release()
         assert self.gate.wait(WAIT_S)
-        if self.fail:
-            raise EntityError("entity r0c1 at 127.0.0.1:1 refused KernelBlock")
+        if self.fail_on in where:
+            raise EntityError("entity r0c1 at 127.0.0.1:1 refused KernelBlock: unknown record id(s)", refused=True)
         return {record: float(len(record)) + 10 * row_block for record, row_block in where.items()}
 
 
@@ -87,18 +88,44 @@ def test_a_batch_holds_at_most_max_records_but_a_larger_request_goes_alone() -> 
     assert [sorted(batch) for batch in scorer.batches] == [["x"], ["a", "b"], ["c", "d"], ["e", "f", "g", "h"]]
 
 
-def test_a_failed_batch_fails_every_request_in_it_with_the_entitys_error() -> None:
-    scorer = GatedScorer(fail=True)
+def test_a_failed_batch_is_asked_again_request_by_request_so_only_the_request_at_fault_fails() -> None:
+    scorer = GatedScorer(fail_on="c")
     batches = Batches(scorer)
     with ThreadPoolExecutor(4) as pool:
-        first = send_first(batches, scorer, pool, {"a": 0})
-        later = queue(batches, pool, {"b": 0}, {"c": 0})
+        first = send_first(batches, scorer, pool, {"c": 1})
+        later = queue(batches, pool, {"b": 0}, {"c": 1, "d": 1}, {"e": 0})
         scorer.gate.set()
+        with pytest.raises(EntityError, match="r0c1"):  # alone in its batch: refused once, not asked again
+            first.result(WAIT_S)
+        assert later[0].result(WAIT_S) == {"b": 1.0}
+        with pytest.raises(EntityError, match="r0c1.*unknown record"):
+            later[1].result(WAIT_S)
+        assert later[2].result(WAIT_S) == {"e": 1.0}
+    batches.close()
+    assert scorer.batches == [{"c": 1}, {"b": 0, "c": 1, "d": 1, "e": 0}, {"b": 0}, {"c": 1, "d": 1}, {"e": 0}]
+
+
+def test_a_batch_failed_by_an_unreachable_entity_fails_every_request_without_asking_again() -> None:
+    """Asking request by request would only repeat the client's retries (seconds each) for every request."""
+    calls: list[dict[str, int]] = []
+    gate = threading.Event()
+
+    def unreachable(where: dict[str, int]) -> dict[str, float]:
+        calls.append(dict(where))
+        assert gate.wait(WAIT_S)
+        raise EntityError("entity r0c1 at 127.0.0.1:1 is unreachable (KernelBlock; 4 attempts over 3.5 s)")
+
+    batches = Batches(unreachable)
+    with ThreadPoolExecutor(4) as pool:
+        first = pool.submit(batches.decisions, {"a": 0})
+        assert wait_until(lambda: len(calls) == 1)
+        later = queue(batches, pool, {"b": 0}, {"c": 0})
+        gate.set()
         for future in [first, *later]:
-            with pytest.raises(EntityError, match="r0c1"):
+            with pytest.raises(EntityError, match="unreachable"):
                 future.result(WAIT_S)
     batches.close()
-    assert len(scorer.batches) == 2
+    assert calls == [{"a": 0}, {"b": 0, "c": 0}]
 
 
 def test_closing_lets_the_batch_on_the_wire_finish_then_refuses_new_requests() -> None:

@@ -157,6 +157,29 @@ def test_unavailable_is_retried_then_named(monkeypatch: pytest.MonkeyPatch) -> N
     client.close()
 
 
+class Refused(grpc.RpcError):
+    def code(self) -> grpc.StatusCode:
+        return grpc.StatusCode.INVALID_ARGUMENT
+
+    def details(self) -> str:
+        return "unknown record id(s) 'ab12' (1 of 3)"
+
+
+def test_an_entitys_refusal_is_marked_as_one_and_an_absent_entity_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The prediction service asks again request by request after a refusal only (ppsvm.coordinator.serve)."""
+    monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
+    client = EntityClient(FederationEntity("r0c1", "127.0.0.1:9", 0, 1), tls=None, attempts=2)
+    for error, refused in ((Refused(), True), (Unavailable(), False)):
+
+        def fail(error: grpc.RpcError = error) -> str:
+            raise error
+
+        with pytest.raises(EntityError) as caught:
+            client._call("KernelBlock", fail)
+        assert caught.value.refused is refused, str(caught.value)
+    client.close()
+
+
 def test_a_kernel_stream_is_retried_only_while_no_row_was_folded(monkeypatch: pytest.MonkeyPatch) -> None:
     """Rows already folded into K would be folded twice by a repeated stream: such a failure is final."""
     monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
