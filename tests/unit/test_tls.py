@@ -124,19 +124,26 @@ def test_plaintext_needs_an_explicit_choice(tmp_path: Path, caplog: pytest.LogCa
     assert "TLS is OFF" in caplog.text
 
 
-class Unavailable(grpc.RpcError):
+class FakeRpcError(grpc.RpcError):
+    def __init__(self, code: grpc.StatusCode, details: str) -> None:
+        self._code, self._details = code, details
+
     def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.UNAVAILABLE
+        return self._code
 
     def details(self) -> str:
-        return "connection refused"
+        return self._details
+
+
+def unavailable() -> FakeRpcError:
+    return FakeRpcError(grpc.StatusCode.UNAVAILABLE, "connection refused")
 
 
 def test_unavailable_is_retried_then_named(monkeypatch: pytest.MonkeyPatch) -> None:
     pauses: list[float] = []
     monkeypatch.setattr(client_module.time, "sleep", pauses.append)
     client = EntityClient(FederationEntity("r0c1", "127.0.0.1:9", 0, 1), tls=None, attempts=4)
-    failures = iter([Unavailable(), Unavailable()])
+    failures = iter([unavailable(), unavailable()])
 
     def flaky() -> str:
         error = next(failures, None)
@@ -148,7 +155,7 @@ def test_unavailable_is_retried_then_named(monkeypatch: pytest.MonkeyPatch) -> N
     assert pauses == [0.5, 1.0]
 
     def dead() -> str:
-        raise Unavailable()
+        raise unavailable()
 
     pauses.clear()
     with pytest.raises(EntityError, match=r"entity r0c1 at 127.0.0.1:9 is unreachable \(Metadata; 4 attempts"):
@@ -157,19 +164,12 @@ def test_unavailable_is_retried_then_named(monkeypatch: pytest.MonkeyPatch) -> N
     client.close()
 
 
-class Refused(grpc.RpcError):
-    def code(self) -> grpc.StatusCode:
-        return grpc.StatusCode.INVALID_ARGUMENT
-
-    def details(self) -> str:
-        return "unknown record id(s) 'ab12' (1 of 3)"
-
-
 def test_an_entitys_refusal_is_marked_as_one_and_an_absent_entity_is_not(monkeypatch: pytest.MonkeyPatch) -> None:
     """The prediction service asks again request by request after a refusal only (ppsvm.coordinator.serve)."""
     monkeypatch.setattr(client_module.time, "sleep", lambda seconds: None)
     client = EntityClient(FederationEntity("r0c1", "127.0.0.1:9", 0, 1), tls=None, attempts=2)
-    for error, refused in ((Refused(), True), (Unavailable(), False)):
+    refusal = FakeRpcError(grpc.StatusCode.INVALID_ARGUMENT, "unknown record id(s) 'ab12' (1 of 3)")
+    for error, refused in ((refusal, True), (unavailable(), False)):
 
         def fail(error: grpc.RpcError = error) -> str:
             raise error
@@ -193,7 +193,7 @@ def test_a_kernel_stream_is_retried_only_while_no_row_was_folded(monkeypatch: py
             calls.append("KernelBlock")
             for sent, chunk in enumerate(encode_arrays({"kernel": block}, chunk_bytes=32)):
                 if sent == fail_after:
-                    raise Unavailable()
+                    raise unavailable()
                 yield chunk
 
         return call
