@@ -25,8 +25,8 @@ def _read_umask() -> int:
 _UMASK = _read_umask()
 
 
-def _sync_directory(directory: Path) -> None:
-    """Make a rename in ``directory`` durable (the rename itself lives in the directory entry)."""
+def sync_directory(directory: Path) -> None:
+    """Make a rename or a new file in ``directory`` durable (either lives in the directory entry)."""
     descriptor = os.open(directory, os.O_RDONLY)
     try:
         os.fsync(descriptor)
@@ -55,7 +55,7 @@ def write_atomic(path: Path, text: str, mode: int = PUBLIC_MODE) -> None:
     except BaseException:
         Path(temporary).unlink(missing_ok=True)
         raise
-    _sync_directory(path.parent)
+    sync_directory(path.parent)
 
 
 def write_all(out_dir: Path, files: Mapping[str, tuple[str | bytes, int]]) -> None:
@@ -105,4 +105,4 @@ def _write_all(out_dir: Path, files: Mapping[str, tuple[str | bytes, int]]) -> N
         if created_dir and not any(out_dir.iterdir()):
             out_dir.rmdir()
         raise
-    _sync_directory(out_dir)
+    sync_directory(out_dir)

@@ -21,11 +21,11 @@ number and digest, and a log shorter than its head is refused. The head has two 
 slots, written alternately in place after each append: a write torn by a crash spoils one slot
 and the other still holds the release before. Only the log line is fsynced on every append;
 the head, written after it, can never be ahead of the durable log, and a head a crash left
-behind only narrows what it detects. (An atomic rename cost two more fsyncs per release, the
-most of an entity's CPU per prediction, issue 14.) A log that is missing altogether cannot be told from a new entity:
-opening refuses unless the entity is started as new, so a deleted log stops the entity
-instead of silently resetting what it has released. Removing or rewriting both files is
-an operator's deliberate act that no file of the entity's own can prevent.
+behind only narrows what it detects. (An atomic rename cost two more fsyncs per release, about
+a quarter of an entity's CPU per prediction call, issue 14.) A log that is missing altogether
+cannot be told from a new entity: opening refuses unless the entity is started as new, so a
+deleted log stops the entity instead of silently resetting what it has released. Removing or
+rewriting both files is an operator's deliberate act that no file of the entity's own can prevent.
 """
 
 from __future__ import annotations
@@ -42,7 +42,7 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm.errors import ConfigError
-from ppsvm.files import PRIVATE_MODE
+from ppsvm.files import PRIVATE_MODE, sync_directory
 
 FORMAT = "ppsvm-release-log"
 VERSION = 1
@@ -106,11 +106,7 @@ def create_release_log(path: Path, entity_id: str) -> None:
         handle.write(new_release_log_text(entity_id).encode("utf-8"))
         handle.flush()
         os.fsync(handle.fileno())
-    directory = os.open(path.parent, os.O_RDONLY)
-    try:
-        os.fsync(directory)
-    finally:
-        os.close(directory)
+    sync_directory(path.parent)
 
 
 class ReleaseLog:
@@ -194,11 +190,7 @@ class ReleaseLog:
         finally:
             os.close(descriptor)
         if created:
-            directory = os.open(self.head_path.parent, os.O_RDONLY)
-            try:
-                os.fsync(directory)
-            finally:
-                os.close(directory)
+            sync_directory(self.head_path.parent)
 
     def _check_head(self) -> None:
         """Refuse a log cut back behind the last release its head file recorded."""
