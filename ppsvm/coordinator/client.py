@@ -14,7 +14,7 @@ from ppsvm.config import FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S, RETRY_ATTEMPTS, RETRY_BACKOFF_S
 from ppsvm.errors import EntityError, WireError
 from ppsvm.wire.chunks import RowStream, decode_arrays, expect_arrays
-from ppsvm.wire.grpc_util import open_channel
+from ppsvm.wire.grpc_util import open_channel, tls_failure
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.tls import TlsFiles
@@ -62,7 +62,7 @@ class EntityClient:
                 raw = error.details() if hasattr(error, "details") else None
                 details = raw if raw is not None else str(error)
                 # A refused handshake will be refused again: only a missing peer is worth waiting for.
-                retry = attempt < self.attempts and not _tls_failure(details) and may_retry()
+                retry = attempt < self.attempts and not tls_failure(details) and may_retry()
                 if code is grpc.StatusCode.UNAVAILABLE and retry:
                     pause = RETRY_BACKOFF_S * 2 ** (attempt - 1)
                     logger.warning(
@@ -85,7 +85,7 @@ class EntityClient:
     ) -> EntityError:
         if code is grpc.StatusCode.UNAVAILABLE:
             hint = ""
-            if _tls_failure(details):
+            if tls_failure(details):
                 hint = (
                     f"; the TLS handshake failed: the entity must present a valid certificate for {self.entity.id!r} "
                     "from the federation CA, and accept this coordinator's"
@@ -241,13 +241,3 @@ class EntityClient:
 
     def local_baseline(self, request: pb.BaselineRequest) -> pb.BaselineReply:
         return self._call("LocalBaseline", lambda: self.stub.LocalBaseline(request, timeout=self.deadline))
-
-
-def _tls_failure(details: str) -> bool:
-    """Whether gRPC's UNAVAILABLE details describe a refused certificate rather than an absent peer.
-
-    Not the bare word "handshake": "Handshake read failed (... Connection reset by peer)" is
-    what a restarting entity gives, and that is worth retrying.
-    """
-    text = details.lower()
-    return any(word in text for word in ("ssl_error", "certificate", "verification", "unauthenticated", "alert"))

@@ -110,3 +110,13 @@ def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Chann
 def host_of(address: str) -> str:
     """The host part of host:port (IPv6 in brackets kept as is)."""
     return address.rsplit(":", 1)[0]
+
+
+def tls_failure(details: str) -> bool:
+    """Whether gRPC's UNAVAILABLE details describe a refused certificate rather than an absent peer.
+
+    Not the bare word "handshake": "Handshake read failed (... Connection reset by peer)" is
+    what a restarting entity gives, and that is worth retrying.
+    """
+    text = details.lower()
+    return any(word in text for word in ("ssl_error", "certificate", "verification", "unauthenticated", "alert"))
