@@ -42,6 +42,9 @@ MAX_CALLS_PER_PEER = 8
 STREAM_WRITE_TIMEOUT_S = 60.0
 # Seconds a stopping server (entity or `coordinator serve`) lets the calls in flight finish.
 SHUTDOWN_GRACE_S = 2.0
+# Seconds a health check (`ppsvm health`, `coordinator status`) may take: a live server answers in
+# milliseconds, fresh TLS handshake included; probes must not hang on one that does not.
+HEALTH_DEADLINE_S = 5.0
 
 # Most bin edges a DpScoreHistogram request may name (B + 1 bins): bounds the noise an entity draws and the
 # reply's size; the privacy of the release does not depend on it (sensitivity 2 for any number of bins).

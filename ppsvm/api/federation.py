@@ -21,7 +21,7 @@ import numpy as np
 
 from ppsvm.config import EntityConfig, load_entity_config, load_federation
 from ppsvm.config import Federation as FederationConfig
-from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS
+from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, HEALTH_DEADLINE_S
 from ppsvm.coordinator.audit import audit
 from ppsvm.coordinator.dp_train import DpOptions, train_dp, train_dp_and_save
 from ppsvm.coordinator.evaluate import (
@@ -31,6 +31,7 @@ from ppsvm.coordinator.evaluate import (
     score_records,
 )
 from ppsvm.coordinator.serve import serve_coordinator
+from ppsvm.coordinator.status import ServerStatus, federation_status
 from ppsvm.coordinator.train import TrainOptions, train, train_and_save
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
@@ -379,6 +380,25 @@ class Federation:
         decisions, missing = score_records(self.config, model, asked, batch=batch, deadline=self.deadline)
         given = dict(zip(asked, ids, strict=True))
         return np.array([decisions.get(record, np.nan) for record in asked]), [given[record] for record in missing]
+
+    def status(self, *, serve: str | None = None, deadline: float = HEALTH_DEADLINE_S) -> list[ServerStatus]:
+        """Ask every entity's health check (and the prediction service's at ``serve``) at once
+        (``ppsvm coordinator status``).
+
+        Parameters
+        ----------
+        serve : str, optional
+            HOST:PORT of a ``coordinator serve`` of this federation, listening with the coordinator's certificate.
+        deadline : float, default=5
+            Seconds each check may take; no retries (a snapshot, not a wait for the federation to come up).
+
+        Returns
+        -------
+        list of ServerStatus
+            One per entity in federation order, then the prediction service; ``answer.serving`` says whether
+            it is SERVING, ``answer.reason`` why not.
+        """
+        return federation_status(self.config, deadline=deadline, serve=serve)
 
     def serve(self, model: ModelLike, listen: str = "127.0.0.1:0") -> int:
         """Serve predictions by record id until SIGINT or SIGTERM (``ppsvm coordinator serve``); returns 0.

@@ -23,6 +23,7 @@ from ppsvm.core.model import Model
 from ppsvm.errors import EntityError
 from ppsvm.wire.certs import CLIENT, ROLES
 from ppsvm.wire.grpc_util import unary_handler
+from ppsvm.wire.health import PREDICTION_SERVICE
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.server import create_server, method_roles, serve_until, stop_on_signals
@@ -30,9 +31,7 @@ from ppsvm.wire.server import create_server, method_roles, serve_until, stop_on_
 # Predict answers about any record the entities hold, so only a prediction client's certificate
 # may ask: an entity's may not, since a decision value is a function of other entities' private features.
 # Status tells the model's public settings and a request count: any party of the federation.
-PREDICTION_ROLES = method_roles(
-    pb.DESCRIPTOR.services_by_name["Coordinator"].full_name, {"Predict": (CLIENT,), "Status": ROLES}
-)
+PREDICTION_ROLES = method_roles(PREDICTION_SERVICE, {"Predict": (CLIENT,), "Status": ROLES})
 
 
 # Unknown ids make the service list the entities' records again at most this often (new records to score).
@@ -186,6 +185,7 @@ def serve_coordinator(federation: Federation, model: Model, listen: str, deadlin
                 lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
                 tls=session.tls,
                 roles=PREDICTION_ROLES,
+                services=(PREDICTION_SERVICE,),
             )
             serve_until(stop, server, listen, port, "coordinator serve")
         finally:

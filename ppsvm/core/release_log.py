@@ -178,6 +178,20 @@ class ReleaseLog:
             self._write_head(full["seq"], self._last_digest)
             return full
 
+    def unwritable(self) -> str | None:
+        """Why the next release could not be recorded, as far as cheap checks can tell, or None.
+
+        Checks what :meth:`append` opens for writing: the log (gone, or on a read-only file or file
+        system) and its head file, or the directory where it would be made. A full disk shows only
+        when a write fails. For the entity's health check, asked on every probe.
+        """
+        if not os.access(self.path, os.W_OK):
+            return f"release log {self.path} is missing or cannot be written"
+        head = self.head_path if self.head_path.exists() else self.head_path.parent
+        if not os.access(head, os.W_OK):
+            return f"release log head {head} cannot be written"
+        return None
+
     def _write_head(self, seq: int, digest: str) -> None:
         """Write slot ``seq % 2`` of the head in place; a head file this creates is made durable at once."""
         slot = json.dumps({"seq": seq, "digest": digest}).encode("ascii").ljust(HEAD_SLOT - 1) + b"\n"

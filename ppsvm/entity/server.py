@@ -12,6 +12,7 @@ from ppsvm.config import EntityConfig
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.servicer import EntityServicer
+from ppsvm.wire.health import ENTITY_SERVICE
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.server import create_server, serve_until, stop_on_signals
 from ppsvm.wire.tls import choose_tls
@@ -41,6 +42,9 @@ def start_entity(
         lambda s: pb_grpc.add_EntityServicer_to_server(servicer, s),
         tls=tls,
         allowed_peers={config.coordinator_identity},
+        services=(ENTITY_SERVICE,),
+        # An entity that cannot record a release can release nothing: it says so rather than refuse every call.
+        readiness=core.guard.log.unwritable,
     )
     cell = core.cell
     logger.info(

@@ -4,7 +4,8 @@ Every server ppsvm runs (``ppsvm entity``, ``coordinator serve``, the in-process
 made by :func:`create_server`: with TLS, :class:`Authorize` checks each call against the caller's
 certificate (its exact name and its roles); :class:`PeerLimits` caps the calls one caller runs at once
 and cancels a stream whose reader stopped reading. Both refuse through
-:func:`ppsvm.wire.grpc_util.abort`, so their status codes come from the one error taxonomy.
+:func:`ppsvm.wire.grpc_util.abort`, so their status codes come from the one error taxonomy. Every server
+also answers the standard health check (:mod:`ppsvm.wire.health`), through the same two interceptors.
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, SHUTDOWN_GRACE_S
 from ppsvm.errors import CallLimitError, ConfigError, PrivacyError
 from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.wire.grpc_util import abort, host_of
+from ppsvm.wire.health import OPEN_METHODS, Health, Readiness, add_health
 from ppsvm.wire.tls import TlsFiles, peer_party, server_credentials
 
 logger = logging.getLogger(__name__)
@@ -94,13 +96,20 @@ class Authorize(WrappingInterceptor):
         a method the mapping does not name is refused to everyone.
     identities : collection of str, optional
         Names that may call at all (entities: the coordinator their config names); None: any name.
+    open_methods : collection of str
+        Full method names any party the federation CA certified may call, whatever its name and roles
+        (the health check); its certificate must still name one party.
     """
 
     def __init__(
-        self, roles: Collection[Role] | Mapping[str, Collection[Role]], identities: Collection[str] | None = None
+        self,
+        roles: Collection[Role] | Mapping[str, Collection[Role]],
+        identities: Collection[str] | None = None,
+        open_methods: Collection[str] = (),
     ) -> None:
         self.roles = roles
         self.identities = frozenset(identities) if identities is not None else None
+        self.open_methods = frozenset(open_methods)
 
     def _allowed_roles(self, method: str) -> frozenset[Role]:
         if isinstance(self.roles, Mapping):
@@ -115,6 +124,8 @@ class Authorize(WrappingInterceptor):
             return f"the caller's certificate is not a ppsvm party's ({exc}) and may not call {method}"
         if party is None:
             return f"a caller without a certificate may not call {method}"
+        if method in self.open_methods:
+            return None
         allowed = self._allowed_roles(method)
         if self.identities is not None and party.name not in self.identities:
             return f"{party.name} may not call {method}; this server accepts only {', '.join(sorted(self.identities))}"
@@ -332,6 +343,8 @@ class PeerLimits(WrappingInterceptor):
 
 # Each server's PeerLimits, which counts the handlers still running when serve_until stops the server.
 _CALL_COUNTERS: weakref.WeakKeyDictionary[grpc.Server, PeerLimits] = weakref.WeakKeyDictionary()
+# Each server's health servicer, which serve_until turns NOT_SERVING before the stop.
+_HEALTH: weakref.WeakKeyDictionary[grpc.Server, Health] = weakref.WeakKeyDictionary()
 
 
 def create_server(
@@ -343,6 +356,8 @@ def create_server(
     roles: Collection[Role] | Mapping[str, Collection[Role]] = (COORDINATOR,),
     max_workers: int = SERVER_WORKERS,
     limits: ServerLimits | None = None,
+    services: Collection[str] = (),
+    readiness: Readiness | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start a server on ``address`` (port 0 picks a free one); returns (server, bound port).
 
@@ -361,6 +376,11 @@ def create_server(
         Threads serving calls; calls beyond them wait.
     limits : ServerLimits, optional
         Per-peer limits; default :meth:`ServerLimits.from_environment`.
+    services : collection of str
+        Full names of the services ``register`` adds, reported by the health check (as is ``""``, the
+        whole server), which any party the CA certified may call (:mod:`ppsvm.wire.health`).
+    readiness : callable, optional
+        Asked on each health check: a reason not to claim SERVING, or None.
 
     Raises
     ------
@@ -371,12 +391,15 @@ def create_server(
     limits = limits if limits is not None else ServerLimits.from_environment()
     limits.check(max_workers)
     # Authorize first: a refused caller never takes one of its name's slots.
-    interceptors: list[grpc.ServerInterceptor] = [Authorize(roles, allowed_peers)] if tls is not None else []
+    interceptors: list[grpc.ServerInterceptor] = (
+        [Authorize(roles, allowed_peers, open_methods=OPEN_METHODS)] if tls is not None else []
+    )
     peer_limits = PeerLimits(limits, max_workers)
     interceptors.append(peer_limits)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
     _CALL_COUNTERS[server] = peer_limits
     register(server)
+    _HEALTH[server] = add_health(server, services, readiness)
     try:
         port = (
             server.add_secure_port(address, server_credentials(tls))
@@ -403,6 +426,13 @@ def stop_on_signals() -> threading.Event:
     return stop
 
 
+def stopping(server: grpc.Server) -> None:
+    """Turn ``server``'s health check NOT_SERVING for good, before it stops: probes see it leave before its calls do."""
+    health = _HEALTH.get(server)
+    if health is not None:
+        health.stopping()
+
+
 def serve_until(stop: threading.Event, server: grpc.Server, listen: str, port: int, name: str) -> None:
     """Print ``listening on HOST:PORT`` (the line scripts wait for), serve until ``stop`` is set, then stop.
 
@@ -425,6 +455,7 @@ def serve_until(stop: threading.Event, server: grpc.Server, listen: str, port: i
     while not stop.wait(timeout=0.5):
         pass
     logger.info("%s: shutting down", name)
+    stopping(server)
     server.stop(SHUTDOWN_GRACE_S).wait()
     counter = _CALL_COUNTERS.get(server)
     lingering = counter.running() if counter is not None else 0
