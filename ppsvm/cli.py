@@ -1,6 +1,6 @@
 """The ``ppsvm`` command: every subcommand parses its arguments, builds a frozen options object, calls one function.
 
-This module holds the top-level commands (split, certs, audit, reference, demo), assembles the parser
+This module holds the top-level commands (split, certs, audit, health, reference, demo), assembles the parser
 and maps errors to exit codes (:func:`main`). The command groups add their own parsers:
 ``coordinator`` (:mod:`ppsvm.cli_coordinator`), ``entity`` (:mod:`ppsvm.entity.cli`) and ``reproduce``
 (:mod:`ppsvm.experiments.cli`); options several commands share are in :mod:`ppsvm.cli_arguments`.
@@ -31,7 +31,7 @@ from ppsvm.cli_arguments import (
     training_flags,
 )
 from ppsvm.config import load_federation, toml_string
-from ppsvm.constants import TASKS
+from ppsvm.constants import HEALTH_DEADLINE_S, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.data.dataset import load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
@@ -132,6 +132,30 @@ def cmd_pseudonyms(args: argparse.Namespace) -> int:
     else:
         sys.stdout.write(text)
     return 0
+
+
+def cmd_health(args: argparse.Namespace) -> int:
+    """Ask one server's health check; exit 0 only when it answers SERVING (for container and Kubernetes probes)."""
+    from ppsvm.wire.health import check_health
+    from ppsvm.wire.tls import PLAINTEXT_WARNING, TlsFiles
+
+    if not args.timeout > 0:
+        raise ConfigError(f"--timeout must be a positive number of seconds, got {args.timeout}")
+    if args.insecure:
+        logging.getLogger(__name__).warning(PLAINTEXT_WARNING)
+        tls, peer = None, args.name or ""
+    else:
+        missing = [flag for flag in ("ca", "cert", "key") if getattr(args, flag) is None]
+        if missing:
+            raise ConfigError(
+                f"health over mutual TLS needs {', '.join('--' + flag for flag in missing)} (the federation CA "
+                "certificate and a certificate and key it issued), or --insecure for a plaintext server"
+            )
+        tls = TlsFiles(ca=Path(args.ca), cert=Path(args.cert), key=Path(args.key), source=Path("ppsvm health"))
+        peer = args.name or tls.identity()  # default: a server checked with its own certificate
+    answer = check_health(args.address, tls=tls, peer=peer, service=args.service, deadline=args.timeout)
+    print(f"{args.address}: {answer.status} ({answer.ms:.1f} ms)" + (f": {answer.reason}" if answer.reason else ""))
+    return 0 if answer.serving else EXIT_ERROR
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
@@ -258,6 +282,35 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     )
     audit.add_argument("--json", action="store_true", help="print the report as one JSON object")
     audit.set_defaults(run=cmd_audit)
+
+    health = commands.add_parser(
+        "health",
+        help="ask one server's standard health check (grpc.health.v1): exit 0 only when it is SERVING",
+        description="For container healthchecks and Kubernetes exec probes of an entity or a `coordinator serve`: "
+        "asks the server at ADDRESS, over mutual TLS, whether it is SERVING and prints one line. Any certificate "
+        "the federation CA issued may ask (an entity's own, for its own container); the server must present a "
+        "certificate for --name. Exit status 0 when SERVING; 1 when NOT_SERVING (stopping, or an entity whose "
+        "release log cannot be written), unreachable or refused.",
+    )
+    health.add_argument("address", metavar="ADDRESS", help="HOST:PORT of the server")
+    health.add_argument("--ca", metavar="PEM", help="the federation CA certificate")
+    health.add_argument("--cert", metavar="PEM", help="a certificate the federation CA issued (e.g. the server's own)")
+    health.add_argument("--key", metavar="PEM", help="its private key")
+    health.add_argument(
+        "--name",
+        help="the identity the server's certificate must name (default: the name in --cert, for a server that "
+        "checks itself with its own certificate)",
+    )
+    health.add_argument(
+        "--service",
+        default="",
+        help="the service to ask about: '' (default, the whole server), ppsvm.v1.Entity or ppsvm.v1.Coordinator",
+    )
+    health.add_argument(
+        "--timeout", type=float, default=HEALTH_DEADLINE_S, help="seconds to wait for the answer (default %(default)s)"
+    )
+    health.add_argument("--insecure", action="store_true", help="plaintext, for a server started with --insecure")
+    health.set_defaults(run=cmd_health)
 
     pseudonyms = commands.add_parser(
         "pseudonyms",

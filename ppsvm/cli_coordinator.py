@@ -1,4 +1,4 @@
-"""``ppsvm coordinator train|evaluate|baselines|predict|serve``: the coordinator's commands.
+"""``ppsvm coordinator train|evaluate|baselines|predict|serve|status``: the coordinator's commands.
 
 Each goes through :class:`ppsvm.api.federation.Federation` (the DP training through
 :func:`ppsvm.coordinator.dp_train.train_dp_and_save`), as a Python caller would.
@@ -26,6 +26,7 @@ from ppsvm.cli_arguments import (
     read_id_list,
     training_flags,
 )
+from ppsvm.constants import HEALTH_DEADLINE_S
 from ppsvm.errors import ConfigError
 
 
@@ -104,6 +105,40 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "from the federation CA",
     )
     serve.set_defaults(run=cmd_serve)
+
+    status = actions.add_parser(
+        "status",
+        help="ask every entity's health check (grpc.health.v1) at once; exit 0 only when all are SERVING",
+        description="Asks each entity of the federation, and with --serve a prediction service, whether it is "
+        "SERVING, over the coordinator's mutual TLS, all at once, without retries. Prints one line per server: "
+        "id, address, SERVING / NOT_SERVING / unreachable / refused, milliseconds (fresh connection and TLS "
+        "handshake included) and the reason when it is not serving. Exits 0 when every one is SERVING, 1 otherwise.",
+    )
+    status.add_argument(
+        "--federation", required=True, help="the federation file (entity ids, addresses, the coordinator's [tls])"
+    )
+    status.add_argument(
+        "--serve",
+        metavar="HOST:PORT",
+        help="also ask the `coordinator serve` there (it presents the coordinator's own certificate)",
+    )
+    status.add_argument(
+        "--deadline",
+        type=float,
+        default=HEALTH_DEADLINE_S,
+        help="seconds each check may take (default %(default)s)",
+    )
+    status.add_argument(
+        "--insecure",
+        action="store_true",
+        help="plaintext instead of mutual TLS (servers started with --insecure; trusted networks only)",
+    )
+    status.add_argument(
+        "--json",
+        action="store_true",
+        help='print one JSON object: ok, entities (name, address, status, reason, ms) and, with --serve, "serve"',
+    )
+    status.set_defaults(run=cmd_status)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -243,6 +278,17 @@ def cmd_predict(args: argparse.Namespace) -> int:
         file=sys.stderr,
     )
     return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    """Print the health of every entity (and of a prediction service); 0 only when all are SERVING."""
+    from ppsvm.coordinator.status import status_json, status_report
+
+    if not args.deadline > 0:
+        raise ConfigError(f"--deadline must be a positive number of seconds, got {args.deadline}")
+    statuses = federation_from_args(args).status(serve=args.serve, deadline=args.deadline)
+    print(json.dumps(status_json(statuses)) if args.json else status_report(statuses))
+    return 0 if all(s.answer.serving for s in statuses) else 1
 
 
 def cmd_serve(args: argparse.Namespace) -> int:
