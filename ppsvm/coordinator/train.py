@@ -216,7 +216,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
                 len(result.scores),
             )
         if basis == "paper" and columns is not None:
-            K, columns = np.ascontiguousarray(K[:, :mbar]), None
+            K, columns = np.asfortranarray(K[:, :mbar]), None
         warnings = _basis_warnings(options.kernel, basis, mbar, widths, n_train, "product" in candidates)
         for warning in warnings:
             logger.warning("%s", warning)

@@ -34,7 +34,7 @@ import functools
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 import scipy.linalg
@@ -100,24 +100,36 @@ def normal_matrix(K: np.ndarray, theta: np.ndarray, center: np.ndarray | None = 
     """
     mbar = K.shape[1]
     M = np.zeros((mbar + 1, mbar + 1), order="F")
+    fortran = _is_fortran(K)
     for block in _weighted_blocks(K, np.zeros(mbar) if center is None else center, np.sqrt(theta)):
-        # W'W of the weighted block, upper triangle only: half the flops of a general product. W' is
-        # Fortran-ordered as BLAS wants it; W itself would be copied by the wrapper (a third of the time).
-        M = scipy.linalg.blas.dsyrk(1.0, block.T, beta=1.0, c=M, trans=0, overwrite_c=True)
+        # W'W of the weighted block, upper triangle only: half the flops of a general product. BLAS is handed
+        # whichever of W and W' is Fortran-ordered; the other would be copied by the wrapper.
+        if fortran:
+            M = scipy.linalg.blas.dsyrk(1.0, block, beta=1.0, c=M, trans=1, overwrite_c=True)
+        else:
+            M = scipy.linalg.blas.dsyrk(1.0, block.T, beta=1.0, c=M, trans=0, overwrite_c=True)
     return np.triu(M) + np.triu(M, 1).T
+
+
+def _is_fortran(K: np.ndarray) -> bool:
+    """Whether K's columns are contiguous (the layout :func:`ppsvm.core.kernels.assembly_start` gives)."""
+    return bool(K.flags.f_contiguous and not K.flags.c_contiguous)
 
 
 def _weighted_blocks(K: np.ndarray, center: np.ndarray, root: np.ndarray) -> Iterator[np.ndarray]:
     """Row blocks of diag(root) [K - 1 center', 1], each at most _BLOCK_ELEMENTS entries.
 
     Each block is written into the same buffer: a consumer must be done with one before asking for the next.
+    The blocks have K's layout, so that every elementwise operation runs along K's contiguous axis (numpy
+    loops over the short axis of a mismatched layout: 2.5 times as long at mbar = 19).
     """
     m, mbar = K.shape
     rows = max(4 * (mbar + 1), _BLOCK_ELEMENTS // (mbar + 1))
-    buffer = np.empty((min(rows, m), mbar + 1))
+    order: Literal["C", "F"] = "F" if _is_fortran(K) else "C"
+    buffer = np.empty((min(rows, m), mbar + 1), order=order)
     for start in range(0, m, rows):
         block = K[start : start + rows]
-        weighted = buffer[: len(block)]
+        weighted = buffer[: len(block)] if len(block) == len(buffer) else np.empty((len(block), mbar + 1), order=order)
         np.subtract(block, center, out=weighted[:, :mbar])
         weighted[:, mbar] = 1.0
         np.multiply(weighted, root[start : start + rows, None], out=weighted)
@@ -150,7 +162,11 @@ class _Dual:
         """A x for x = (x_a, x_r): (Kc'(s x_a) - x_r, s'x_a)."""
         signed = self.sign * x[: self.m]
         total = signed.sum()
-        return np.r_[self.K.T @ signed - self.center * total - x[self.m :], total]
+        out = np.empty(self.mbar + 1)
+        np.matmul(self.K.T, signed, out=out[: self.mbar])
+        out[: self.mbar] -= self.center * total + x[self.m :]
+        out[self.mbar] = total
+        return out
 
     def term_size(self, x: np.ndarray) -> float:
         """A bound on the norm of |A| |x|, the size of the terms that A x sums (no pass over K)."""
@@ -160,7 +176,13 @@ class _Dual:
     def transpose_times(self, y: np.ndarray) -> np.ndarray:
         """A'y for y = (y_K, y_s): (s (Kc y_K + y_s), -y_K)."""
         y_K = y[: self.mbar]
-        return np.r_[self.sign * (self.K @ y_K + (y[self.mbar] - self.center @ y_K)), -y_K]
+        out = np.empty(self.m + self.mbar)
+        head = out[: self.m]
+        np.matmul(self.K, y_K, out=head)
+        head += y[self.mbar] - self.center @ y_K
+        head *= self.sign
+        np.negative(y_K, out=out[self.m :])
+        return out
 
 
 def solve_dual(
@@ -248,22 +270,29 @@ def _solve(
 ) -> IpmResult:
     lp = _Dual(K, sign, cost, a_box, rho)
     U, f, b = lp.upper, lp.f, lp.b
+    U_norm, f_norm = _norm(U), _norm(f)
     point = _start(lp)
     primal = dual = gap = np.inf
     best, best_at = np.inf, 0
     accurate = False
     first_rank: int | None = None
+    # A'y is carried from iteration to iteration (A'(y + t dy) = A'y + t A'dy, with A'dy a by-product of the
+    # step): one product over K less per iteration. It is computed afresh before convergence is declared.
+    a_times_y, exact = lp.transpose_times(point.y), True
     for iteration in range(max_iterations + 1):
         x, w, y, z, v = point.x, point.w, point.y, point.z, point.v
-        a_times_y = lp.transpose_times(y)
         residuals = _Residuals(b - lp.times(x), U - x - w, f - a_times_y - z + v)
         primal_value = float(f @ x)
         dual_value = float(b @ y - U @ v)
         # Residuals relative to the size of the terms they cancel: with nu = 1000 the products
         # K'(s a) sum terms of 1e6 to values below 1, and 1e-16 of 1e6 is all float64 can offer.
-        primal = max(_norm(residuals.b) / (1.0 + _norm(b) + lp.term_size(x)), _norm(residuals.u) / (1.0 + _norm(U)))
-        dual = _norm(residuals.c) / (1.0 + _norm(f) + _norm(a_times_y))
+        primal = max(_norm(residuals.b) / (1.0 + _norm(b) + lp.term_size(x)), _norm(residuals.u) / (1.0 + U_norm))
+        dual = _norm(residuals.c) / (1.0 + f_norm + _norm(a_times_y))
         gap = abs(primal_value - dual_value) / (1.0 + abs(primal_value))
+        if primal <= tol and dual <= tol and gap <= tol and not exact:
+            a_times_y, exact = lp.transpose_times(y), True
+            residuals = _Residuals(residuals.b, residuals.u, f - a_times_y - z + v)
+            dual = _norm(residuals.c) / (1.0 + f_norm + _norm(a_times_y))
         if primal <= tol and dual <= tol and gap <= tol:
             return _result(lp, point, True, iteration, primal, dual, gap)
         worst = max(primal, dual, gap)
@@ -283,7 +312,9 @@ def _solve(
                 newton = _Newton(lp, point, residuals, accurate)
         except np.linalg.LinAlgError:
             break
-        point = newton.step()
+        point, step_d, dy_image = newton.step()
+        a_times_y += step_d * dy_image
+        exact = False
     return _result(lp, point, False, iteration, primal, dual, gap)
 
 
@@ -315,37 +346,63 @@ class _Newton:
         self.theta = 1.0 / (point.z / point.x + point.v / point.w)
         self.system = _NormalEquations(lp, self.theta, accurate)
 
-    def direction(self, r_xz: np.ndarray, r_wv: np.ndarray) -> _Point:
-        """The Newton direction for complementarity targets XZe + r_xz and WVe + r_wv.
+    def direction(self, r_xz: np.ndarray, r_wv: np.ndarray) -> tuple[_Point, np.ndarray]:
+        """The Newton direction for complementarity targets XZe + r_xz and WVe + r_wv, and A'dy.
 
         dz, dw and dv are eliminated (see the module docstring's references); dy solves the
-        normal equations and dx follows from it.
+        normal equations and dx follows from it. In place wherever a temporary can be reused.
         """
         p, r, lp, theta = self.point, self.residuals, self.lp, self.theta
-        rhs_x = r.c - r_xz / p.x + (r_wv - p.v * r.u) / p.w
+        rhs_x = p.v * r.u
+        np.subtract(r_wv, rhs_x, out=rhs_x)
+        rhs_x /= p.w
+        rhs_x += r.c
+        rhs_x -= r_xz / p.x
         dy = self.system.solve(r.b + lp.times(theta * rhs_x))
-        dx = theta * (lp.transpose_times(dy) - rhs_x)
+        dy_image = lp.transpose_times(dy)
+        dx = np.subtract(dy_image, rhs_x, out=rhs_x)
+        dx *= theta
         dw = r.u - dx
-        return _Point(dx, dw, dy, (r_xz - p.z * dx) / p.x, (r_wv - p.v * dw) / p.w)
+        dz = p.z * dx
+        np.subtract(r_xz, dz, out=dz)
+        dz /= p.x
+        dv = p.v * dw
+        np.subtract(r_wv, dv, out=dv)
+        dv /= p.w
+        return _Point(dx, dw, dy, dz, dv), dy_image
 
-    def step(self) -> _Point:
+    def step(self) -> tuple[_Point, float, np.ndarray]:
+        """The next iterate, the dual step length and A'dy of the step's dy."""
         p = self.point
         n = len(p.x)
-        mu = float(p.x @ p.z + p.w @ p.v) / (2 * n)
+        xz, wv = p.x * p.z, p.w * p.v
+        mu = float(xz.sum() + wv.sum()) / (2 * n)
         # Predictor: the affine-scaling direction (no centring).
-        d = self.direction(-p.x * p.z, -p.w * p.v)
+        d, _ = self.direction(-xz, -wv)
         step_p, step_d = _step(p.x, d.x, p.w, d.w, 1.0), _step(p.z, d.z, p.v, d.v, 1.0)
-        mu_affine = float((p.x + step_p * d.x) @ (p.z + step_d * d.z) + (p.w + step_p * d.w) @ (p.v + step_d * d.v)) / (
-            2 * n
-        )
-        sigma = (mu_affine / mu) ** 3
-        # Corrector: centring plus the second-order term of the predictor.
-        d = self.direction(sigma * mu - p.x * p.z - d.x * d.z, sigma * mu - p.w * p.v - d.w * d.v)
+        # (x + tp dx)'(z + td dz) + (w + tp dw)'(v + td dv), expanded into dot products (no temporaries).
+        mu_affine = (
+            xz.sum()
+            + wv.sum()
+            + step_d * (p.x @ d.z + p.w @ d.v)
+            + step_p * (d.x @ p.z + d.w @ p.v)
+            + step_p * step_d * (d.x @ d.z + d.w @ d.v)
+        ) / (2 * n)
+        target = (max(float(mu_affine), 0.0) / mu) ** 3 * mu
+        # Corrector: centring (sigma mu) plus the second-order term of the predictor, in the predictor's arrays.
+        r_xz = np.multiply(d.x, d.z, out=d.x)
+        r_xz += xz
+        np.subtract(target, r_xz, out=r_xz)
+        r_wv = np.multiply(d.w, d.v, out=d.w)
+        r_wv += wv
+        np.subtract(target, r_wv, out=r_wv)
+        d, dy_image = self.direction(r_xz, r_wv)
         step_p = _step(p.x, d.x, p.w, d.w, _STEP_TO_BOUNDARY)
         step_d = _step(p.z, d.z, p.v, d.v, _STEP_TO_BOUNDARY)
-        return _Point(
-            p.x + step_p * d.x, p.w + step_p * d.w, p.y + step_d * d.y, p.z + step_d * d.z, p.v + step_d * d.v
-        )
+        for value, change, length in ((p.x, d.x, step_p), (p.w, d.w, step_p), (p.z, d.z, step_d), (p.v, d.v, step_d)):
+            change *= length
+            change += value
+        return _Point(d.x, d.w, p.y + step_d * d.y, d.z, d.v), step_d, dy_image
 
 
 def _start(lp: _Dual) -> _Point:
@@ -462,7 +519,10 @@ def _step(x: np.ndarray, dx: np.ndarray, w: np.ndarray, dw: np.ndarray, fraction
         for value, change in ((x, dx), (w, dw)):
             # Branch-free: a rising entry divides by a tiny number and never binds. Masks (gathering the falling
             # entries, or a ufunc's where=) cost 10 to 40 times as much at m = 160,000: they mispredict branches.
-            limit = min(limit, float(np.min(value / -np.minimum(change, -_TINY))))
+            # value / min(change, -tiny) is minus the step to the boundary: its largest entry gives the limit.
+            ratio = np.minimum(change, -_TINY)
+            np.divide(value, ratio, out=ratio)
+            limit = min(limit, -float(ratio.max()))
     return min(1.0, fraction * limit)
 
 

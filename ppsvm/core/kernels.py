@@ -101,10 +101,14 @@ def assemble(name: KernelName, blocks: Sequence[np.ndarray], columns: np.ndarray
 
 
 def assembly_start(name: KernelName, shape: tuple[int, int]) -> np.ndarray:
-    """The neutral element to combine blocks into: zeros for a sum (linear), ones for a product (Gaussian)."""
+    """The neutral element to combine blocks into: zeros for a sum (linear), ones for a product (Gaussian).
+
+    Fortran-ordered (columns contiguous): the LP solver's products K'v and K u and its weighted row blocks
+    all run along columns, 2.3 times as fast as over rows at 160,000 x 19 (:mod:`ppsvm.core.ipm`).
+    """
     if name not in KERNELS:
         raise ValueError(f"unknown kernel {name!r}; expected one of {', '.join(KERNELS)}")
-    return np.zeros(shape) if name == "linear" else np.ones(shape)
+    return np.zeros(shape, order="F") if name == "linear" else np.ones(shape, order="F")
 
 
 def combine_into(

@@ -296,11 +296,17 @@ def hard_problems() -> dict[str, tuple[str, np.ndarray, np.ndarray]]:
     }
 
 
+@pytest.mark.parametrize("layout", ["C", "F"])
 @pytest.mark.parametrize("nu", [1e-7, 1e-3, 1.0, 1e3, 1e7])
 @pytest.mark.parametrize("name", list(hard_problems()))
-def test_interior_point_matches_highs(name: str, nu: float, caplog: pytest.LogCaptureFixture) -> None:
-    """Objectives equal to 1e-6 relative at extreme nu, and the IPM itself converged (no fallback)."""
+def test_interior_point_matches_highs(name: str, nu: float, layout: str, caplog: pytest.LogCaptureFixture) -> None:
+    """Objectives equal to 1e-6 relative at extreme nu, and the IPM itself converged (no fallback).
+
+    In both layouts of K: the coordinator assembles it column-major, the API's in-process paths row-major,
+    and the solver's blocks and BLAS calls differ between the two.
+    """
     task, K, target = hard_problems()[name]
+    K = np.asarray(K, order=layout)
     highs = solve_lp(task, K, target, nu, "highs-dual")
     mine = solve_lp(task, K, target, nu, "ipm")
     assert mine.formulation == "ipm", caplog.text
@@ -360,3 +366,16 @@ def test_concurrent_solves_leave_the_blas_thread_count_as_it_was() -> None:
     for worker in workers:
         worker.join()
     assert blas_threads() == before
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+@pytest.mark.parametrize("m, mbar", [(1, 3), (50, 1), (1000, 7), (70_000, 2)])
+def test_normal_matrix_equals_the_direct_product(m: int, mbar: int, layout: str) -> None:
+    """Khat' diag(theta) Khat from the row blocks equals the product of the whole matrices, in both layouts
+    and for m within one block and across two (70,000 x 2: a full block of 43,690 rows and part of another)."""
+    rng = np.random.default_rng(m + mbar)
+    K = np.asarray(rng.random((m, mbar)), order=layout)
+    theta, center = rng.random(m) * 10.0, rng.random(mbar)
+    khat = np.c_[K - center, np.ones(m)]
+    expected = khat.T @ (theta[:, None] * khat)
+    assert np.allclose(ipm.normal_matrix(K, theta, center), expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())

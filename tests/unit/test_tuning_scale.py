@@ -107,3 +107,13 @@ def test_wait_log_reports_until_the_work_ends(caplog: pytest.LogCaptureFixture) 
         time.sleep(0.15)
     assert count >= 2 and len(caplog.records) == count  # lines while waiting, none after
     assert all(r.getMessage().startswith("waiting for r0c1, ") for r in caplog.records)
+
+
+@pytest.mark.parametrize("layout", ["C", "F"])
+def test_fold_rows_keep_the_layout(layout: str) -> None:
+    """A fold's rows of K equal K[keep] and keep K's layout (the solver is faster on column-major K)."""
+    K = np.asarray(np.random.default_rng(3).random((50, 4)), order=layout)
+    keep = np.arange(50) % 5 != 2
+    rows = tuning._rows(K, keep)
+    assert np.array_equal(rows, K[keep])
+    assert rows.flags.f_contiguous == (layout == "F")
