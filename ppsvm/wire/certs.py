@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import ipaddress
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
@@ -138,6 +139,10 @@ def make_certificates(
 ) -> dict[str, Pem]:
     """A fresh CA and a certificate and key for each party, as files by name.
 
+    The one-directory path (``ppsvm certs``, ``ppsvm split``): the same three steps each organisation and
+    the operator take apart (:func:`new_request` where the key is kept, :func:`new_ca` and
+    :func:`sign_request` at the operator), run in one place.
+
     Parameters
     ----------
     parties : mapping of str to collection of role
@@ -155,13 +160,31 @@ def make_certificates(
     """
     for name, roles in parties.items():
         check_party_name(name)
-        unknown = sorted(set(roles) - set(ROLES))
-        if not roles or unknown:
-            raise ConfigError(f"party {name!r}: roles must be one or more of {', '.join(ROLES)}, got {sorted(roles)}")
-    if valid_days < 1:
-        raise ConfigError(f"certificates must be valid for at least 1 day, got {valid_days}")
-    start = (now or datetime.datetime.now(datetime.UTC)) - datetime.timedelta(minutes=5)
-    end = start + datetime.timedelta(days=valid_days)
+        _check_roles(name, roles)
+    ca = new_ca(valid_days=valid_days, now=now, ca_name=ca_name)
+    files = {CA_FILE: ca.certificate, CA_KEY_FILE: ca.key}
+    for name, roles in parties.items():
+        request = new_request(name)
+        files[certificate_file(name)] = sign_request(
+            ca, request.certificate.text, roles, valid_days=valid_days, now=now
+        )
+        files[key_file(name)] = request.key
+    return files
+
+
+@dataclass(frozen=True)
+class KeyPair:
+    """A private key (secret PEM) and what vouches for it: a CA's certificate, or a party's signing request."""
+
+    key: Pem
+    certificate: Pem
+
+
+def new_ca(
+    *, valid_days: int = DEFAULT_VALID_DAYS, now: datetime.datetime | None = None, ca_name: str = "ppsvm federation CA"
+) -> KeyPair:
+    """A federation CA: its key and self-signed certificate (``ca.key``, ``ca.pem``); the operator keeps the key."""
+    start, end = _validity(valid_days, now)
     ca_key = _private_key()
     ca_subject = _name(ca_name)
     ca_cert = (
@@ -190,37 +213,131 @@ def make_certificates(
         .add_extension(x509.SubjectKeyIdentifier.from_public_key(ca_key.public_key()), critical=False)
         .sign(ca_key, hashes.SHA256())
     )
-    files = {
-        CA_FILE: Pem(ca_cert.public_bytes(serialization.Encoding.PEM), False),
-        CA_KEY_FILE: Pem(_key_pem(ca_key), True),
-    }
-    for name, roles in parties.items():
-        key = _private_key()
-        alternative_names = [
-            x509.DNSName(name),
-            *(x509.UniformResourceIdentifier(role_uri(role)) for role in sorted(set(roles))),
-        ]
-        cert = (
-            x509.CertificateBuilder()
-            .subject_name(_name(name))
-            .issuer_name(ca_subject)
-            .public_key(key.public_key())
-            .serial_number(x509.random_serial_number())
-            .not_valid_before(start)
-            .not_valid_after(end)
-            .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
-            .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
-            # Every party is a server to some and a client to others (the coordinator also serves predictions).
-            .add_extension(
-                x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
-                critical=False,
-            )
-            .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
-            .sign(ca_key, hashes.SHA256())
+    return KeyPair(Pem(_key_pem(ca_key), True), Pem(ca_cert.public_bytes(serialization.Encoding.PEM), False))
+
+
+def new_request(name: str, addresses: Sequence[str] = ()) -> KeyPair:
+    """A party's new private key and a certificate signing request for ``name`` (PEM), made where the key stays.
+
+    Parameters
+    ----------
+    name : str
+        The party's federation id: the one DNS name peers check (:func:`certificate_party`).
+    addresses : sequence of str
+        IP addresses the party serves on, added as IP subject-alternative names for tools that check a
+        server by address. ppsvm itself checks the name, so a party that moves needs no new certificate.
+    """
+    check_party_name(name)
+    key = _private_key()
+    request = (
+        x509.CertificateSigningRequestBuilder()
+        .subject_name(_name(name))
+        .add_extension(x509.SubjectAlternativeName([x509.DNSName(name), *_ip_names(addresses)]), critical=False)
+        .sign(key, hashes.SHA256())
+    )
+    return KeyPair(Pem(_key_pem(key), True), Pem(request.public_bytes(serialization.Encoding.PEM), False))
+
+
+def sign_request(
+    ca: KeyPair,
+    request_pem: bytes,
+    roles: Collection[Role],
+    *,
+    valid_days: int = DEFAULT_VALID_DAYS,
+    now: datetime.datetime | None = None,
+) -> Pem:
+    """The CA's certificate for the party that made ``request_pem``, granting ``roles``.
+
+    The roles are the operator's decision: whatever the request asks for, only its name and IP addresses
+    are taken from it, after its signature is checked (so the requester holds the key).
+
+    Raises
+    ------
+    ConfigError
+        The request is not a PEM signing request, its signature fails, or its name cannot be a party's.
+    """
+    try:
+        request = x509.load_pem_x509_csr(request_pem)
+    except ValueError as exc:
+        raise ConfigError(f"not a PEM certificate signing request: {exc}") from exc
+    try:
+        valid = request.is_signature_valid
+    except ValueError:  # the public key itself does not parse
+        valid = False
+    if not valid:
+        raise ConfigError("the certificate signing request's signature does not verify: it was altered")
+    names = [str(a.value) for a in request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    if len(names) != 1:
+        raise ConfigError(f"the certificate signing request names {len(names)} common names; a party has one")
+    name = check_party_name(names[0])
+    _check_roles(name, roles)
+    try:
+        asked = request.extensions.get_extension_for_class(x509.SubjectAlternativeName).value
+        addresses = asked.get_values_for_type(x509.IPAddress)
+    except x509.ExtensionNotFound:
+        addresses = []
+    ca_key = serialization.load_pem_private_key(ca.key.text, password=None)
+    ca_cert = x509.load_pem_x509_certificate(ca.certificate.text)
+    if not isinstance(ca_key, ec.EllipticCurvePrivateKey):
+        raise ConfigError("the CA key is not an EC key made by ppsvm")
+    start, end = _validity(valid_days, now)
+    alternative_names = [
+        x509.DNSName(name),
+        *(x509.IPAddress(address) for address in addresses),
+        *(x509.UniformResourceIdentifier(role_uri(role)) for role in sorted(set(roles))),
+    ]
+    cert = (
+        x509.CertificateBuilder()
+        .subject_name(_name(name))
+        .issuer_name(ca_cert.subject)
+        .public_key(request.public_key())
+        .serial_number(x509.random_serial_number())
+        .not_valid_before(start)
+        .not_valid_after(end)
+        .add_extension(x509.BasicConstraints(ca=False, path_length=None), critical=True)
+        .add_extension(x509.SubjectAlternativeName(alternative_names), critical=False)
+        # Every party is a server to some and a client to others (the coordinator also serves predictions).
+        .add_extension(
+            x509.ExtendedKeyUsage([ExtendedKeyUsageOID.SERVER_AUTH, ExtendedKeyUsageOID.CLIENT_AUTH]),
+            critical=False,
         )
-        files[certificate_file(name)] = Pem(cert.public_bytes(serialization.Encoding.PEM), False)
-        files[key_file(name)] = Pem(_key_pem(key), True)
-    return files
+        .add_extension(x509.AuthorityKeyIdentifier.from_issuer_public_key(ca_key.public_key()), critical=False)
+        .sign(ca_key, hashes.SHA256())
+    )
+    return Pem(cert.public_bytes(serialization.Encoding.PEM), False)
+
+
+def request_name(request_pem: bytes) -> str:
+    """The party name a certificate signing request asks for (its common name), unchecked."""
+    try:
+        request = x509.load_pem_x509_csr(request_pem)
+    except ValueError as exc:
+        raise ConfigError(f"not a PEM certificate signing request: {exc}") from exc
+    names = [str(a.value) for a in request.subject.get_attributes_for_oid(NameOID.COMMON_NAME)]
+    return names[0] if len(names) == 1 else ""
+
+
+def _check_roles(name: str, roles: Collection[Role]) -> None:
+    unknown = sorted(set(roles) - set(ROLES))
+    if not roles or unknown:
+        raise ConfigError(f"party {name!r}: roles must be one or more of {', '.join(ROLES)}, got {sorted(roles)}")
+
+
+def _validity(valid_days: int, now: datetime.datetime | None) -> tuple[datetime.datetime, datetime.datetime]:
+    if valid_days < 1:
+        raise ConfigError(f"certificates must be valid for at least 1 day, got {valid_days}")
+    start = (now or datetime.datetime.now(datetime.UTC)) - datetime.timedelta(minutes=5)
+    return start, start + datetime.timedelta(days=valid_days)
+
+
+def _ip_names(addresses: Sequence[str]) -> list[x509.IPAddress]:
+    names = []
+    for address in addresses:
+        try:
+            names.append(x509.IPAddress(ipaddress.ip_address(address)))
+        except ValueError:
+            raise ConfigError(f"{address!r} is not an IP address (a party's one DNS name is its id)") from None
+    return names
 
 
 def certificate_identity(pem: bytes) -> tuple[str, datetime.datetime]:
