@@ -18,7 +18,7 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from ppsvm import __version__, cli_coordinator
+from ppsvm import __version__, cli_coordinator, cli_onboarding
 from ppsvm.cli_arguments import (
     add_basis_argument,
     add_connection_arguments,
@@ -72,6 +72,22 @@ def cmd_split(args: argparse.Namespace) -> int:
         f"and {result.federation_path}; prediction clients of `coordinator serve` use {DEFAULT_CLIENT_NAME}.pem and "
         f"{DEFAULT_CLIENT_NAME}.key"
     )
+    if args.bundles:
+        from ppsvm.onboarding import bundle_split
+
+        groups = bundle_split(
+            Path(args.out),
+            Path(args.bundles),
+            coordinator=DEFAULT_COORDINATOR_NAME,
+            client=DEFAULT_CLIENT_NAME,
+            valid_days=DEFAULT_VALID_DAYS,
+        )
+        print(
+            f"wrote one bundle per organisation to {args.bundles} "
+            "(keys and secrets made afresh by the onboarding steps)"
+        )
+        for group, fingerprint in groups.items():
+            print(f"  {group}: {fingerprint}")
     return 0
 
 
@@ -224,6 +240,8 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
     cli_coordinator.register(commands)
 
+    cli_onboarding.register(commands)
+
     split = commands.add_parser(
         "split", help="partition a dataset into a checkerboard of entity cells, configs and secrets"
     )
@@ -238,6 +256,12 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     split.add_argument("--host", default="127.0.0.1", help="entity host in the federation file")
     split.add_argument("--base-port", type=int, default=50051, help="entity (i, j) listens on base + i * cols + j")
     split.add_argument("--overwrite", action="store_true", help="allow a non-empty output directory")
+    split.add_argument(
+        "--bundles",
+        metavar="DIR",
+        help="also make one bundle per organisation in DIR by the onboarding steps (`ppsvm org`, `ppsvm operator`), "
+        "with fresh keys and secrets: each holds only its owner's",
+    )
     add_dataset_arguments(split)
     split.set_defaults(run=cmd_split)
 

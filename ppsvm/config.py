@@ -503,7 +503,7 @@ def _toml_value(value: str | int | list[str]) -> str:
     return toml_string(value) if isinstance(value, str) else str(value)
 
 
-def toml_document(comment: str, tables: Sequence[tuple[str, Mapping[str, str | int | list[str]]]]) -> str:
+def toml_document(comment: str, tables: Sequence[tuple[str, Mapping[str, Any]]]) -> str:
     """A TOML file from (header, table) pairs; header "[x]" is a table, "[[x]]" an array entry.
 
     The text is parsed back with tomllib and compared with the input, so a
