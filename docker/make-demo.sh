@@ -1,36 +1,47 @@
 #!/usr/bin/env sh
-# Regenerate docker/demo/: the 2 x 2 checkerboard split of WDBC that docker-compose.yml mounts.
+# Regenerate docker/demo/: per-organisation bundles for the 2 x 2 checkerboard split of WDBC that
+# docker-compose.yml mounts, made by the same onboarding steps organisations run apart (`ppsvm org`,
+# `ppsvm operator`; README "Deploying across organisations").
 #
 #   docker/make-demo.sh          # from the repository root; replaces docker/demo/
 #
-# `ppsvm split` gives every entity the same host with consecutive ports; in compose
-# each entity is its own service listening on 50051, so the federation file is
-# rewritten to address entity r<i>c<j> as r<i>c<j>:50051 (its service name).
-# The entity configs keep the split's `listen` values; compose overrides them with
-# --listen 0.0.0.0:50051.
+# The split is written to a temporary directory first, and its federation file rewritten to
+# address entity r<i>c<j> as r<i>c<j>:50051 (its compose service name): that is the operator's
+# plan, so every entity's config listens on port 50051. Each party's directory then holds only
+# its own key, certificate, secrets and config. The operator's CA key is deleted: nobody can mint
+# another identity this demo federation trusts.
 #
-# The column-block secrets and TLS keys written here are fresh random demo
-# material (mode 0600), committed so the demo runs as is: fine for a demo and
-# nothing else.
+# The keys and secrets written here are fresh random demo material (mode 0600), committed so the
+# demo runs as is: fine for a demo and nothing else.
 set -eu
 cd "$(dirname "$0")/.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 export PYTHONPATH=.
-"$PYTHON" -m ppsvm split ppsvm/data/bundled/wdbc.data --rows 2 --cols 2 --out docker/demo --overwrite \
-  --label 1 --positive M --drop 0 --id-column 0 --host 0.0.0.0 --seed 0
-"$PYTHON" - <<'PY'
+SPLIT="$(mktemp -d)"
+trap 'rm -rf "$SPLIT"' EXIT
+"$PYTHON" -m ppsvm split ppsvm/data/bundled/wdbc.data --rows 2 --cols 2 --out "$SPLIT" --overwrite \
+  --label 1 --positive M --drop 0 --id-column 0 --host 0.0.0.0 --seed 0 >/dev/null
+rm -rf docker/demo
+SPLIT="$SPLIT" "$PYTHON" - <<'PY'
 import dataclasses
+import os
 from pathlib import Path
 
 from ppsvm.config import federation_toml, load_federation
+from ppsvm.onboarding import bundle_split
 
-path = Path("docker/demo/federation.toml")
+split = Path(os.environ["SPLIT"])
+path = split / "federation.toml"
 federation = load_federation(path)
 entities = [dataclasses.replace(e, address=f"{e.id}:50051") for e in federation.entities]
-tls = {"ca": "ca.pem", "cert": "coordinator.pem", "key": "coordinator.key"}  # as split wrote them, relative
-path.write_text(federation_toml(federation.task, entities, tls), encoding="utf-8")
-print(f"rewrote {path}: entities at their compose service names, port 50051")
+path.write_text(federation_toml(federation.task, entities), encoding="utf-8")
+for group, fingerprint in bundle_split(
+    split, Path("docker/demo"), coordinator="coordinator", client="client", valid_days=3650
+).items():
+    print(f"{group}: {fingerprint}")
 PY
+rm -rf docker/demo/operator
 # The entities start their release logs inside their containers (--new-release-log in
-# docker-compose.yml), so the empty ones the split wrote are not part of the demo.
-rm -f docker/demo/r*c*.releases.jsonl
+# docker-compose.yml), so the new ones in the bundles are not part of the demo.
+rm -f docker/demo/r*c*/r*c*.releases.jsonl
+echo "wrote docker/demo/: one directory per party, plus published/"

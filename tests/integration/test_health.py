@@ -1,6 +1,6 @@
 """Health checks against real `ppsvm entity` processes: `coordinator status`, `ppsvm health` as compose runs it.
 
-One 1 x 2 split of WDBC serves the federation test; the compose test starts one entity from docker/demo's own
+One 1 x 2 split of WDBC serves the federation test; the compose test starts one entity from docker/demo/r0c0's own
 files, so the healthcheck's command line and the demo's certificates are the ones docker-compose.yml uses.
 """
 
@@ -109,10 +109,10 @@ def test_the_compose_healthcheck_passes_against_a_demo_entity_and_fails_without_
     tmp_path: Path,
 ) -> None:
     """docker-compose.yml's healthcheck for r0c0, run as written (paths under /ppsvm and port 50051 mapped to a copy
-    of docker/demo's r0c0 files and the port this entity bound): SERVING, exit 0. With its release log removed the
+    of docker/demo/r0c0's files and the port this entity bound): SERVING, exit 0. With its release log removed the
     entity could record nothing: NOT_SERVING, exit 1."""
-    demo = REPO / "docker" / "demo"
-    for name in ("r0c0.toml", "r0c0.csv", "column-block-0.secret", "ca.pem", "r0c0.pem", "r0c0.key"):
+    demo = REPO / "docker" / "demo" / "r0c0"
+    for name in ("r0c0.toml", "r0c0.csv", "column-block-0.secret", "record-ids.key", "ca.pem", "r0c0.pem", "r0c0.key"):
         shutil.copy(demo / name, tmp_path / name)
     with (tmp_path / "entity.log").open("w") as log:
         process, address = start_entity_process(
