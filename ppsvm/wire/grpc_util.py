@@ -8,8 +8,10 @@ interceptors of :mod:`ppsvm.wire.server` refuse a call by :func:`abort` with one
 
 from __future__ import annotations
 
+import collections
 import functools
 import logging
+import time
 from collections.abc import Callable, Iterator
 from typing import Any, NoReturn, TypeVar, cast
 
@@ -27,9 +29,11 @@ from ppsvm.errors import (
     SolverError,
     WireError,
 )
+from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, new_request_id
 from ppsvm.wire.tls import TlsFiles, channel_credentials
 
 logger = logging.getLogger(__name__)
+access = logging.getLogger(ACCESS_LOGGER)
 
 # Error kind -> status code: a refused request, a bad request, a limit to wait for, or a state that must change
 # first. The first kind an error is an instance of decides; anything else is INTERNAL, with a fixed text.
@@ -97,14 +101,79 @@ def stream_handler(method: F) -> F:
 
 
 def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Channel:
-    """A channel to the party named ``peer`` at ``address``.
+    """A channel to the party named ``peer`` at ``address``; every call on it sends a request id.
 
     With TLS the server must present a certificate from the federation CA for the
     name ``peer`` (not for the address): the federation file's id is the identity.
     """
     if tls is None:
-        return grpc.insecure_channel(address)
-    return grpc.secure_channel(address, channel_credentials(tls), options=[("grpc.ssl_target_name_override", peer)])
+        channel = grpc.insecure_channel(address)
+    else:
+        channel = grpc.secure_channel(
+            address, channel_credentials(tls), options=[("grpc.ssl_target_name_override", peer)]
+        )
+    return grpc.intercept_channel(channel, RequestIds(peer))
+
+
+class _CallDetails(
+    collections.namedtuple("_CallDetails", ("method", "timeout", "metadata", "credentials", "wait_for_ready")),
+    grpc.ClientCallDetails,
+):
+    """A call's details with metadata added (gRPC's own class is abstract)."""
+
+
+class RequestIds(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
+    """Send a new request id (``x-request-id``) with every call and log one line when the call ends.
+
+    The server logs the same id on its lines about the call (:class:`ppsvm.wire.server.Observe`), so the
+    coordinator's line and the entity's join. The line (the ``ppsvm.access`` logger) names the party
+    called, the method, the status code and the milliseconds until the last reply message.
+    """
+
+    def __init__(self, peer: str) -> None:
+        self.peer = peer
+
+    def _send(self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any) -> Any:
+        request_id = new_request_id()
+        metadata = [*(details.metadata or ()), (REQUEST_ID_METADATA, request_id)]
+        started = time.perf_counter()
+        call = continuation(
+            _CallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready),
+            request,
+        )
+
+        def ended(done: Any) -> None:
+            code = done.code()
+            name = code.name if isinstance(code, grpc.StatusCode) else "UNKNOWN"
+            ms = (time.perf_counter() - started) * 1000
+            access.info(
+                "called %s %s: %s in %.1f ms (request %s)",
+                self.peer,
+                details.method,
+                name,
+                ms,
+                request_id,
+                extra={
+                    "entity": self.peer,
+                    "method": details.method,
+                    "request_id": request_id,
+                    "code": name,
+                    "duration_ms": round(ms, 3),
+                },
+            )
+
+        call.add_done_callback(ended)
+        return call
+
+    def intercept_unary_unary(
+        self, continuation: Callable[[Any, Any], Any], client_call_details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return self._send(continuation, client_call_details, request)
+
+    def intercept_unary_stream(
+        self, continuation: Callable[[Any, Any], Any], client_call_details: grpc.ClientCallDetails, request: Any
+    ) -> Any:
+        return self._send(continuation, client_call_details, request)
 
 
 def host_of(address: str) -> str:

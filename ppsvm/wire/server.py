@@ -6,6 +6,8 @@ certificate (its exact name and its roles); :class:`PeerLimits` caps the calls o
 and cancels a stream whose reader stopped reading. Both refuse through
 :func:`ppsvm.wire.grpc_util.abort`, so their status codes come from the one error taxonomy. Every server
 also answers the standard health check (:mod:`ppsvm.wire.health`), through the same two interceptors.
+Outside both, :class:`Observe` gives each call its request id and log fields, logs one line when it ends and,
+when the server has metrics (:mod:`ppsvm.wire.metrics`), counts it.
 """
 
 from __future__ import annotations
@@ -31,12 +33,15 @@ import grpc
 
 from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, SHUTDOWN_GRACE_S, STREAM_WRITE_TIMEOUT_S
 from ppsvm.errors import CallLimitError, ConfigError, PrivacyError
+from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, call_fields, new_request_id, valid_request_id
 from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.wire.grpc_util import abort, host_of
-from ppsvm.wire.health import OPEN_METHODS, Health, Readiness, add_health
+from ppsvm.wire.health import HEALTH_SERVICE, OPEN_METHODS, Health, Readiness, add_health
+from ppsvm.wire.metrics import PLAINTEXT_PEER, UNRECOGNISED_PEER, RpcMetrics, split_method
 from ppsvm.wire.tls import TlsFiles, peer_party, server_credentials
 
 logger = logging.getLogger(__name__)
+access = logging.getLogger(ACCESS_LOGGER)
 
 MAX_CALLS_PER_PEER_ENV = "PPSVM_MAX_CALLS_PER_PEER"
 STREAM_WRITE_TIMEOUT_ENV = "PPSVM_STREAM_WRITE_TIMEOUT_S"
@@ -155,6 +160,126 @@ class Authorize(WrappingInterceptor):
 
     _wrap_unary = _guard
     _wrap_stream = _guard
+
+
+class _ObservedCall:
+    """One call as :class:`Observe` sees it: its log fields, its start, and the metrics it is counted in."""
+
+    def __init__(self, context: grpc.ServicerContext, method: str, metrics: RpcMetrics | None) -> None:
+        self.started = time.perf_counter()
+        self.method = method
+        self.service, self.name = split_method(method)
+        self.metrics = metrics
+        sent = next((value for key, value in context.invocation_metadata() or () if key == REQUEST_ID_METADATA), None)
+        try:
+            party = peer_party(context)
+            self.peer = party.name if party is not None else PLAINTEXT_PEER
+            logged_peer = party.name if party is not None else context.peer()
+        except ValueError:
+            self.peer = logged_peer = UNRECOGNISED_PEER
+        self.fields = {"peer": logged_peer, "method": method, "request_id": valid_request_id(sent) or new_request_id()}
+        if metrics is not None:
+            metrics.requests.labels(self.service, self.name, self.peer).inc()
+            metrics.in_progress.labels(self.service, self.name).inc()
+
+    def sent(self, message: Any) -> None:
+        if self.metrics is not None:
+            self.metrics.sent_messages.labels(self.service, self.name).inc()
+            self.metrics.sent_bytes.labels(self.service, self.name).inc(message.ByteSize())
+
+    def finish(self, code: grpc.StatusCode) -> None:
+        seconds = time.perf_counter() - self.started
+        if self.metrics is not None:
+            self.metrics.handled.labels(self.service, self.name, self.peer, code.name).inc()
+            self.metrics.duration.labels(self.service, self.name).observe(seconds)
+            self.metrics.in_progress.labels(self.service, self.name).dec()
+        # Health probes come every few seconds: their lines only with -v.
+        level = logging.DEBUG if self.service == HEALTH_SERVICE else logging.INFO
+        with call_fields(**self.fields):
+            access.log(
+                level,
+                "%s from %s: %s in %.1f ms (request %s)",
+                self.method,
+                self.fields["peer"],
+                code.name,
+                seconds * 1000,
+                self.fields["request_id"],
+                extra={"code": code.name, "duration_ms": round(seconds * 1000, 3)},
+            )
+
+
+def _code(context: grpc.ServicerContext, default: grpc.StatusCode) -> grpc.StatusCode:
+    """The status the handler set or aborted with, else ``default`` (OK after a reply, UNKNOWN after a failure)."""
+    # ServicerContext.code() exists since grpcio 1.38; the typeshed stubs do not list it yet.
+    code = getattr(context, "code", lambda: None)()
+    return code if isinstance(code, grpc.StatusCode) else default
+
+
+class Observe(WrappingInterceptor):
+    """Give every call a request id and its log fields, log one line when it ends, count it in ``metrics``.
+
+    The request id is the caller's ``x-request-id`` when that is a short safe token
+    (:func:`ppsvm.logs.valid_request_id`), else a new one; every line logged while the call's handler
+    runs carries it, the caller's name and the method (:func:`ppsvm.logs.call_fields`). Outermost of the
+    interceptors, so that refused calls are logged and counted too.
+
+    Parameters
+    ----------
+    metrics : RpcMetrics, optional
+        Where to count calls; None counts nothing.
+    """
+
+    def __init__(self, metrics: RpcMetrics | None = None) -> None:
+        self.metrics = metrics
+
+    def _wrap_unary(self, behaviour: Behaviour, method: str) -> Behaviour:
+        def observed(request: Any, context: grpc.ServicerContext) -> Any:
+            call = _ObservedCall(context, method, self.metrics)
+            try:
+                with call_fields(**call.fields):
+                    reply = behaviour(request, context)
+            except BaseException:
+                call.finish(_code(context, grpc.StatusCode.UNKNOWN))
+                raise
+            call.sent(reply)
+            call.finish(_code(context, grpc.StatusCode.OK))
+            return reply
+
+        return observed
+
+    def _wrap_stream(
+        self, behaviour: Callable[[Any, grpc.ServicerContext], Iterator[Any]], method: str
+    ) -> Callable[[Any, grpc.ServicerContext], Iterator[Any]]:
+        def observed(request: Any, context: grpc.ServicerContext) -> Iterator[Any]:
+            call = _ObservedCall(context, method, self.metrics)
+            messages = iter(behaviour(request, context))
+            code = grpc.StatusCode.OK
+            try:
+                while True:
+                    # The fields are set only while the handler runs, never across a yield: a stream gRPC
+                    # abandons may be closed later, from another thread.
+                    with call_fields(**call.fields):
+                        try:
+                            message = next(messages)
+                        except StopIteration:
+                            break
+                    call.sent(message)
+                    yield message
+                code = _code(context, grpc.StatusCode.OK)
+            except GeneratorExit:
+                code = grpc.StatusCode.CANCELLED  # dropped by gRPC: the caller cancelled or went away
+                raise
+            except BaseException:
+                code = _code(context, grpc.StatusCode.UNKNOWN)
+                raise
+            finally:
+                close = getattr(messages, "close", None)
+                if close is not None:
+                    with call_fields(**call.fields):
+                        close()  # the inner interceptors' own cleanup (PeerLimits frees the caller's slot)
+                call.finish(code)
+
+        return observed
 
 
 @dataclass(frozen=True)
@@ -358,6 +483,7 @@ def create_server(
     limits: ServerLimits | None = None,
     services: Collection[str] = (),
     readiness: Readiness | None = None,
+    metrics: RpcMetrics | None = None,
 ) -> tuple[grpc.Server, int]:
     """Start a server on ``address`` (port 0 picks a free one); returns (server, bound port).
 
@@ -381,6 +507,8 @@ def create_server(
         whole server), which any party the CA certified may call (:mod:`ppsvm.wire.health`).
     readiness : callable, optional
         Asked on each health check: a reason not to claim SERVING, or None.
+    metrics : RpcMetrics, optional
+        Count every call there (:mod:`ppsvm.wire.metrics`); None: calls are only logged.
 
     Raises
     ------
@@ -390,10 +518,11 @@ def create_server(
     """
     limits = limits if limits is not None else ServerLimits.from_environment()
     limits.check(max_workers)
-    # Authorize first: a refused caller never takes one of its name's slots.
-    interceptors: list[grpc.ServerInterceptor] = (
-        [Authorize(roles, allowed_peers, open_methods=OPEN_METHODS)] if tls is not None else []
-    )
+    # Observe outermost, so that refused calls are logged and counted; then Authorize: a refused caller never
+    # takes one of its name's slots.
+    interceptors: list[grpc.ServerInterceptor] = [Observe(metrics)]
+    if tls is not None:
+        interceptors.append(Authorize(roles, allowed_peers, open_methods=OPEN_METHODS))
     peer_limits = PeerLimits(limits, max_workers)
     interceptors.append(peer_limits)
     server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
