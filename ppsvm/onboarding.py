@@ -455,14 +455,14 @@ def _entity_compose(name: str, port: int) -> str:
 
 def _coordinator_compose(name: str) -> str:
     return (
-        f"# ppsvm coordinator {name}: train once with `docker-compose run --rm train`; the model lands in ./model.\n"
+        f"# ppsvm coordinator {name}: train once with `docker-compose run --rm train`; the model lands in ./model.json.\n"
         "# It only dials out (to every entity's port 50051); it needs no open port.\n"
         'version: "2.4"\n'
         "services:\n"
         "  train:\n"
         f"    image: {_IMAGE}\n"
         '    command: ["ppsvm", "coordinator", "train", "--federation", "/ppsvm/federation.toml",'
-        ' "--model-out", "/ppsvm/model/model.json"]\n'
+        ' "--model-out", "/ppsvm/model.json"]\n'
         "    volumes: ['./:/ppsvm']\n"
         "    working_dir: /ppsvm\n"
     )
