@@ -455,7 +455,7 @@ def _entity_compose(name: str, port: int) -> str:
 
 def _coordinator_compose(name: str) -> str:
     return (
-        f"# ppsvm coordinator {name}: train once with `docker-compose run --rm train`; the model lands in ./model.json.\n"
+        f"# ppsvm coordinator {name}: train once with `docker-compose run --rm train`; the model: ./model.json.\n"
         "# It only dials out (to every entity's port 50051); it needs no open port.\n"
         'version: "2.4"\n'
         "services:\n"
