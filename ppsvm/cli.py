@@ -38,6 +38,7 @@ from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity import cli as entity_cli
 from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.experiments import cli as reproduce_cli
+from ppsvm.logs import LOG_FORMATS, configure_logging
 from ppsvm.processes import limit_malloc_arenas
 from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 
@@ -234,6 +235,14 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     parser.add_argument("--version", action="version", version=f"ppsvm {__version__}")
     parser.add_argument("-v", "--verbose", action="store_true", help="debug logging")
     parser.add_argument("-q", "--quiet", action="store_true", help="warnings and errors only")
+    parser.add_argument(
+        "--log-format",
+        choices=LOG_FORMATS,
+        default="text",
+        help="text (default: 'ppsvm: message' lines) or json: one JSON object per line with time, level, logger, "
+        "message and, where known, entity, peer, method, request_id, code and duration_ms, and a line per RPC "
+        "served or made. No log line carries records or values",
+    )
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     entity_cli.register(commands)
@@ -400,7 +409,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         args = build_parser(reproduce_targets="reproduce" in argv).parse_args(argv)
         level = logging.DEBUG if args.verbose else logging.WARNING if args.quiet else logging.INFO
-        logging.basicConfig(level=level, format="ppsvm: %(message)s", stream=sys.stderr)
+        configure_logging(level, args.log_format)
         result: int = args.run(args)
         sys.stdout.flush()  # a closed pipe shows here, not in the interpreter's exit
         return result
