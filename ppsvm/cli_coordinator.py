@@ -21,8 +21,10 @@ from ppsvm.cli_arguments import (
     add_basis_argument,
     add_connection_arguments,
     add_dp_arguments,
+    add_metrics_arguments,
     add_task_arguments,
     federation_from_args,
+    metrics_at,
     read_id_list,
     training_flags,
 )
@@ -41,6 +43,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     train.add_argument("--model-out", required=True, help="where to write the model (JSON, written atomically)")
     train.add_argument("--no-distribute", action="store_true", help="do not send the model to the entities")
     train.add_argument("--json", action="store_true", help="print a JSON summary")
+    train.add_argument(
+        "--metrics-textfile",
+        metavar="FILE",
+        help="after a successful training, write its durations (total and LP), record count and finish time in "
+        "Prometheus's text format to FILE (replaced atomically), for node_exporter's textfile collector: a "
+        "training job is too short-lived to be scraped. FILE must end in .prom for the collector to read it",
+    )
     add_task_arguments(train)
     add_dp_arguments(train)
     add_basis_argument(train)
@@ -104,6 +113,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help="HOST:PORT (default %(default)s: a free port); with TLS, clients need a certificate "
         "from the federation CA",
     )
+    add_metrics_arguments(serve)
     serve.set_defaults(run=cmd_serve)
 
     status = actions.add_parser(
@@ -157,8 +167,24 @@ def cmd_train(args: argparse.Namespace) -> int:
         "private": model.private,
         "seconds": round(model.training["seconds"], 3),
     }
+    _write_training_metrics(args, "random-kernel", model.training)
     print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
     return 0
+
+
+def _write_training_metrics(args: argparse.Namespace, method: str, training: dict[str, Any]) -> None:
+    """``--metrics-textfile``: the durations of a training that succeeded."""
+    if args.metrics_textfile is None:
+        return
+    from ppsvm.wire.metrics import write_training_metrics
+
+    write_training_metrics(
+        Path(args.metrics_textfile),
+        method=method,
+        seconds=float(training["seconds"]),
+        lp_seconds=training.get("lp_seconds"),
+        n_train=int(training.get("n_train", 0)),
+    )
 
 
 def _train_dp(args: argparse.Namespace) -> int:
@@ -203,6 +229,7 @@ def _train_dp(args: argparse.Namespace) -> int:
         "private": model.private,
         "seconds": round(model.training["seconds"], 3),
     }
+    _write_training_metrics(args, model.method, model.training)
     print(json.dumps(summary) if args.json else "trained: " + ", ".join(f"{k} = {v}" for k, v in summary.items()))
     return 0
 
@@ -293,4 +320,4 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve predictions by record id until interrupted."""
-    return federation_from_args(args).serve(args.model, args.listen)
+    return federation_from_args(args).serve(args.model, args.listen, metrics_at=metrics_at(args))

@@ -400,7 +400,7 @@ class Federation:
         """
         return federation_status(self.config, deadline=deadline, serve=serve)
 
-    def serve(self, model: ModelLike, listen: str = "127.0.0.1:0") -> int:
+    def serve(self, model: ModelLike, listen: str = "127.0.0.1:0", *, metrics_at: tuple[str, int] | None = None) -> int:
         """Serve predictions by record id until SIGINT or SIGTERM (``ppsvm coordinator serve``); returns 0.
 
         Parameters
@@ -408,8 +408,12 @@ class Federation:
         model : Model, str or Path
         listen : str, default="127.0.0.1:0"
             HOST:PORT; port 0 picks a free one (printed as ``listening on HOST:PORT``).
+        metrics_at : (str, int), optional
+            Host and port of a Prometheus metrics endpoint to serve as well (``--metrics-port``).
         """
-        return serve_coordinator(self.config, _random_kernel(model, "`coordinator serve`"), listen, self.deadline)
+        return serve_coordinator(
+            self.config, _random_kernel(model, "`coordinator serve`"), listen, self.deadline, metrics_at
+        )
 
 
 def _model(model: ModelLike) -> Model | DpModel:

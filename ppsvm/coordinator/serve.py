@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -9,6 +10,7 @@ from concurrent.futures import Future
 
 import grpc
 import numpy as np
+from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
@@ -24,9 +26,12 @@ from ppsvm.errors import EntityError
 from ppsvm.wire.certs import CLIENT, ROLES
 from ppsvm.wire.grpc_util import unary_handler
 from ppsvm.wire.health import PREDICTION_SERVICE
+from ppsvm.wire.metrics import RpcMetrics, serve_metrics
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.server import create_server, method_roles, serve_until, stop_on_signals
+
+logger = logging.getLogger(__name__)
 
 # Predict answers about any record the entities hold, so only a prediction client's certificate
 # may ask: an entity's may not, since a decision value is a function of other entities' private features.
@@ -118,10 +123,27 @@ class Batches:
 class CoordinatorServicer(pb_grpc.CoordinatorServicer):
     """Predicts by record id: asks the record's row block for K(x_j', B_j') and applies the model."""
 
-    def __init__(self, session: Session, model: Model, blocks: Sequence[RowBlockRecords]) -> None:
+    def __init__(
+        self,
+        session: Session,
+        model: Model,
+        blocks: Sequence[RowBlockRecords],
+        registry: CollectorRegistry | None = None,
+    ) -> None:
         self.session = session
         self.model = model
         self.served = 0
+        # Counted per request, never per id: the label says only whether a record was scored.
+        self.records = Counter(
+            "ppsvm_prediction_records",
+            "Records named in Predict requests: scored, or not held by any entity.",
+            ["result"],
+            registry=registry,
+        )
+        model_info = Gauge(
+            "ppsvm_prediction_model_info", "The model served.", ["task", "kernel", "private"], registry=registry
+        )
+        model_info.labels(model.task, model.kernel, str(model.private).lower()).set(1)
         self._lock = threading.Lock()
         self.row_block_of = record_row_blocks(blocks)
         self._listed_at = -float("inf")  # the first unknown id is looked for at once
@@ -147,6 +169,8 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         by_id = self.batches.decisions({record: row_block_of[record] for record in found}) if found else {}
         with self._lock:
             self.served += len(found)
+        self.records.labels("scored").inc(len(found))
+        self.records.labels("not_found").inc(len(ids) - len(found))
         decision = np.array([by_id[record] for record in found])
         labels = self.model.prediction(decision).tolist()
         return pb.PredictReply(
@@ -169,25 +193,45 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         )
 
 
-def serve_coordinator(federation: Federation, model: Model, listen: str, deadline: float = DEFAULT_DEADLINE_S) -> int:
-    """Serve predictions until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` when ready."""
+def serve_coordinator(
+    federation: Federation,
+    model: Model,
+    listen: str,
+    deadline: float = DEFAULT_DEADLINE_S,
+    metrics_at: tuple[str, int] | None = None,
+) -> int:
+    """Serve predictions until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` when ready.
+
+    ``metrics_at``: (host, port) of a Prometheus endpoint to serve as well (:mod:`ppsvm.wire.metrics`): the
+    calls, and the records scored or not found (``ppsvm_prediction_records_total{result}``).
+    """
     check_model_matches(model, federation)
     stop = stop_on_signals()
-    with Session(federation, deadline) as session:
-        blocks, _ = session.survey()
-        check_model_federation(model, session)
-        # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
-        session.ranges_for(model.scaling)
-        servicer = CoordinatorServicer(session, model, blocks)
-        try:
-            server, port = create_server(
-                listen,
-                lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
-                tls=session.tls,
-                roles=PREDICTION_ROLES,
-                services=(PREDICTION_SERVICE,),
-            )
-            serve_until(stop, server, listen, port, "coordinator serve")
-        finally:
-            servicer.batches.close()
+    metrics = RpcMetrics() if metrics_at is not None else None
+    endpoint = serve_metrics(metrics.registry, *metrics_at) if metrics is not None and metrics_at is not None else None
+    if endpoint is not None:
+        logger.info("coordinator serve: metrics on %s", endpoint.url)
+    try:
+        with Session(federation, deadline) as session:
+            blocks, _ = session.survey()
+            check_model_federation(model, session)
+            # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
+            session.ranges_for(model.scaling)
+            # Without metrics the counters are registered nowhere (registry None), and nobody reads them.
+            servicer = CoordinatorServicer(session, model, blocks, metrics.registry if metrics is not None else None)
+            try:
+                server, port = create_server(
+                    listen,
+                    lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
+                    tls=session.tls,
+                    roles=PREDICTION_ROLES,
+                    services=(PREDICTION_SERVICE,),
+                    metrics=metrics,
+                )
+                serve_until(stop, server, listen, port, "coordinator serve")
+            finally:
+                servicer.batches.close()
+    finally:
+        if endpoint is not None:
+            endpoint.close()
     return 0

@@ -234,6 +234,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             solution.iterations,
             solution.seconds,
             "" if solution.certificate is None else f", relative duality gap {solution.certificate.gap:.1e}",
+            extra={"duration_ms": round(solution.seconds * 1000, 3)},
         )
     return Model(
         task=options.task,
@@ -301,7 +302,13 @@ def train_and_save(federation: Federation, options: TrainOptions, model_out: Pat
     """Train, write the model atomically, then send it to every entity."""
     model = train(federation, options)
     model.save(model_out)
-    logger.info("model written to %s", model_out)
+    logger.info(
+        "model written to %s (trained in %.2f s, LP %.2f s)",
+        model_out,
+        model.training["seconds"],
+        model.training["lp_seconds"],
+        extra={"duration_ms": round(model.training["seconds"] * 1000, 3)},
+    )
     if options.distribute:
         distribute(federation, model.to_json(), model_out, options.deadline)
     return model

@@ -8,6 +8,7 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
+from ppsvm.cli_arguments import add_metrics_arguments, metrics_at
 from ppsvm.config import EntityConfig, load_entity_config
 from ppsvm.core.release_log import ReleaseLog
 from ppsvm.entity.guard import ReleaseGuard, epsilon_of
@@ -62,6 +63,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "several entities often share one machine's cores)",
     )
     parser.add_argument("--json", action="store_true", help="with releases: print the log and totals as JSON")
+    add_metrics_arguments(parser)
     parser.set_defaults(run=run)
 
 
@@ -77,7 +79,13 @@ def run(args: argparse.Namespace) -> int:
     # cores, each with OpenBLAS's default threads, took more than 120 s for an entity-alone baseline that takes
     # 22 s with one thread each.
     with threadpool_limits(limits=args.blas_threads, user_api="blas"):
-        return serve_entity(config, args.listen, insecure=args.insecure, new_release_log=args.new_release_log)
+        return serve_entity(
+            config,
+            args.listen,
+            insecure=args.insecure,
+            new_release_log=args.new_release_log,
+            metrics_at=metrics_at(args),
+        )
 
 
 def release_summary(config: EntityConfig) -> dict[str, Any]:

@@ -29,6 +29,7 @@ import json
 import logging
 import math
 import threading
+from collections import Counter
 from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
@@ -49,6 +50,8 @@ _SERVES = {
     DP: frozenset({"Metadata", "AcceptModel", "DpWeights", "DpEvaluate", "DpScoreHistogram"}),
 }
 _SERVES[MIXED] = _SERVES[RANDOM_KERNEL] | _SERVES[DP]
+# Every RPC an entity answers in some mode: the names a release may be recorded under.
+ENTITY_RPCS = _SERVES[MIXED]
 
 # Below this a DP release is refused: each release costs a log line, and an epsilon that rounds
 # to nothing would let a coordinator ask without end.
@@ -137,11 +140,13 @@ class ReleaseGuard:
         self.pinned: Basis | None = None
         self.spent_micro = 0
         self.baselines = 0
+        self.releases_by_rpc: Counter[str] = Counter()  # for the metrics, without reading the log per scrape
         for record in self.log.records:
             self._count(record)
 
     def _count(self, record: dict[str, Any]) -> None:
         self.spent_micro += int(record.get("epsilon_micro", 0))
+        self.releases_by_rpc[str(record.get("rpc", ""))] += 1
         if record.get("rpc") == "LocalBaseline":
             self.baselines += 1
         if "basis" in record and self.pinned is None:

@@ -11,8 +11,11 @@ import grpc
 from ppsvm.config import EntityConfig
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
 from ppsvm.entity.cell import EntityCore
+from ppsvm.entity.metrics import EntityCollector
 from ppsvm.entity.servicer import EntityServicer
+from ppsvm.logs import set_process_fields
 from ppsvm.wire.health import ENTITY_SERVICE
+from ppsvm.wire.metrics import RpcMetrics, serve_metrics
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.server import create_server, serve_until, stop_on_signals
 from ppsvm.wire.tls import choose_tls
@@ -21,13 +24,14 @@ logger = logging.getLogger(__name__)
 
 
 def start_entity(
-    config: EntityConfig, *, insecure: bool = False, new_release_log: bool = False
+    config: EntityConfig, *, insecure: bool = False, new_release_log: bool = False, metrics: RpcMetrics | None = None
 ) -> tuple[grpc.Server, int]:
     """Load the cell and its release log, derive nothing yet (B_j is derived per request), start serving.
 
     With TLS (the default) only the coordinator identity named in the config may call;
     ``insecure`` serves plaintext to anyone and is logged as a warning. ``new_release_log``
     starts the release log of an entity that has never served (a missing log is refused otherwise).
+    ``metrics``: count the calls there, and add the entity's releases and budget (:mod:`ppsvm.entity.metrics`).
 
     Returns
     -------
@@ -45,7 +49,10 @@ def start_entity(
         services=(ENTITY_SERVICE,),
         # An entity that cannot record a release can release nothing: it says so rather than refuse every call.
         readiness=core.guard.log.unwritable,
+        metrics=metrics,
     )
+    if metrics is not None:
+        metrics.registry.register(EntityCollector(config.id, config.column_block, core.guard))
     cell = core.cell
     logger.info(
         "entity %s: column block %d, %d features, %d training and %d held-out records%s; serves the %s protocol",
@@ -61,16 +68,34 @@ def start_entity(
 
 
 def serve_entity(
-    config: EntityConfig, listen: str | None = None, *, insecure: bool = False, new_release_log: bool = False
+    config: EntityConfig,
+    listen: str | None = None,
+    *,
+    insecure: bool = False,
+    new_release_log: bool = False,
+    metrics_at: tuple[str, int] | None = None,
 ) -> int:
-    """Serve until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` once calls are accepted."""
+    """Serve until SIGINT/SIGTERM; prints ``listening on HOST:PORT`` once calls are accepted.
+
+    ``metrics_at``: (host, port) of the Prometheus endpoint to serve as well (:mod:`ppsvm.wire.metrics`).
+    """
     if listen is not None:
         config = dataclasses.replace(config, listen=listen)
-    server, port = start_entity(config, insecure=insecure, new_release_log=new_release_log)
-    stop = stop_on_signals()
-    if config.non_private_override:
-        print(NOT_PRIVATE_BANNER, file=sys.stderr, flush=True)
-    if config.mode == "mixed":
-        print(f"entity {config.id} {MIXED_MODE_WARNING}", file=sys.stderr, flush=True)
-    serve_until(stop, server, config.listen, port, f"entity {config.id}")
+    set_process_fields(entity=config.id)
+    metrics, endpoint = None, None
+    if metrics_at is not None:
+        metrics = RpcMetrics()
+        endpoint = serve_metrics(metrics.registry, *metrics_at)  # a taken port fails before anything is served
+        logger.info("entity %s: metrics on %s", config.id, endpoint.url)
+    try:
+        server, port = start_entity(config, insecure=insecure, new_release_log=new_release_log, metrics=metrics)
+        stop = stop_on_signals()
+        if config.non_private_override:
+            print(NOT_PRIVATE_BANNER, file=sys.stderr, flush=True)
+        if config.mode == "mixed":
+            print(f"entity {config.id} {MIXED_MODE_WARNING}", file=sys.stderr, flush=True)
+        serve_until(stop, server, config.listen, port, f"entity {config.id}")
+    finally:
+        if endpoint is not None:
+            endpoint.close()
     return 0
