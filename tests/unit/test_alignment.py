@@ -75,6 +75,18 @@ def test_a_repeat_within_one_row_block_names_it_twice() -> None:
     assert duplicate_record_id(_ids(["x"], ["a", "b", "a"])) == ("a", 1, 1)
 
 
+def test_training_and_held_out_ids_given_apart() -> None:
+    """A row block's ids as (training, held-out) arrays, as the survey passes them: the same answers."""
+    train, test = np.array(["a", "b"]), np.array(["c", "a"])
+    assert duplicate_record_id({0: (train, test)}) == ("a", 0, 0)
+    assert duplicate_record_id({3: (np.array(["x"]), np.array(["y"])), 5: (np.array(["z"]), np.array(["y"]))}) == (
+        "y",
+        3,
+        5,
+    )
+    assert duplicate_record_id({0: (train, np.array(["c"])), 1: (np.array([], dtype=str), np.array(["d"]))}) is None
+
+
 @pytest.mark.parametrize("seed", range(3))
 def test_agrees_with_loops_on_random_federations(seed: int) -> None:
     rng = np.random.default_rng(seed)
