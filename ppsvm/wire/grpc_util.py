@@ -29,7 +29,7 @@ from ppsvm.errors import (
     SolverError,
     WireError,
 )
-from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, new_request_id
+from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, new_request_id, valid_request_id
 from ppsvm.wire.tls import TlsFiles, channel_credentials
 
 logger = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class _CallDetails(
 
 
 class RequestIds(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterceptor):
-    """Send a new request id (``x-request-id``) with every call and log one line when the call ends.
+    """Send a request id (``x-request-id``; a new one unless the caller set one) with every call and log its end.
 
     The server logs the same id on its lines about the call (:class:`ppsvm.wire.server.Observe`), so the
     coordinator's line and the entity's join. The line (the ``ppsvm.access`` logger) names the party
@@ -134,8 +134,10 @@ class RequestIds(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterce
         self.peer = peer
 
     def _send(self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any) -> Any:
-        request_id = new_request_id()
-        metadata = [*(details.metadata or ()), (REQUEST_ID_METADATA, request_id)]
+        given = [value for key, value in details.metadata or () if key == REQUEST_ID_METADATA]
+        # A caller's own id is sent as it is (the server replaces one that is not a safe token) and logged if safe.
+        request_id = (valid_request_id(given[0]) or "unsafe") if given else new_request_id()
+        metadata = [*(details.metadata or ()), *(() if given else [(REQUEST_ID_METADATA, request_id)])]
         started = time.perf_counter()
         call = continuation(
             _CallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready),

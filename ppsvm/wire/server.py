@@ -195,17 +195,16 @@ class _ObservedCall:
             self.metrics.in_progress.labels(self.service, self.name).dec()
         # Health probes come every few seconds: their lines only with -v.
         level = logging.DEBUG if self.service == HEALTH_SERVICE else logging.INFO
-        with call_fields(**self.fields):
-            access.log(
-                level,
-                "%s from %s: %s in %.1f ms (request %s)",
-                self.method,
-                self.fields["peer"],
-                code.name,
-                seconds * 1000,
-                self.fields["request_id"],
-                extra={"code": code.name, "duration_ms": round(seconds * 1000, 3)},
-            )
+        access.log(
+            level,
+            "%s from %s: %s in %.1f ms (request %s)",
+            self.method,
+            self.fields["peer"],
+            code.name,
+            seconds * 1000,
+            self.fields["request_id"],
+            extra={**self.fields, "code": code.name, "duration_ms": round(seconds * 1000, 3)},
+        )
 
 
 def _code(context: grpc.ServicerContext, default: grpc.StatusCode) -> grpc.StatusCode:
