@@ -45,3 +45,5 @@ rm -rf docker/demo/operator
 # docker-compose.yml), so the new ones in the bundles are not part of the demo.
 rm -f docker/demo/r*c*/r*c*.releases.jsonl
 echo "wrote docker/demo/: one directory per party, plus published/"
+# The Kubernetes example overlays hold copies of their own party's files (kustomize reads only inside an overlay).
+PYTHON="$PYTHON" deploy/kubernetes/examples/copy-demo-files.sh
