@@ -18,6 +18,7 @@ import ipaddress
 import os
 import re
 import shutil
+import signal
 import subprocess
 from collections.abc import Sequence
 
@@ -74,7 +75,7 @@ def delete_namespace(name: str) -> None:
     pids = subprocess.run(["ip", "netns", "pids", name], capture_output=True, text=True, timeout=IP_TIMEOUT_S)
     for pid in pids.stdout.split():
         try:
-            os.kill(int(pid), 9)
+            os.kill(int(pid), signal.SIGKILL)
         except ProcessLookupError:
             pass
     subprocess.run(["ip", "netns", "delete", name], capture_output=True, timeout=IP_TIMEOUT_S)
@@ -92,7 +93,8 @@ def remove_stale() -> list[str]:
 
 
 def _subnet() -> ipaddress.IPv4Network:
-    """10.213.x.0/24 with x from the pid: distinct between concurrent runs (the host never routes it)."""
+    """10.213.x.0/24, x from the pid for readable logs: two runs that meet on one x are still apart, each on a
+    bridge of its own, and the host never routes any of it."""
     return ipaddress.IPv4Network(f"10.213.{os.getpid() % 256}.0/24")
 
 
@@ -156,7 +158,8 @@ class Network:
         run("tc", "-n", self.namespace(party), "qdisc", "replace", "dev", "eth0", "root", *bucket)
 
     def unthrottle(self, party: str) -> None:
-        subprocess.run(["tc", "-n", self.namespace(party), "qdisc", "del", "dev", "eth0", "root"], capture_output=True)
+        command = ["tc", "-n", self.namespace(party), "qdisc", "del", "dev", "eth0", "root"]
+        subprocess.run(command, capture_output=True, timeout=IP_TIMEOUT_S)
 
     def close(self) -> None:
         """Delete every namespace made (party namespaces first: their veth ends take the switch ports along)."""

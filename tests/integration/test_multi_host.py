@@ -4,7 +4,8 @@ Each of the four entities of a 2 x 2 WDBC split and the coordinator runs in a ne
 with its own IPv4 address on a shared bridge (tests/integration/namespaces.py has the wiring); an entity
 listens on its own address, port 50051 for every one of them as on separate machines, and 127.0.0.1 in the
 coordinator's namespace reaches nothing of the federation. The coordinator trains, evaluates and predicts
-across them with mutual TLS, and the results equal a loopback run of the same split. The certificates are
+across them with mutual TLS, and the results equal a loopback run of the same split; `coordinator serve`,
+listening on the coordinator's address, answers a prediction client in a namespace of its own. The certificates are
 the ones `ppsvm split` makes: they name the party (its federation id) and no address, because clients check
 the server's name against the entity id of the federation file, never against the address dialled, so the
 same certificates serve on any host.
@@ -40,13 +41,30 @@ from ppsvm.data.sources import load_cell
 from ppsvm.processes import EntityProcesses, read_listening_address
 
 from . import namespaces
-from .conftest import REPO, WDBC, WDBC_OPTIONS, split
+from .conftest import REPO, WDBC, WDBC_OPTIONS, pseudonyms, split
 
 pytestmark = pytest.mark.long
 
 PPSVM = (sys.executable, "-m", "ppsvm")
 ENTITY_PORT = 50051
 COORDINATOR = "coordinator"
+# A prediction client of `coordinator serve`, on a host of its own.
+CLIENT = "client"
+SERVE_PORT = 50052
+# Run in the client's namespace: Predict by pseudonym over mutual TLS as the split's `client` identity, which
+# must find a certificate for the name `coordinator` at the address it dials; prints the decisions as JSON.
+PREDICTION_CLIENT = """
+import json, sys
+from pathlib import Path
+from ppsvm.wire.grpc_util import open_channel
+from ppsvm.wire.rpc import ppsvm_pb2 as pb, ppsvm_pb2_grpc as pb_grpc
+from ppsvm.wire.tls import TlsFiles
+split, address, ids = Path(sys.argv[1]), sys.argv[2], sys.argv[3:]
+tls = TlsFiles(split / "ca.pem", split / "client.pem", split / "client.key", split)
+with open_channel(address, tls=tls, peer="coordinator") as channel:
+    reply = pb_grpc.CoordinatorStub(channel).Predict(pb.PredictRequest(ids=ids), timeout=60)
+print(json.dumps({p.id: p.decision for p in reply.predictions}))
+"""
 TRAIN_SETTINGS = ["--kernel", "gaussian", "--mbar", "5", "--nu", "10", "--mu", "0.03", "--basis", "paper"]
 COMMAND_TIMEOUT_S = 120.0
 ENTITY_START_TIMEOUT_S = 90.0
@@ -128,9 +146,9 @@ def network(split_dir: Path) -> Iterator[namespaces.Network]:
     reason = namespaces.unavailable()
     if reason is not None:
         pytest.skip(reason)
-    namespaces.remove_stale()
-    parties = [COORDINATOR, *(e.id for e in load_federation(split_dir / "federation.toml").entities)]
+    parties = [COORDINATOR, CLIENT, *(e.id for e in load_federation(split_dir / "federation.toml").entities)]
     try:
+        namespaces.remove_stale()
         network = namespaces.Network(parties).create()
     except namespaces.NamespaceError as error:
         pytest.skip(f"cannot create network namespaces here (an unprivileged container?): {error}")
@@ -142,6 +160,7 @@ def network(split_dir: Path) -> Iterator[namespaces.Network]:
 
 @pytest.fixture(scope="module")
 def hosts(network: namespaces.Network, split_dir: Path, loopback_dir: Path) -> Iterator[Hosts]:
+    # loopback_dir is asked for first so that it is copied before these entities write their release logs.
     logs = split_dir.parent / "logs"
     logs.mkdir(exist_ok=True)
     running = Hosts(network, split_dir, logs).start()
@@ -192,6 +211,39 @@ def train_evaluate_predict(prefix: list[str], federation: Path, out: Path, ids: 
     }
 
 
+def serve_and_ask(hosts: Hosts, model: Path, asked: list[str]) -> dict[str, float]:
+    """`coordinator serve` in the coordinator's namespace on its own address; Predict from the client's."""
+    network = hosts.network
+    address = f"{network.addresses[COORDINATOR]}:{SERVE_PORT}"
+    server = subprocess.Popen(
+        [
+            *network.exec_prefix(COORDINATOR),
+            *(*PPSVM, "coordinator", "serve", "--federation", str(hosts.federation_path)),
+            *("--model", str(model), "--listen", address),
+        ],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.DEVNULL,
+        text=True,
+        cwd=REPO,
+    )
+    try:
+        assert read_listening_address(server, "coordinator serve", ENTITY_START_TIMEOUT_S) == address
+        client = subprocess.run(
+            [*network.exec_prefix(CLIENT), *PPSVM[:1], "-c", PREDICTION_CLIENT, str(hosts.split_dir), address, *asked],
+            capture_output=True,
+            text=True,
+            timeout=COMMAND_TIMEOUT_S,
+            cwd=REPO,
+        )
+    finally:
+        server.terminate()
+        server.wait(timeout=30)
+    assert client.returncode == 0, client.stderr
+    decisions: dict[str, float] = json.loads(client.stdout)
+    assert list(decisions) == asked
+    return decisions
+
+
 def test_train_evaluate_predict_across_namespaces_equal_loopback(
     hosts: Hosts, split_dir: Path, loopback_dir: Path, record_property: pytest.RecordProperty
 ) -> None:
@@ -208,6 +260,7 @@ def test_train_evaluate_predict_across_namespaces_equal_loopback(
     ids.write_text("id\n" + "\n".join(asked) + "\n", encoding="utf-8")
 
     multi = train_evaluate_predict(network.exec_prefix(COORDINATOR), hosts.federation_path, split_dir / "run", ids)
+    served = serve_and_ask(hosts, split_dir / "run" / "model.json", pseudonyms(split_dir, asked))
 
     planned = load_federation(loopback_dir / "federation.toml")
     with EntityProcesses([loopback_dir / f"{e.id}.toml" for e in planned.entities]) as processes:
@@ -231,6 +284,10 @@ def test_train_evaluate_predict_across_namespaces_equal_loopback(
         [float(r["decision"]) for r in loop["predictions"]],
         rtol=0,
         atol=1e-9,
+    )
+    # `coordinator serve` on the coordinator's host answers a client on a third host with the same decisions.
+    np.testing.assert_allclose(
+        list(served.values()), [float(r["decision"]) for r in multi["predictions"]], rtol=0, atol=1e-9
     )
     figures = {"multi_host_seconds": multi["seconds"], "loopback_seconds": loop["seconds"]}
     record_property("seconds", figures)
@@ -278,7 +335,10 @@ def test_cut_link_mid_training_fails_cleanly(hosts: Hosts, split_dir: Path) -> N
         surveyed = f"called {VICTIM} /ppsvm.v1.Entity/Records: OK"
         deadline = time.monotonic() + COMMAND_TIMEOUT_S
         while True:
-            line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            try:
+                line = lines.get(timeout=max(0.0, deadline - time.monotonic()))
+            except queue.Empty:
+                pytest.fail(f"no '{surveyed}' line within {COMMAND_TIMEOUT_S:g} s:\n{''.join(stderr)}")
             assert line is not None, f"training ended before the cut:\n{''.join(stderr)}"
             if surveyed in line:
                 break
