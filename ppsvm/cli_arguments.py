@@ -310,30 +310,3 @@ def read_id_list(path: str) -> list[str]:
     if not ids or len(set(ids)) != len(ids):
         raise ConfigError(f"{path}: list each record id once, one per line (got {len(ids)}, {len(set(ids))} distinct)")
     return ids
-
-
-def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
-    """``--metrics-port`` and ``--metrics-host``: the Prometheus endpoint of a server (off unless a port is given)."""
-    parser.add_argument(
-        "--metrics-port",
-        type=int,
-        metavar="PORT",
-        help="also serve Prometheus metrics over HTTP on this port (0: a free one, logged): call counts, errors by "
-        "status code, latencies and bytes sent per RPC; labels never carry records or values. Default: off",
-    )
-    parser.add_argument(
-        "--metrics-host",
-        default="127.0.0.1",
-        metavar="HOST",
-        help="the address the metrics endpoint binds (default %(default)s, this machine only; 0.0.0.0 for every "
-        "interface, e.g. in a container that Prometheus scrapes from outside)",
-    )
-
-
-def metrics_at(args: argparse.Namespace) -> tuple[str, int] | None:
-    """(host, port) of the metrics endpoint the command line asks for, or None."""
-    if args.metrics_port is None:
-        return None
-    if not 0 <= args.metrics_port <= 65535:
-        raise ConfigError(f"--metrics-port must be a port number (0 to 65535), got {args.metrics_port}")
-    return args.metrics_host, args.metrics_port

@@ -21,15 +21,14 @@ from ppsvm.cli_arguments import (
     add_basis_argument,
     add_connection_arguments,
     add_dp_arguments,
-    add_metrics_arguments,
     add_task_arguments,
     federation_from_args,
-    metrics_at,
     read_id_list,
     training_flags,
 )
 from ppsvm.constants import HEALTH_DEADLINE_S
 from ppsvm.errors import ConfigError
+from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:

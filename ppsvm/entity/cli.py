@@ -8,12 +8,12 @@ from typing import Any
 
 from threadpoolctl import threadpool_limits
 
-from ppsvm.cli_arguments import add_metrics_arguments, metrics_at
 from ppsvm.config import EntityConfig, load_entity_config
 from ppsvm.core.release_log import ReleaseLog
 from ppsvm.entity.guard import ReleaseGuard, epsilon_of
 from ppsvm.entity.server import serve_entity
 from ppsvm.errors import ConfigError
+from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
 ACTIONS = ("serve", "releases")
 

@@ -19,6 +19,7 @@ API's in-process federations, the tests) would otherwise add the same metric twi
 
 from __future__ import annotations
 
+import argparse
 import errno
 import threading
 import time
@@ -170,3 +171,30 @@ def write_training_metrics(path: Path, *, method: str, seconds: float, lp_second
         write_to_textfile(str(path), registry)
     except OSError as exc:
         raise ConfigError(f"cannot write the metrics file {path}: {exc.strerror or exc}") from None
+
+
+def add_metrics_arguments(parser: argparse.ArgumentParser) -> None:
+    """``--metrics-port`` and ``--metrics-host`` of ``ppsvm entity`` and ``coordinator serve`` (off without a port)."""
+    parser.add_argument(
+        "--metrics-port",
+        type=int,
+        metavar="PORT",
+        help="also serve Prometheus metrics over HTTP on this port (0: a free one, logged): call counts, errors by "
+        "status code, latencies and bytes sent per RPC; labels never carry records or values. Default: off",
+    )
+    parser.add_argument(
+        "--metrics-host",
+        default=DEFAULT_METRICS_HOST,
+        metavar="HOST",
+        help="the address the metrics endpoint binds (default %(default)s, this machine only; 0.0.0.0 for every "
+        "interface, e.g. in a container that Prometheus scrapes from outside)",
+    )
+
+
+def metrics_at(args: argparse.Namespace) -> tuple[str, int] | None:
+    """(host, port) of the metrics endpoint the command line asks for, or None."""
+    if args.metrics_port is None:
+        return None
+    if not 0 <= args.metrics_port <= 65535:
+        raise ConfigError(f"--metrics-port must be a port number (0 to 65535), got {args.metrics_port}")
+    return args.metrics_host, args.metrics_port

@@ -18,7 +18,8 @@ REPO = Path(__file__).resolve().parents[2]
 PACKAGE = REPO / "ppsvm"
 
 # What each layer may import of ppsvm (prefixes); the foundation modules are open to all.
-FOUNDATION = ("ppsvm.errors", "ppsvm.constants", "ppsvm.files", "ppsvm.progress")
+# ppsvm.logs: the log format and the per-call log fields, which the wire layer sets and every layer logs with.
+FOUNDATION = ("ppsvm.errors", "ppsvm.constants", "ppsvm.files", "ppsvm.progress", "ppsvm.logs")
 ALLOWED = {
     "core": ("ppsvm.core", *FOUNDATION),
     "wire": ("ppsvm.wire", *FOUNDATION),
