@@ -29,6 +29,11 @@ DEFAULT_DEADLINE_S = 120.0
 # RETRY_BACKOFF_S, then twice that, ... in between: rides out a restart, bounded.
 RETRY_ATTEMPTS = 4
 RETRY_BACKOFF_S = 0.5
+# A client pings its peer after this many seconds without hearing from it during a call, and gives the
+# connection up when the ping is not answered within KEEPALIVE_TIMEOUT_S: a cable pulled in the middle of a
+# kernel stream fails the call in about 20 s, not at its deadline (DEFAULT_DEADLINE_S).
+KEEPALIVE_TIME_S = 10.0
+KEEPALIVE_TIMEOUT_S = 10.0
 
 # Threads of every gRPC server (entity, prediction service). One caller may run at most
 # MAX_CALLS_PER_PEER calls at once (more get RESOURCE_EXHAUSTED), so it can never hold them all;

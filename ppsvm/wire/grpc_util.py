@@ -17,6 +17,7 @@ from typing import Any, NoReturn, TypeVar, cast
 
 import grpc
 
+from ppsvm.constants import KEEPALIVE_TIME_S, KEEPALIVE_TIMEOUT_S
 from ppsvm.errors import (
     CallCancelled,
     CallLimitError,
@@ -100,6 +101,22 @@ def stream_handler(method: F) -> F:
     return cast(F, wrapper)  # functools.wraps keeps the name; the signature is the method's
 
 
+# Keepalive pings during calls only (never on an idle channel), as many as it takes: by default gRPC stops
+# after two pings while the client sends no data, which is all of a long server stream.
+KEEPALIVE_OPTIONS = [
+    ("grpc.keepalive_time_ms", int(KEEPALIVE_TIME_S * 1000)),
+    ("grpc.keepalive_timeout_ms", int(KEEPALIVE_TIMEOUT_S * 1000)),
+    ("grpc.keepalive_permit_without_calls", 0),
+    ("grpc.http2.max_pings_without_data", 0),
+]
+# What a server accepts of them: pings every few seconds while a call runs, without ever closing the
+# connection for too many pings (gRPC's default answers a third ping within 5 minutes with GOAWAY).
+SERVER_KEEPALIVE_OPTIONS = [
+    ("grpc.http2.min_ping_interval_without_data_ms", int(KEEPALIVE_TIME_S * 1000) // 2),
+    ("grpc.http2.max_ping_strikes", 0),
+]
+
+
 def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Channel:
     """A channel to the party named ``peer`` at ``address``; every call on it sends a request id.
 
@@ -107,10 +124,12 @@ def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Chann
     name ``peer`` (not for the address): the federation file's id is the identity.
     """
     if tls is None:
-        channel = grpc.insecure_channel(address)
+        channel = grpc.insecure_channel(address, options=KEEPALIVE_OPTIONS)
     else:
         channel = grpc.secure_channel(
-            address, channel_credentials(tls), options=[("grpc.ssl_target_name_override", peer)]
+            address,
+            channel_credentials(tls),
+            options=[("grpc.ssl_target_name_override", peer), *KEEPALIVE_OPTIONS],
         )
     return grpc.intercept_channel(channel, RequestIds(peer))
 

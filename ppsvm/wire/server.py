@@ -35,7 +35,7 @@ from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, SHUTDOWN_GRACE_S
 from ppsvm.errors import CallLimitError, ConfigError, PrivacyError
 from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, call_fields, new_request_id, valid_request_id
 from ppsvm.wire.certs import COORDINATOR, Role
-from ppsvm.wire.grpc_util import abort, host_of
+from ppsvm.wire.grpc_util import SERVER_KEEPALIVE_OPTIONS, abort, host_of
 from ppsvm.wire.health import HEALTH_SERVICE, OPEN_METHODS, Health, Readiness, add_health
 from ppsvm.wire.metrics import PLAINTEXT_PEER, UNRECOGNISED_PEER, RpcMetrics, split_method
 from ppsvm.wire.tls import TlsFiles, peer_party, server_credentials
@@ -524,7 +524,9 @@ def create_server(
         interceptors.append(Authorize(roles, allowed_peers, open_methods=OPEN_METHODS))
     peer_limits = PeerLimits(limits, max_workers)
     interceptors.append(peer_limits)
-    server = grpc.server(futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors)
+    server = grpc.server(
+        futures.ThreadPoolExecutor(max_workers=max_workers), interceptors=interceptors, options=SERVER_KEEPALIVE_OPTIONS
+    )
     _CALL_COUNTERS[server] = peer_limits
     register(server)
     _HEALTH[server] = add_health(server, services, readiness)
