@@ -5,7 +5,7 @@
 (the entity id of an entity process, or the entity a coordinator's call went to), ``peer`` (the caller's
 certificate name), ``method`` (the full gRPC method), ``request_id``, ``code`` (the call's status) and
 ``duration_ms``. The per-call fields come from :func:`call_fields`, which the server interceptor
-(:class:`ppsvm.wire.observe.Observe`) sets around each call, so every line a handler logs carries them.
+(:class:`ppsvm.wire.server.Observe`) sets around each call, so every line a handler logs carries them.
 
 Request ids join the two ends of a call: a client sends one in the ``x-request-id`` metadata
 (:data:`REQUEST_ID_METADATA`, every channel :func:`ppsvm.wire.grpc_util.open_channel` opens does), the server

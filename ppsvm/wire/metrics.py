@@ -2,7 +2,7 @@
 
 Opt-in: ``--metrics-port`` on ``ppsvm entity`` and ``ppsvm coordinator serve``. Every server
 :func:`ppsvm.wire.server.create_server` makes counts its calls through :class:`RpcMetrics` when given one
-(the interceptor is :class:`ppsvm.wire.observe.Observe`); an entity adds its releases and budget, the
+(the interceptor is :class:`ppsvm.wire.server.Observe`); an entity adds its releases and budget, the
 prediction service its records scored.
 
 **No label carries data.** Label values come from fixed sets only: the service and method of a
