@@ -379,3 +379,12 @@ def test_normal_matrix_equals_the_direct_product(m: int, mbar: int, layout: str)
     khat = np.c_[K - center, np.ones(m)]
     expected = khat.T @ (theta[:, None] * khat)
     assert np.allclose(ipm.normal_matrix(K, theta, center), expected, rtol=1e-12, atol=1e-12 * np.abs(expected).max())
+
+
+def test_the_accurate_form_is_kept_for_stalls_near_the_optimum() -> None:
+    """Slow progress far from the optimum (a poorly centred start) keeps the fast normal equations; a stall
+    once every measure is small, where the fast form's lost digits matter, switches to the QR form."""
+    slow = ipm._SLOW_ITERATIONS
+    assert not ipm._stalled_near_optimum(10, 10 - slow, 0.5)
+    assert ipm._stalled_near_optimum(10, 10 - slow, 1e-5)
+    assert not ipm._stalled_near_optimum(10, 10 - slow + 1, 1e-5)
