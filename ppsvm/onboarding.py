@@ -132,12 +132,7 @@ class Request:
 
 def read_request(path: Path) -> Request:
     """Parse ``NAME.request.json``; ConfigError naming the file if it is not one."""
-    try:
-        document = json.loads(path.read_text(encoding="utf-8"))
-    except (OSError, json.JSONDecodeError) as exc:
-        raise ConfigError(f"cannot read the request {path}: {exc}") from exc
-    if not isinstance(document, dict) or document.get("format") != _REQUEST_FORMAT:
-        raise ConfigError(f"{path}: not a ppsvm enrolment request (made by `ppsvm org init`)")
+    document = _read_json(path, _REQUEST_FORMAT, "an enrolment request (made by `ppsvm org init`)")
     csr = str(document.get("csr", "")).encode("ascii")
     name = str(document.get("name", ""))
     if request_name(csr) != name:
@@ -250,13 +245,9 @@ class _Published:
 
     def __init__(self, directory: Path):
         self.directory = directory
-        path = directory / ENROLMENT_FILE
-        try:
-            document = json.loads(path.read_text(encoding="utf-8"))
-        except (OSError, json.JSONDecodeError) as exc:
-            raise ConfigError(f"cannot read {path} (published by `ppsvm operator publish`): {exc}") from exc
-        if not isinstance(document, dict) or document.get("format") != _ENROLMENT_FORMAT:
-            raise ConfigError(f"{path}: not a ppsvm enrolment file")
+        document = _read_json(
+            directory / ENROLMENT_FILE, _ENROLMENT_FORMAT, "an enrolment file (published by `ppsvm operator publish`)"
+        )
         self.coordinator: str = document["coordinator"]
         self.share_keys = {name: bytes.fromhex(key) for name, key in document["share_keys"].items()}
         self.groups: dict[str, list[str]] = document["groups"]
@@ -528,13 +519,14 @@ def _party(bundle: Path) -> dict[str, str]:
     return party
 
 
-def _read_json(path: Path) -> dict[str, Any]:
+def _read_json(path: Path, format_name: str | None = None, what: str = "a JSON object") -> dict[str, Any]:
+    """A JSON object from ``path`` (with ``"format": format_name`` when given); ConfigError naming the file."""
     try:
         document = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, json.JSONDecodeError) as exc:
         raise ConfigError(f"cannot read {path}: {exc}") from exc
-    if not isinstance(document, dict):
-        raise ConfigError(f"{path}: expected a JSON object")
+    if not isinstance(document, dict) or (format_name is not None and document.get("format") != format_name):
+        raise ConfigError(f"{path}: not {what}")
     return document
 
 

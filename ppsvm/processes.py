@@ -99,15 +99,20 @@ class EntityProcesses:
 
     def stop(self) -> None:
         """SIGTERM every process, then SIGKILL any still running after a grace period."""
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(self.processes)
+
+
+def stop_processes(processes: list[subprocess.Popen[str]], grace: float = 10.0) -> None:
+    """SIGTERM every process, then SIGKILL any still running ``grace`` seconds later; all are reaped."""
+    for process in processes:
+        if process.poll() is None:
+            process.terminate()
+    for process in processes:
+        try:
+            process.wait(timeout=grace)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
 
 
 @contextmanager

@@ -39,7 +39,7 @@ from ppsvm.config import federation_at_addresses, load_federation
 from ppsvm.constants import DEFAULT_DEADLINE_S, KEEPALIVE_TIME_S, KEEPALIVE_TIMEOUT_S
 from ppsvm.core.model import Model
 from ppsvm.data.sources import load_cell
-from ppsvm.processes import EntityProcesses, read_listening_address
+from ppsvm.processes import EntityProcesses, read_listening_address, stop_processes
 
 from . import namespaces
 from .conftest import REPO, WDBC, WDBC_OPTIONS, pseudonyms, split
@@ -121,15 +121,7 @@ class Hosts:
         return self
 
     def stop(self) -> None:
-        for process in self.processes:
-            if process.poll() is None:
-                process.terminate()
-        for process in self.processes:
-            try:
-                process.wait(timeout=10)
-            except subprocess.TimeoutExpired:
-                process.kill()
-                process.wait()
+        stop_processes(self.processes)
 
 
 @pytest.fixture(scope="module")
