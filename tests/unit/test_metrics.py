@@ -9,6 +9,7 @@ import dataclasses
 import json
 import logging
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -159,8 +160,16 @@ def test_request_id_from_the_caller_reaches_the_handlers_log_lines(
         stub = pb_grpc.EntityStub(channel)
         stub.Metadata(pb.Empty(), timeout=10, metadata=[("x-request-id", "join-me-42")])
         stub.Metadata(pb.Empty(), timeout=10, metadata=[("x-request-id", "bad id forged=1")])
-    served_lines = [r for r in caplog.records if r.name == "ppsvm.access" and getattr(r, "peer", None)]
-    ids = [r.request_id for r in served_lines if r.method.endswith("/Metadata")]  # type: ignore[attr-defined]
+
+    def served_ids() -> list[str]:
+        served_lines = [r for r in caplog.records if r.name == "ppsvm.access" and getattr(r, "peer", None)]
+        return [r.request_id for r in served_lines if r.method.endswith("/Metadata")]  # type: ignore[attr-defined]
+
+    # The server writes its access line once the reply is sent, so it may come after the client has the reply.
+    waited = time.monotonic() + 10
+    while len(served_ids()) < 2 and time.monotonic() < waited:
+        time.sleep(0.01)
+    ids = served_ids()
     assert ids[0] == "join-me-42"
     assert ids[1] != "bad id forged=1" and valid_request_id(ids[1]) == ids[1]
     client_lines = [r for r in caplog.records if r.name == "ppsvm.access" and getattr(r, "entity", None) == entity.id]
