@@ -124,7 +124,6 @@ class Request:
     """A party's request as the operator reads it."""
 
     name: str
-    role: str
     csr: bytes
     share_key: bytes | None
     source: Path
@@ -142,7 +141,7 @@ def read_request(path: Path) -> Request:
         share_key = bytes.fromhex(key) if isinstance(key, str) else None
     except ValueError:
         raise ConfigError(f"{path}: share_key is not hex text") from None
-    return Request(name, str(document.get("role", "")), csr, share_key, path)
+    return Request(name, csr, share_key, path)
 
 
 # --- 2. the operator ------------------------------------------------------------------------------
@@ -244,7 +243,6 @@ class _Published:
     """What the operator published, as a party reads it."""
 
     def __init__(self, directory: Path):
-        self.directory = directory
         document = _read_json(
             directory / ENROLMENT_FILE, _ENROLMENT_FORMAT, "an enrolment file (published by `ppsvm operator publish`)"
         )
