@@ -26,7 +26,7 @@ from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import ID_KEY_FILE, SplitOptions, split_dataset
 from ppsvm.entity.server import start_entity
 from ppsvm.errors import ConfigError
-from ppsvm.logs import JsonFormatter, call_fields, valid_request_id
+from ppsvm.logs import ACCESS_LOGGER, JsonFormatter, call_fields, valid_request_id
 from ppsvm.wire.grpc_util import open_channel
 from ppsvm.wire.health import ENTITY_SERVICE, HEALTH_SERVICE, check_health
 from ppsvm.wire.metrics import RpcMetrics, serve_metrics, write_training_metrics
@@ -156,6 +156,8 @@ def test_request_id_from_the_caller_reaches_the_handlers_log_lines(
     """A safe x-request-id is taken and set on the handler's lines and the access line; an unsafe one is replaced."""
     entity = served.federation.config.entities[0]
     caplog.set_level(logging.DEBUG)
+    # An earlier test in this worker may have run configure_logging, which quiets the access logger at text/INFO.
+    caplog.set_level(logging.DEBUG, logger=ACCESS_LOGGER)
     with open_channel(entity.address, tls=served.federation.config.tls, peer=entity.id) as channel:
         stub = pb_grpc.EntityStub(channel)
         stub.Metadata(pb.Empty(), timeout=10, metadata=[("x-request-id", "join-me-42")])
