@@ -22,6 +22,10 @@ NU_GRID_REGRESS = (1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1.0, 1e1)
 # WDBC's best widths reached the low end of 1/16..64 in 4 of 10 folds, sinc's the high end.
 MU_GRID_TIMES_N = (1 / 64, 1 / 16, 1 / 4, 1.0, 4.0, 16.0, 64.0, 256.0)
 DEFAULT_FOLDS = 5
+# The nested uniform design's range of log10 nu: Mangasarian & Wild section 4 for classification; for
+# regression the grid's range above (nu weighs ||u||_1 there).
+UD_LOG10_NU_CLASSIFY = (-7.0, 7.0)
+UD_LOG10_NU_REGRESS = (-7.0, 1.0)
 
 # Seconds a coordinator waits for an entity call before giving up (per call).
 DEFAULT_DEADLINE_S = 120.0

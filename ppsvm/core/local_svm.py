@@ -18,7 +18,7 @@ import numpy as np
 from ppsvm.constants import DEFAULT_FOLDS, MAX_BASIS_POINTS, REFERENCE_ROW_FRACTION
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.lp import Task, solve_lp
-from ppsvm.core.tuning import TuningResult, search_grid, tune
+from ppsvm.core.tuning import Search, TuningResult, tune_search
 
 
 @dataclass(frozen=True)
@@ -57,6 +57,7 @@ def fit_local(
     mu: float | None,
     seed: int,
     folds: int = DEFAULT_FOLDS,
+    search: Search = "grid",
     progress: Callable[[int, int], None] | None = None,
 ) -> LocalModel:
     """Fit a reduced-kernel SVM; nu / mu of None are tuned by cross-validation.
@@ -70,6 +71,10 @@ def fit_local(
         Fraction of rows (at least one) used as the kernel basis Abar; 1.0 for the full kernel.
     seed : int
         Chooses the basis rows and the folds.
+    folds : int
+        Cross-validation folds of the tuning; ``len(X)`` is leave-one-out.
+    search : {"grid", "uniform-design"}
+        How nu and mu are searched (:func:`ppsvm.core.tuning.tune_search`).
     progress : callable(done, total), optional
         Called after each grid point of the tuning; raising from it stops the fit (a cancelled call).
     """
@@ -83,15 +88,16 @@ def fit_local(
     K = kernel(kernel_name, scaled, basis, mu_ref)
     tuning = None
     if nu is None or (mu is None and kernel_name == "gaussian"):
-        nu_values, mu_values = search_grid(task, kernel_name, n, nu, mu)
-        tuning = tune(
+        tuning = tune_search(
             task,
             kernel_name,
             K,
             target,
+            search=search,
+            n_features=n,
+            nu=nu,
+            mu=mu,
             mu_ref=mu_ref,
-            nu_values=nu_values,
-            mu_values=mu_values,
             folds=folds,
             seed=seed,
             progress=progress,

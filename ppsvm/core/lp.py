@@ -58,6 +58,8 @@ Task = Literal["classify", "regress"]
 # 40k rows, 20.3 s vs 8.1 s at 160k. The simplex's bound-flipping ratio test grows with the
 # column count; interior-point iterations stay few. Both end at a vertex (IPM crosses over).
 _IPM_ABOVE_ROWS = 60_000
+# A dual variable this small (relative to its bound) counts as 0 for leave-one-out: its row is not a support vector.
+_LOO_ZERO = 1e-9
 _CERTIFICATE_CHUNK_ROWS = 65_536
 
 
@@ -267,6 +269,16 @@ def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
     With row multipliers (p, q) the reduced cost of a_i is
     -1 - d_i (K_i p + q) (classify), so u = -p and gamma = q.
     """
+    solver = _highs_dual_model(task, K, target, nu)
+    _run_highs(solver, K.shape[0])
+    u, gamma = _highs_primal(solver, K.shape[1])
+    info = solver.getInfo()
+    a = np.asarray(solver.getSolution().col_value)
+    return u, gamma, a, int(info.simplex_iteration_count + info.ipm_iteration_count)
+
+
+def _highs_dual_model(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> highspy.Highs:
+    """A HiGHS instance holding the LP dual of :func:`_highs_dual`, not yet solved."""
     m, mbar = K.shape
     if task == "classify":
         rows = np.vstack([(K * target[:, None]).T, target[None, :]])
@@ -294,6 +306,11 @@ def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
     solver.setOptionValue("presolve", "off")
     solver.setOptionValue("random_seed", 0)
     solver.passModel(lp)
+    return solver
+
+
+def _run_highs(solver: highspy.Highs, m: int) -> None:
+    """Solve (from the current basis, if any); raise SolverError unless optimal, after trying the other method."""
     solver.run()
     status = solver.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
@@ -304,13 +321,63 @@ def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
         solver.clearSolver()
         solver.setOptionValue("solver", other)
         solver.run()
+        solver.setOptionValue("solver", "ipm" if m > _IPM_ABOVE_ROWS else "simplex")
         status = solver.getModelStatus()
     if status != highspy.HighsModelStatus.kOptimal:
         raise SolverError(f"HiGHS stopped with status {solver.modelStatusToString(status)!r} on the LP dual")
-    solution = solver.getSolution()
-    duals, a = np.asarray(solution.row_dual), np.asarray(solution.col_value)
-    info = solver.getInfo()
-    return -duals[:mbar], float(duals[mbar]), a, int(info.simplex_iteration_count + info.ipm_iteration_count)
+
+
+def _highs_primal(solver: highspy.Highs, mbar: int) -> tuple[np.ndarray, float]:
+    """(u, gamma) from the row multipliers of the solved dual."""
+    duals = np.asarray(solver.getSolution().row_dual)
+    return -duals[:mbar], float(duals[mbar])
+
+
+def leave_one_out_decisions(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> np.ndarray:
+    """Each row's decision value from the LP solved without that row: leave-one-out in m warm-started solves.
+
+    Leaving row i out is fixing its dual variable a_i at 0. A row whose a_i is already 0 at the full
+    optimum leaves that optimum unchanged, so it needs no solve; every other row is one re-solve of the
+    dual simplex from the previous basis (a few pivots), not a fresh LP: about ten times faster than
+    m separate fits on the papers' cells of about 25 records.
+
+    Parameters
+    ----------
+    K : ndarray, shape (m, mbar)
+    target : ndarray, shape (m,)
+
+    Returns
+    -------
+    ndarray, shape (m,)
+        K_i u_(-i) - gamma_(-i); NaN where leaving row i out leaves one class only (classify).
+
+    Raises
+    ------
+    SolverError
+        HiGHS found no optimum of the full problem or of some reduced one.
+    """
+    K, target = _validate(task, K, target, nu)
+    m, mbar = K.shape
+    solver = _highs_dual_model(task, K, target, nu)
+    _run_highs(solver, m)
+    u, gamma = _highs_primal(solver, mbar)
+    full = K @ u - gamma
+    a = np.asarray(solver.getSolution().col_value)
+    low, high = (0.0, nu) if task == "classify" else (-1.0, 1.0)
+    decisions = np.empty(m)
+    for i in range(m):
+        if task == "classify" and np.count_nonzero(target == target[i]) < 2:
+            decisions[i] = np.nan
+            continue
+        if abs(a[i]) <= _LOO_ZERO * max(1.0, high):
+            decisions[i] = full[i]
+            continue
+        solver.changeColBounds(i, 0.0, 0.0)
+        _run_highs(solver, m)
+        u_i, gamma_i = _highs_primal(solver, mbar)
+        decisions[i] = float(K[i] @ u_i - gamma_i)
+        solver.changeColBounds(i, low, high)
+    return decisions
 
 
 # --- cvxpy formulations --------------------------------------------------------------------------

@@ -9,23 +9,40 @@ where one fit takes 1 s (issue 17). So above :func:`tuning_row_limit` rows (8,00
 for mbar = 19, fewer for wider bases) the search runs on a stratified random
 subset, and from HALVING_FROM_ROWS on it halves: two hyperparameters are chosen
 as well from a few thousand records. The final model is still fitted on every row.
+
+Two searches (:data:`SEARCHES`): the full grid of :func:`search_grid` (the default), and the
+nested uniform design the papers tuned with (:func:`tune_uniform_design`, designs from
+:mod:`ppsvm.core.design`): 2 x 30 points over log10 nu in [-7, 7] and the grid's widths.
 """
 
 from __future__ import annotations
 
 import logging
+import math
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
+from typing import Any, Literal, get_args
 
 import numpy as np
 
-from ppsvm.constants import MU_GRID_TIMES_N, NU_GRID_CLASSIFY, NU_GRID_REGRESS
+from ppsvm.constants import (
+    MU_GRID_TIMES_N,
+    NU_GRID_CLASSIFY,
+    NU_GRID_REGRESS,
+    UD_LOG10_NU_CLASSIFY,
+    UD_LOG10_NU_REGRESS,
+)
+from ppsvm.core.design import UD_NESTINGS, UD_RUNS, Box
 from ppsvm.core.kernels import KernelName, rescale_gaussian
-from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task, solve_lp
+from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task, leave_one_out_decisions, solve_lp
 from ppsvm.core.metrics import error_rate, relative_error
 from ppsvm.errors import SolverError
 
 logger = logging.getLogger(__name__)
+
+# How nu and mu are searched: the full grid (ppsvm's default) or the papers' nested uniform design.
+Search = Literal["grid", "uniform-design"]
+SEARCHES: tuple[str, ...] = get_args(Search)
 
 # Rows the cross-validation may use: about TUNING_WORK / (mbar + 1)^2, within [MIN, MAX].
 TUNING_MAX_ROWS = 8_000
@@ -167,6 +184,11 @@ def tuning_row_limit(mbar: int) -> int:
     return int(np.clip(TUNING_WORK // (mbar + 1) ** 2, TUNING_MIN_ROWS, TUNING_MAX_ROWS))
 
 
+def grid_points(nu_values: Sequence[float], mu_values: Sequence[float]) -> list[tuple[float, float]]:
+    """Every (nu, mu) of the grid, mu-major (one rescaled kernel serves a run of points)."""
+    return [(float(nu), float(mu)) for mu in mu_values for nu in nu_values]
+
+
 def tune(
     task: Task,
     kernel: KernelName,
@@ -174,51 +196,61 @@ def tune(
     target: np.ndarray,
     *,
     mu_ref: float,
-    nu_values: Sequence[float],
-    mu_values: Sequence[float],
+    points: Sequence[tuple[float, float]],
     folds: int,
     seed: int,
     formulation: Formulation = DEFAULT_FORMULATION,
     progress: Callable[[int, int], None] | None = None,
     max_rows: int | None = None,
 ) -> TuningResult:
-    """Grid search by k-fold cross-validation; ties go to the earlier grid point.
+    """Score (nu, mu) points by k-fold cross-validation and keep the best; ties go to the earlier point.
 
-    From HALVING_FROM_ROWS rows on (after subsampling), every grid point is first scored on one fold
+    From HALVING_FROM_ROWS rows on (after subsampling), every point is first scored on one fold
     and only the best quarter (at least HALVING_KEEP) on the others: 2.5 times fewer solves on the
-    default grid. Smaller problems, such as the papers' tables, get the full grid on every fold.
+    default grid. Smaller problems, such as the papers' tables, get every point on every fold.
 
     Parameters
     ----------
     K_ref : ndarray, shape (m, mbar)
         The assembled kernel (Gaussian: at width ``mu_ref``).
     target : ndarray, shape (m,)
-    mu_values : sequence of float
-        Gaussian widths to try; ignored (a single 0.0) for linear kernels.
+    points : sequence of (nu, mu)
+        mu is ignored (0.0) for linear kernels.
+    folds : int
+        Cross-validation folds; ``len(target)`` or more is leave-one-out.
     progress : callable(done, total), optional
         Called after each solve-bearing step, with the number of fold fits done and planned.
     max_rows : int, optional
         Cross-validate on a stratified random subset of this many rows when there are more;
         default :func:`tuning_row_limit` of the basis size.
     """
-    mus = list(mu_values) if kernel == "gaussian" else [0.0]
     limit = tuning_row_limit(K_ref.shape[1]) if max_rows is None else max_rows
     if len(target) > limit:
         rows = tuning_rows(task, target, limit, seed)
         K_ref, target = K_ref[rows], target[rows]
     index = fold_indices(task, target, min(folds, len(target)), seed)
-    grid = [(float(nu), float(mu)) for mu in mus for nu in nu_values]
+    grid = [(float(nu), float(mu) if kernel == "gaussian" else 0.0) for nu, mu in points]
     halving = len(target) >= HALVING_FROM_ROWS and len(grid) > HALVING_KEEP
     promoted = max(HALVING_KEEP, -(-len(grid) // 4)) if halving else len(grid)
     fold_errors: list[list[float]] = [[] for _ in grid]
     total = len(grid) + (len(index) - 1) * promoted if halving else len(grid) * len(index)
     done = 0
 
-    def score(points: list[int], held_out: list[np.ndarray]) -> None:
+    # Leave-one-out of the classification LP by warm-started re-solves (lp.leave_one_out_decisions): the same
+    # errors as one fit per fold, about ten times faster.
+    warm_loo = len(index) == len(target) and task == "classify" and formulation in ("auto", "highs-dual")
+
+    def score(chosen: list[int], held_out: list[np.ndarray]) -> None:
         nonlocal done
-        for mu in dict.fromkeys(grid[k][1] for k in points):
+        for mu in dict.fromkeys(grid[k][1] for k in chosen):
             K = rescale_gaussian(K_ref, mu_ref, mu) if kernel == "gaussian" else K_ref
-            for k in (k for k in points if grid[k][1] == mu):
+            for k in (k for k in chosen if grid[k][1] == mu):
+                if warm_loo:
+                    fold_errors[k] = _leave_one_out_errors(K, target, grid[k][0])
+                    done += len(held_out)
+                    if progress is not None:
+                        progress(done, total)
+                    continue
                 for held in held_out:
                     error = fold_error(task, K, target, grid[k][0], held, formulation)
                     if error is not None:
@@ -236,14 +268,147 @@ def tune(
         score(everything, index)
     if not any(fold_errors):
         raise ValueError("no cross-validation fold had both classes in its training part")
-    # Only grid points scored on every fold can win; the others keep their first-fold score for the record.
+    # Only points scored on every fold can win; the others keep their first-fold score for the record.
     complete = max(len(errors) for errors in fold_errors)
     scores = tuple((nu, mu, _mean(errors)) for (nu, mu), errors in zip(grid, fold_errors, strict=True))
     best = min((k for k in everything if len(fold_errors[k]) == complete), key=lambda k: (scores[k][2], k))
     nu, mu, best_score = scores[best]
     if not np.isfinite(best_score):
         raise SolverError("the LP could not be solved at any grid point of the cross-validation")
-    return TuningResult(nu, mu if kernel == "gaussian" else 0.0, best_score, scores, len(target), promoted)
+    return TuningResult(nu, mu, best_score, scores, len(target), promoted)
+
+
+def search_space(task: Task, kernel: KernelName, n_features: int, nu: float | None, mu: float | None) -> Box:
+    """The nested uniform design's first box over (log10 nu[, log10 mu]); a setting given is not searched.
+
+    log10 nu spans Mangasarian & Wild's [-7, 7] for classification (UD_LOG10_NU_REGRESS for regression,
+    where nu weighs ||u||_1); log10 mu spans the grid's widths MU_GRID_TIMES_N / n. A fixed setting is
+    a zero-width side.
+    """
+    nu_low, nu_high = UD_LOG10_NU_CLASSIFY if task == "classify" else UD_LOG10_NU_REGRESS
+    if nu is not None:
+        nu_low = nu_high = math.log10(nu)
+    if kernel != "gaussian":
+        return Box((nu_low,), (nu_high,))
+    if mu is not None:
+        mu_low = mu_high = math.log10(mu)
+    else:
+        mu_low, mu_high = (math.log10(t / n_features) for t in (MU_GRID_TIMES_N[0], MU_GRID_TIMES_N[-1]))
+    return Box((nu_low, mu_low), (nu_high, mu_high))
+
+
+def tune_uniform_design(
+    task: Task,
+    kernel: KernelName,
+    K_ref: np.ndarray,
+    target: np.ndarray,
+    *,
+    mu_ref: float,
+    box: Box,
+    folds: int,
+    seed: int,
+    runs: int = UD_RUNS,
+    nestings: int = UD_NESTINGS,
+    formulation: Formulation = DEFAULT_FORMULATION,
+    progress: Callable[[int, int], None] | None = None,
+    max_rows: int | None = None,
+) -> TuningResult:
+    """Nested uniform design (Mangasarian & Wild section 4, after Huang et al.): ``runs`` points over ``box``,
+    then ``runs`` over a box of half its size around the best so far, ``nestings`` times; the best point wins.
+
+    The folds and any row subset are the same in every nesting (same ``seed``), so scores compare. Returns
+    the points of every nesting in order in ``scores``; ties go to the earlier point.
+    """
+    current, combined, promoted = box, None, 0
+    searched: list[tuple[float, float, float]] = []
+    for nesting in range(nestings):
+        logs = current.points(runs)
+        points = [(10 ** row[0], 10 ** row[1] if len(row) > 1 else 0.0) for row in logs]
+
+        def report(done: int, total: int, offset: int = nesting) -> None:
+            if progress is not None:
+                progress(offset * total + done, nestings * total)
+
+        result = tune(
+            task,
+            kernel,
+            K_ref,
+            target,
+            mu_ref=mu_ref,
+            points=points,
+            folds=folds,
+            seed=seed,
+            formulation=formulation,
+            progress=report,
+            max_rows=max_rows,
+        )
+        searched.extend(result.scores)
+        promoted += result.promoted
+        if combined is None or result.score < combined.score:
+            combined = result
+        best = [math.log10(combined.nu)] + ([math.log10(combined.mu)] if len(box.low) > 1 else [])
+        current = current.around(np.array(best), box)
+    assert combined is not None
+    return TuningResult(combined.nu, combined.mu, combined.score, tuple(searched), combined.rows, promoted)
+
+
+def tune_search(
+    task: Task,
+    kernel: KernelName,
+    K_ref: np.ndarray,
+    target: np.ndarray,
+    *,
+    search: Search,
+    n_features: int,
+    nu: float | None,
+    mu: float | None,
+    mu_ref: float,
+    folds: int,
+    seed: int,
+    formulation: Formulation = DEFAULT_FORMULATION,
+    progress: Callable[[int, int], None] | None = None,
+    max_rows: int | None = None,
+) -> TuningResult:
+    """Tune what is None of nu and mu by ``search``: "grid" (:func:`search_grid`) or "uniform-design".
+
+    Parameters
+    ----------
+    K_ref : ndarray, shape (m, mbar)
+        The assembled kernel (Gaussian: at width ``mu_ref``).
+    target : ndarray, shape (m,)
+    n_features : int
+        n, which sets the Gaussian widths' range (features scaled to [0, 1]).
+    folds : int
+        Cross-validation folds; ``len(target)`` is leave-one-out.
+    """
+    common: dict[str, Any] = {
+        "mu_ref": mu_ref,
+        "folds": folds,
+        "seed": seed,
+        "formulation": formulation,
+        "progress": progress,
+        "max_rows": max_rows,
+    }
+    if search == "grid":
+        points = grid_points(*search_grid(task, kernel, n_features, nu, mu))
+        return tune(task, kernel, K_ref, target, points=points, **common)
+    if search == "uniform-design":
+        box = search_space(task, kernel, n_features, nu, mu)
+        return tune_uniform_design(task, kernel, K_ref, target, box=box, **common)
+    raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
+
+
+def _leave_one_out_errors(K: np.ndarray, target: np.ndarray, nu: float) -> list[float]:
+    """Per row, 1.0 if the fit without it misclassifies it, else 0.0 (rows whose class it alone holds skipped);
+    inf for every row where the LP could not be solved, as :func:`fold_error` scores a hopeless point."""
+    try:
+        decisions = leave_one_out_decisions("classify", K, target, nu)
+    except SolverError as error:
+        logger.warning("leave-one-out at nu = %g: %s; scoring this point as unusable", nu, error)
+        return [float("inf")] * len(target)
+    return [
+        error_rate(target[i : i + 1], decisions[i : i + 1]) for i in range(len(target)) if np.isfinite(decisions[i])
+    ]
 
 
 def _mean(errors: list[float]) -> float:

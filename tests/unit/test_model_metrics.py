@@ -24,7 +24,7 @@ from ppsvm.core.lp import solve_lp
 from ppsvm.core.metrics import auc, classification_report, error_rate, evaluate, relative_error, rmse
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.privacy import check_mbar
-from ppsvm.core.tuning import TuningResult, cross_validation_score, fold_indices, tune
+from ppsvm.core.tuning import TuningResult, cross_validation_score, fold_indices, grid_points, tune
 from ppsvm.errors import ConfigError, PrivacyError
 
 
@@ -267,7 +267,7 @@ def test_tune_picks_lowest_cross_validated_error() -> None:
     X, y, B = tiny_problem()
     K = linear_kernel(X, B)
     nus = [1e-3, 0.1, 10.0, 1e3]
-    result = tune("classify", "linear", K, y, mu_ref=1.0, nu_values=nus, mu_values=[5.0], folds=3, seed=4)
+    result = tune("classify", "linear", K, y, mu_ref=1.0, points=grid_points(nus, [5.0]), folds=3, seed=4)
     parts = fold_indices("classify", y, 3, 4)
     scores = [cross_validation_score("classify", K, y, nu, parts) for nu in nus]
     best = int(np.argmin(scores))  # first minimum, as tune's ties go to the earlier point
@@ -292,8 +292,7 @@ def test_tune_gaussian_by_rescaling_equals_direct_kernels() -> None:
             K,
             y,
             mu_ref=mu_fetched,
-            nu_values=nus,
-            mu_values=mu_values,
+            points=grid_points(nus, mu_values),
             folds=3,
             seed=2,
             **progress,
@@ -369,6 +368,7 @@ def test_default_mbar_rule(widths: list[int], n_train: int) -> None:
         ({"nu": math.nan}, "nu must be a number > 0 or 'auto', got nan"),
         ({"mu": math.inf}, "mu must be a number > 0 or 'auto', got inf"),
         ({"folds": 1}, "folds must be >= 2, got 1"),
+        ({"search": "random"}, "search must be one of grid, uniform-design, got 'random'"),
     ],
 )
 def test_train_options_validation(changes: dict[str, object], fragment: str) -> None:
@@ -499,14 +499,14 @@ def test_a_grid_point_whose_lp_fails_is_skipped(monkeypatch: pytest.MonkeyPatch)
 
     monkeypatch.setattr(tuning, "solve_lp", flaky)
     result = tuning.tune(
-        "classify", "linear", K, y, mu_ref=1.0, nu_values=(0.1, 1.0, 10.0), mu_values=(0.0,), folds=4, seed=0
+        "classify", "linear", K, y, mu_ref=1.0, points=grid_points((0.1, 1.0, 10.0), (0.0,)), folds=4, seed=0
     )
     scores = {nu: score for nu, _, score in result.scores}
     assert scores[1.0] == float("inf") and result.nu != 1.0 and np.isfinite(result.score)
 
     monkeypatch.setattr(tuning, "solve_lp", lambda *a, **k: (_ for _ in ()).throw(SolverError("always")))
     with pytest.raises(SolverError, match="any grid point"):
-        tuning.tune("classify", "linear", K, y, mu_ref=1.0, nu_values=(0.1,), mu_values=(0.0,), folds=4, seed=0)
+        tuning.tune("classify", "linear", K, y, mu_ref=1.0, points=[(0.1, 0.0)], folds=4, seed=0)
 
 
 def test_classification_report_matches_scikit_learn() -> None:

@@ -9,7 +9,7 @@ import pytest
 
 import ppsvm.core.tuning as tuning
 from ppsvm.core.kernels import gaussian_kernel
-from ppsvm.core.tuning import cross_validation_score, fold_indices, tune, tuning_row_limit, tuning_rows
+from ppsvm.core.tuning import cross_validation_score, fold_indices, grid_points, tune, tuning_row_limit, tuning_rows
 from ppsvm.progress import EtaLog, WaitLog, clock
 
 
@@ -47,7 +47,7 @@ def test_tune_on_more_rows_than_the_limit_uses_the_subset(monkeypatch: pytest.Mo
     monkeypatch.setattr(tuning, "HALVING_FROM_ROWS", 10**9)
     K, y = problem(900)
     nus = [0.1, 10.0]
-    result = tune("classify", "linear", K, y, mu_ref=1.0, nu_values=nus, mu_values=[0.0], folds=3, seed=2, max_rows=300)
+    result = tune("classify", "linear", K, y, mu_ref=1.0, points=grid_points(nus, [0.0]), folds=3, seed=2, max_rows=300)
     rows = tuning_rows("classify", y, 300, seed=2)
     parts = fold_indices("classify", y[rows], 3, 2)
     expected = [cross_validation_score("classify", K[rows], y[rows], nu, parts) for nu in nus]
@@ -63,7 +63,7 @@ def test_successive_halving(monkeypatch: pytest.MonkeyPatch) -> None:
     nus, mus = [1e-2, 1.0, 1e2, 1e4], [0.1, 0.5, 2.0]
     calls: list[tuple[int, int]] = []
     result = tune(
-        "classify", "gaussian", K, y, mu_ref=0.5, nu_values=nus, mu_values=mus, folds=4, seed=0,
+        "classify", "gaussian", K, y, mu_ref=0.5, points=grid_points(nus, mus), folds=4, seed=0,
         progress=lambda done, total: calls.append((done, total)),
     )  # fmt: skip
     grid = [(nu, mu) for mu in mus for nu in nus]
