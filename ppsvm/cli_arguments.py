@@ -15,6 +15,7 @@ from typing import Any, TypeVar
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS
+from ppsvm.core.tuning import SEARCHES
 from ppsvm.data.dataset import DEFAULT_MISSING_VALUES, ColumnRef, DatasetOptions
 from ppsvm.errors import ConfigError
 
@@ -198,6 +199,7 @@ def training_flags(args: argparse.Namespace) -> dict[str, Any]:
         "seed": args.seed,
         "formulation": args.lp_formulation,
         "basis": args.basis,
+        "search": args.search,
     }
 
 
@@ -211,6 +213,17 @@ def add_basis_argument(parser: argparse.ArgumentParser) -> None:
         "nothing more leaves an entity), up to 10%% of the training rows (at most 500); helps when many "
         "partitions leave a small mbar. auto (default): cross-validate both on the same blocks and keep the "
         "better (ties: paper); with one column block they are the same",
+    )
+    add_search_argument(parser)
+
+
+def add_search_argument(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--search",
+        choices=SEARCHES,
+        default="grid",
+        help="how auto nu and mu are tuned: grid (default), every point of the 7 x 8 grid; uniform-design, the "
+        "papers' nested uniform design (2 x 30 points, log10 nu in [-7, 7], the grid's widths)",
     )
 
 

@@ -21,6 +21,7 @@ from ppsvm.cli_arguments import (
     add_basis_argument,
     add_connection_arguments,
     add_dp_arguments,
+    add_search_argument,
     add_task_arguments,
     federation_from_args,
     read_id_list,
@@ -83,6 +84,13 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_connection_arguments(baselines)
     baselines.add_argument("--json", action="store_true")
     add_task_arguments(baselines, random_kernel=False)
+    add_search_argument(baselines)
+    baselines.add_argument(
+        "--leave-one-out",
+        action="store_true",
+        help="tune by leave-one-out instead of 5-fold cross-validation, as the papers did for cells of about 25 "
+        "records (entities refuse it above 200 training records)",
+    )
     baselines.set_defaults(run=cmd_baselines)
 
     predict = actions.add_parser(
@@ -268,7 +276,13 @@ def cmd_baselines(args: argparse.Namespace) -> int:
     from ppsvm.coordinator.evaluate import mean_figures
 
     results = federation_from_args(args).baselines(
-        task=args.task, kernel=args.kernel, nu=args.nu, mu=args.mu, seed=args.seed
+        task=args.task,
+        kernel=args.kernel,
+        nu=args.nu,
+        mu=args.mu,
+        seed=args.seed,
+        search=args.search,
+        leave_one_out=args.leave_one_out,
     )
     rows = [{"entity": r.entity_id, "n_train": r.n_train, "n_test": r.n_test, **r.figures} for r in results]
     if args.json:

@@ -19,6 +19,7 @@ from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import classification_report, trivial_baseline
 from ppsvm.core.metrics import evaluate as figures_for
 from ppsvm.core.model import Model
+from ppsvm.core.tuning import Search
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.progress import EtaLog, WaitLog, clock
 from ppsvm.wire.proto_names import KERNEL_KINDS
@@ -236,14 +237,33 @@ def entity_alone(
     mu: float | None,
     seed: int,
     deadline: float = DEFAULT_DEADLINE_S,
+    search: Search = "grid",
+    leave_one_out: bool = False,
+    entities: Sequence[str] | None = None,
 ) -> list[BaselineFigures]:
-    """Ask every entity to train on its own cell and report its held-out error (only figures leave it).
+    """Ask every entity (or those named in ``entities``) to train on its own cell and report its held-out error.
 
-    The entities compute concurrently and cannot report mid-call, so the log says which are done
-    as they finish and, every 30 s, which are still computing.
+    Only figures leave an entity. nu and mu of None are tuned inside each entity by ``search``, with 5-fold
+    cross-validation or ``leave_one_out`` (the papers' choice for cells of about 25 records). The entities
+    compute concurrently and cannot report mid-call, so the log says which are done as they finish and,
+    every 30 s, which are still computing.
     """
-    request = pb.BaselineRequest(task=task, kernel=KERNEL_KINDS[kernel], nu=nu or 0.0, mu=mu or 0.0, seed=seed)
-    pending = {e.id for e in federation.entities}
+    request = pb.BaselineRequest(
+        task=task,
+        kernel=KERNEL_KINDS[kernel],
+        nu=nu or 0.0,
+        mu=mu or 0.0,
+        seed=seed,
+        search=search,
+        leave_one_out=leave_one_out,
+    )
+    chosen = list(federation.entities)
+    if entities is not None:
+        unknown = sorted(set(entities) - {e.id for e in chosen})
+        if unknown or not entities:
+            raise ConfigError(f"no such entities in the federation: {', '.join(unknown) or 'none named'}")
+        chosen = [e for e in chosen if e.id in set(entities)]
+    pending = {e.id for e in chosen}
     lock = threading.Lock()
     started = time.monotonic()
 
@@ -251,10 +271,10 @@ def entity_alone(
         reply = client.local_baseline(request)
         with lock:
             pending.discard(client.entity.id)
-            done = len(federation.entities) - len(pending)
+            done = len(chosen) - len(pending)
         logger.info(
             "baselines: entity %s done after %s (%d/%d)",
-            client.entity.id, clock(time.monotonic() - started), done, len(federation.entities),
+            client.entity.id, clock(time.monotonic() - started), done, len(chosen),
         )  # fmt: skip
         return reply
 
@@ -263,11 +283,11 @@ def entity_alone(
             return f"baselines: waiting for {', '.join(sorted(pending))}"
 
     with Session(federation, deadline) as session, WaitLog(logger, waiting):
-        replies = session.each(baseline)
+        replies = session.each(baseline, chosen)
     keys = ("error_rate", "auc") if task == "classify" else ("relative_error", "rmse")
     return [
         BaselineFigures(r.entity_id, r.n_train, r.n_test, {key: getattr(r, key) for key in keys})
-        for r in (replies[e.id] for e in federation.entities)
+        for r in (replies[e.id] for e in chosen)
     ]
 
 

@@ -18,6 +18,7 @@ from ppsvm.core.kernels import KernelName
 from ppsvm.core.local_svm import fit_local, reference_basis_fraction
 from ppsvm.core.lp import Task
 from ppsvm.core.metrics import evaluate
+from ppsvm.core.tuning import Search
 from ppsvm.data.cell import Cell
 from ppsvm.data.sources import read_source
 from ppsvm.errors import ConfigError, DataError
@@ -77,13 +78,25 @@ def pooled_reference(
     nu: float | None,
     mu: float | None,
     seed: int,
+    search: Search = "grid",
 ) -> dict[str, Any]:
-    """Train and evaluate the pooled reduced-kernel reference; returns its figures and settings."""
+    """Train and evaluate the pooled reduced-kernel reference; returns its figures and settings.
+
+    ``seed`` draws the basis rows Abar and the folds; ``search`` is how nu and mu of None are tuned.
+    """
     X_train, y_train, X_test, y_test = pool_cells(split_dir)
     if len(y_test) == 0:
         raise DataError(f"{split_dir}: no held-out records to evaluate the reference on")
     model = fit_local(
-        task, kernel, X_train, y_train, basis_fraction=reference_basis_fraction(len(y_train)), nu=nu, mu=mu, seed=seed
+        task,
+        kernel,
+        X_train,
+        y_train,
+        basis_fraction=reference_basis_fraction(len(y_train)),
+        nu=nu,
+        mu=mu,
+        seed=seed,
+        search=search,
     )
     return {
         **evaluate(task, y_test, model.decision(X_test)),

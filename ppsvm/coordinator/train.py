@@ -17,7 +17,7 @@ from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gau
 from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, Task, solve_lp
 from ppsvm.core.model import Model, ModelEntity
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
-from ppsvm.core.tuning import search_grid, tune
+from ppsvm.core.tuning import SEARCHES, Search, tune_search
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
 from ppsvm.progress import EtaLog
 
@@ -44,6 +44,9 @@ class TrainOptions:
         training rows in all (the pooled reference's basis size, at most MAX_BASIS_POINTS); the
         entities' blocks and requests are exactly the paper's. "auto" (default) cross-validates
         both on the same fetched blocks and keeps the better (ties: the paper's).
+    search : {"grid", "uniform-design"}
+        How "auto" nu and mu are searched: the full grid (default) or the papers' nested uniform design
+        (:func:`ppsvm.core.tuning.tune_uniform_design`).
     """
 
     task: Task = "classify"
@@ -57,10 +60,13 @@ class TrainOptions:
     deadline: float = DEFAULT_DEADLINE_S
     distribute: bool = True
     basis: str = "auto"
+    search: Search = "grid"
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
             raise ConfigError(f"basis must be one of {', '.join(BASES)}, got {self.basis!r}")
+        if self.search not in SEARCHES:
+            raise ConfigError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
         if self.task not in TASKS:
             raise ConfigError(f"task must be 'classify' or 'regress', got {self.task!r}")
         if self.kernel not in KERNELS:
@@ -168,23 +174,19 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
         needs_tuning = nu is None or (mu is None and options.kernel == "gaussian")
         if needs_tuning or len(candidates) > 1:
-            nu_values, mu_values = search_grid(options.task, options.kernel, n_total, nu, mu)
             results = {}
             for candidate in candidates:
-                logger.info(
-                    "cross-validating %d grid point(s) with the %s basis, %d folds",
-                    len(nu_values) * len(mu_values),
-                    candidate,
-                    options.folds,
-                )
-                results[candidate] = tune(
+                logger.info("tuning by %s with the %s basis, %d folds", options.search, candidate, options.folds)
+                results[candidate] = tune_search(
                     options.task,
                     options.kernel,
                     K[:, :mbar] if candidate == "paper" and columns is not None else K,
                     target,
+                    search=options.search,
+                    n_features=n_total,
+                    nu=nu,
+                    mu=mu,
                     mu_ref=mu_fetch,
-                    nu_values=nu_values,
-                    mu_values=mu_values,
                     folds=options.folds,
                     seed=options.seed,
                     formulation=options.formulation,
@@ -195,6 +197,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             result = results[basis]
             nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
             tuning = {
+                "search": options.search,
                 "folds": options.folds,
                 "seed": options.seed,
                 "rows": result.rows,

@@ -26,7 +26,7 @@ from typing import Any, TypedDict
 import numpy as np
 
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
-from ppsvm.constants import MAX_ARRAY_BYTES, MAX_HISTOGRAM_EDGES
+from ppsvm.constants import DEFAULT_FOLDS, MAX_ARRAY_BYTES, MAX_HISTOGRAM_EDGES
 from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, is_mechanism, private_weights
 from ppsvm.core.dp_model import DpModel, parse_any_model
 from ppsvm.core.fourier import apply_scaling, fourier_features
@@ -38,6 +38,7 @@ from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
 from ppsvm.core.release_log import ReleaseLog, create_release_log
+from ppsvm.core.tuning import SEARCHES, Search
 from ppsvm.data.schema import numeric_schema
 from ppsvm.data.sources import read_source
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
@@ -50,6 +51,8 @@ logger = logging.getLogger(__name__)
 # The entity-alone model uses its whole cell as the kernel basis up to this many rows, and a
 # random subset of this size beyond: its tuning (dozens of LPs) must fit in one call's deadline.
 _BASELINE_BASIS_ROWS = 300
+# Leave-one-out costs one fit per record and point searched: fine for the papers' cells of about 25 records.
+LEAVE_ONE_OUT_MAX_ROWS = 200
 # Bounds a DpWeights request must keep, checked before any record is read. With the scaled rows
 # clipped to [-SCALED_BOX, SCALED_BOX] and rho's rows of absolute sum <= MAX_RHO_ROW_L1, rho'x is
 # finite for every record, so no failure can depend on what the records hold.
@@ -560,8 +563,15 @@ class EntityCore:
         seed: int,
         peer: str = "",
         wanted: Callable[[], bool] = lambda: True,
+        *,
+        search: Search = "grid",
+        leave_one_out: bool = False,
     ) -> dict[str, float]:
         """Train on this cell alone, evaluate on its held-out records; only the figures leave.
+
+        nu and mu of None are tuned by ``search`` (grid or nested uniform design) with 5-fold
+        cross-validation, or leave-one-out as the papers did for cells of about 25 records (refused above
+        LEAVE_ONE_OUT_MAX_ROWS training records: a requester could otherwise ask for a very long computation).
 
         ``wanted`` (the call's ``context.is_active``) is asked after each grid point of the tuning: once the
         caller has cancelled or its deadline has passed, the computation stops with :class:`CallCancelled`.
@@ -584,7 +594,25 @@ class EntityCore:
             raise DataError(f"entity {self.id}: its training records are all of one class, so it cannot train alone")
         if len(cell.test_ids) == 0:
             raise DataError(f"entity {self.id} holds no held-out records to evaluate on")
-        self.guard.charge("LocalBaseline", peer, task=task, kernel=kernel_name, nu=nu, mu=mu, seed=seed)
+        if search not in SEARCHES:
+            raise DataError(f"entity {self.id}: search must be one of {', '.join(SEARCHES)}, got {search!r}")
+        n_train = len(cell.train_ids)
+        if leave_one_out and n_train > LEAVE_ONE_OUT_MAX_ROWS:
+            raise DataError(
+                f"entity {self.id}: leave-one-out tuning is for cells of at most {LEAVE_ONE_OUT_MAX_ROWS} training "
+                f"records, and this one has more; ask for k-fold cross-validation"
+            )
+        self.guard.charge(
+            "LocalBaseline",
+            peer,
+            task=task,
+            kernel=kernel_name,
+            nu=nu,
+            mu=mu,
+            seed=seed,
+            search=search,
+            leave_one_out=leave_one_out,
+        )
 
         def stop_if_unwanted(done: int, total: int) -> None:
             if not wanted():
@@ -602,6 +630,8 @@ class EntityCore:
                 nu=nu,
                 mu=mu,
                 seed=seed,
+                folds=n_train if leave_one_out else DEFAULT_FOLDS,
+                search=search,
                 progress=stop_if_unwanted,
             )
             figures = evaluate(task, cell.y_test, model.decision(cell.X_test))

@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
 import grpc
 import numpy as np
@@ -13,6 +14,7 @@ from ppsvm import __version__
 from ppsvm.core.dp import DEFAULT_HUBER_H, NON_PRIVATE
 from ppsvm.core.kernels import KernelName, is_kernel_name
 from ppsvm.core.lp import is_task
+from ppsvm.core.tuning import Search
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import DataError
 from ppsvm.wire.chunks import encode_arrays
@@ -123,6 +125,8 @@ class EntityServicer(pb_grpc.EntityServicer):
             request.seed,
             _peer(context),
             context.is_active,
+            search=cast(Search, request.search or "grid"),  # local_baseline refuses an unknown name
+            leave_one_out=request.leave_one_out,
         )
         # Field by field: the classify figures or the regress ones are set, the others stay 0 (unset in proto3).
         return pb.BaselineReply(

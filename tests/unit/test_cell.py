@@ -370,3 +370,23 @@ def test_accept_model_rejects_garbage_without_writing(tmp_path: Path, payload: b
     with pytest.raises(ConfigError):
         core.accept_model(payload, out)
     assert list(out.iterdir()) == []
+
+
+def test_local_baseline_tunes_by_leave_one_out_and_refuses_it_on_large_cells(tmp_path: Path) -> None:
+    rng = np.random.default_rng(0)
+    lines = ["id,label,split,f1,f2,f3"]
+    for i in range(230):
+        x = rng.random(3)
+        label = 1 if x[0] + 0.2 * rng.standard_normal() > 0.5 else -1
+        lines.append(f"r{i},{label},{'test' if i % 10 == 0 else 'train'},{x[0]:.4f},{x[1]:.4f},{x[2]:.4f}")
+    small = make_core(tmp_path / "small", "\n".join(lines[:41]) + "\n")
+    figures = small.local_baseline("classify", "gaussian", None, None, 0, search="uniform-design", leave_one_out=True)
+    assert figures["n_train"] == 36 and 0.0 <= figures["error_rate"] <= 1.0
+    record = small.guard.log.records[-1]
+    assert record["search"] == "uniform-design" and record["leave_one_out"] is True  # the log says how it was tuned
+    large = make_core(tmp_path / "large", "\n".join(lines) + "\n")
+    with pytest.raises(DataError, match="leave-one-out tuning is for cells of at most 200 training records"):
+        large.local_baseline("classify", "linear", None, None, 0, leave_one_out=True)
+    with pytest.raises(DataError, match="search must be one of grid, uniform-design, got 'random'"):
+        small.local_baseline("classify", "linear", None, None, 0, search="random")  # type: ignore[arg-type]
+    assert len(large.guard.log.records) == 0  # refused before anything was released

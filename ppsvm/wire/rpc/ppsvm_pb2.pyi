@@ -136,18 +136,22 @@ class Ack(_message.Message):
     def __init__(self, message: _Optional[str] = ...) -> None: ...
 
 class BaselineRequest(_message.Message):
-    __slots__ = ("task", "kernel", "nu", "mu", "seed")
+    __slots__ = ("task", "kernel", "nu", "mu", "seed", "search", "leave_one_out")
     TASK_FIELD_NUMBER: _ClassVar[int]
     KERNEL_FIELD_NUMBER: _ClassVar[int]
     NU_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     SEED_FIELD_NUMBER: _ClassVar[int]
+    SEARCH_FIELD_NUMBER: _ClassVar[int]
+    LEAVE_ONE_OUT_FIELD_NUMBER: _ClassVar[int]
     task: str
     kernel: KernelKind
     nu: float
     mu: float
     seed: int
-    def __init__(self, task: _Optional[str] = ..., kernel: _Optional[_Union[KernelKind, str]] = ..., nu: _Optional[float] = ..., mu: _Optional[float] = ..., seed: _Optional[int] = ...) -> None: ...
+    search: str
+    leave_one_out: bool
+    def __init__(self, task: _Optional[str] = ..., kernel: _Optional[_Union[KernelKind, str]] = ..., nu: _Optional[float] = ..., mu: _Optional[float] = ..., seed: _Optional[int] = ..., search: _Optional[str] = ..., leave_one_out: _Optional[bool] = ...) -> None: ...
 
 class BaselineReply(_message.Message):
     __slots__ = ("entity_id", "n_train", "n_test", "error_rate", "auc", "relative_error", "rmse")
