@@ -34,6 +34,7 @@ from ppsvm.constants import DEFAULT_FOLDS
 from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.kernels import KernelName
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task
+from ppsvm.core.tuning import Search
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import feature_blocks
 from ppsvm.errors import ConfigError, DataError
@@ -64,6 +65,9 @@ _SHARED_DOC = """
     basis : {"auto", "paper", "product"}, default="auto"
         "product" adds kernel columns pairing rows of different B_j's; "auto" cross-validates both on the same
         blocks and keeps the better (see ``ppsvm coordinator train --basis``).
+    search : {"grid", "uniform-design"}, default="grid"
+        How "auto" nu and mu are searched: the 7 x 8 grid, or the papers' nested uniform design
+        (``ppsvm coordinator train --search``).
     lp_formulation : {"auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}, default="auto"
     random_state : int, RandomState or None, default=None
         An int is the seed of the shuffle and the folds, and fixes the column-block secrets, so B_j
@@ -104,6 +108,7 @@ class _RandomKernelEstimator(BaseEstimator):
         mu: float | str = AUTO,
         folds: int = DEFAULT_FOLDS,
         basis: str = "auto",
+        search: str = "grid",
         lp_formulation: str = DEFAULT_FORMULATION,
         random_state: RandomStateLike = None,
     ) -> None:
@@ -115,6 +120,7 @@ class _RandomKernelEstimator(BaseEstimator):
         self.mu = mu
         self.folds = folds
         self.basis = basis
+        self.search = search
         self.lp_formulation = lp_formulation
         self.random_state = random_state
 
@@ -140,6 +146,7 @@ class _RandomKernelEstimator(BaseEstimator):
             formulation=cast(Formulation, self.lp_formulation),
             distribute=False,
             basis=self.basis,
+            search=cast(Search, self.search),  # TrainOptions refuses an unknown name
         )
         column_secrets = simulation_secrets(seed, len(blocks))
         with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as work:

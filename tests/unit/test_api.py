@@ -97,6 +97,13 @@ def test_estimator_equals_the_coordinator_path(estimator, task: str, column_bloc
     np.testing.assert_allclose(decision, by_entities, rtol=0, atol=1e-9)
 
 
+def test_the_uniform_design_search_reaches_the_coordinator(wdbc) -> None:
+    X, y = wdbc
+    model = RandomKernelClassifier(column_blocks=2, search="uniform-design", random_state=0).fit(X, y).model_
+    assert model.training["tuning"]["search"] == "uniform-design" and len(model.training["tuning"]["grid"]) == 60
+    assert 1e-7 <= model.nu <= 1e7
+
+
 def test_any_two_labels_map_to_the_lp_signs(wdbc) -> None:
     X, y = wdbc
     for labels in (("B", "M"), (0, 1), (-1.0, 1.0), (3, 7)):
@@ -149,6 +156,7 @@ def test_bad_training_input_is_refused_with_a_clear_message(wdbc, change, error,
         ({"column_blocks": [[0, 1], [1, 2]]}, ConfigError, "exactly once"),
         ({"column_blocks": [["radius", "texture"]]}, ConfigError, r"names feature 'radius'.*no column names"),
         ({"column_blocks": "two"}, ConfigError, "a count or a list"),
+        ({"search": "random"}, ConfigError, "search must be one of grid, uniform-design, got 'random'"),
         ({"random_state": -1}, ValueError, "Seed must be between 0 and 2"),
     ],
 )
