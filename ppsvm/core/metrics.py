@@ -40,7 +40,8 @@ def auc(labels: np.ndarray, decision: np.ndarray) -> float:
 
 
 def relative_error(targets: np.ndarray, predictions: np.ndarray) -> float:
-    """||predictions - targets||_2 / ||targets||_2, Fung & Mangasarian eq. (4.17); shapes (m,)."""
+    """The norm ratio ||predictions - targets||_2 / ||targets||_2 (the measure Fung & Mangasarian's printed errors fit,
+    not their eq. (4.17), a sum of pointwise relative errors); shapes (m,)."""
     norm = float(np.linalg.norm(targets))
     if norm == 0.0:
         return float("inf") if np.any(predictions != targets) else 0.0

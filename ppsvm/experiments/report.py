@@ -3,15 +3,17 @@
 from __future__ import annotations
 
 import argparse
+import contextlib
 import datetime
 import importlib.util
 import io
 import json
+import logging
 import os
 import platform
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
 from typing import IO, Any, TypeVar
@@ -61,6 +63,21 @@ def require_matplotlib(who: str = "ppsvm reproduce") -> None:
     """Fail before any long work when the figures cannot be drawn."""
     if importlib.util.find_spec("matplotlib") is None:
         raise ConfigError(f"{who} draws its figures with matplotlib, which is not installed: {INSTALL_HINT}")
+
+
+@contextlib.contextmanager
+def quiet_logs(levels: Mapping[str, int]) -> Iterator[None]:
+    """Raise these loggers' levels for the block (unless debugging): a reproduction runs hundreds of fits whose INFO
+    lines and expected warnings would bury its progress bar; its report says what they would have."""
+    saved = {name: logging.getLogger(name).level for name in levels}
+    if logging.getLogger("ppsvm").getEffectiveLevel() > logging.DEBUG:
+        for name, level in levels.items():
+            logging.getLogger(name).setLevel(level)
+    try:
+        yield
+    finally:
+        for name, level in saved.items():
+            logging.getLogger(name).setLevel(level)
 
 
 def print_summary(paths: list[Path]) -> None:
