@@ -1,268 +1,267 @@
-"""The three models of ``ppsvm reproduce sinc``: the joint one over gRPC, each entity alone, the pooled reference.
+"""The models of ``ppsvm reproduce sinc``: Algorithm 3.1 over gRPC entities, each entity alone, all data revealed.
 
-Each tries the same Gaussian widths (None: the trainer's own grid, plus any extra widths asked
-for), keeps the one with the lowest cross-validated score on its own training data, and is
-evaluated on points of the whole square, including the plotting grid of the figures.
+Every model chooses mu and nu the same way, by k-fold cross-validation over the paper's sets
+(Section 4), scoring the norm ratio ||app - y|| / ||y|| on the held-out fold:
+
+- **Algorithm 3.1** (Figure 6): the random kernel K(A, B'), mbar = 1000, trained through the public
+  :class:`ppsvm.api.federation.Federation` over real gRPC entity servers (``ppsvm.api.inprocess``).
+  Its cross-validation runs over the network too: one split per fold, the fold's records held
+  out at their entity, one ``Federation.train`` per grid point and ``Federation.evaluate`` on the fold.
+- **Each entity alone** (Figures 3, 4) and **all data revealed** (Figure 5): the ordinary kernel
+  K(A, A') on the points in one place (``ppsvm.core.local_svm.fit_local`` with every row as basis).
+  Their cross-validation fits each fold with the fold's own rows as basis, K(A_train, A_train').
 """
 
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from ppsvm.api.federation import Federation
 from ppsvm.api.inprocess import fixed_secret, serve_split, set_secrets
 from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
-from ppsvm.coordinator.evaluate import assembled_decisions
-from ppsvm.coordinator.reference import pool_cells
-from ppsvm.coordinator.train import TrainOptions, train
-from ppsvm.core.local_svm import LocalModel, fit_local, reference_basis_fraction
+from ppsvm.core.kernels import gaussian_kernel, scale_to_unit
+from ppsvm.core.local_svm import LocalModel, fit_local
+from ppsvm.core.lp import solve_lp
 from ppsvm.core.metrics import relative_error
 from ppsvm.core.model import Model
-from ppsvm.core.randomness import record_pseudonyms
-from ppsvm.core.tuning import search_grid
-from ppsvm.data.partition import ID_KEY_FILE, SplitOptions, split_dataset
-from ppsvm.experiments.sinc.problem import (
-    ENTITIES,
-    GRID,
-    N_FEATURES,
-    NAME,
-    REGIONS,
-    SPLIT_SEED,
-    TEST,
-    TRAIN,
-    TUNE_SEED,
-    SincData,
-)
+from ppsvm.core.tuning import fold_indices
+from ppsvm.data.dataset import Dataset
+from ppsvm.data.partition import ID_KEY_FILE, SplitOptions, SplitResult, split_dataset
+from ppsvm.errors import SolverError
+from ppsvm.experiments.sinc.problem import FOLD_SEED, N_FEATURES, NAME, SPLIT_SEED, TRAIN, SincData
+
+# Called with a note after each step of a long computation (the command's progress bar).
+Advance = Callable[[str], None]
 
 
-def grid_edge(value: float, grid: Iterable[float]) -> str | None:
-    """ "low" or "high" when ``value`` is (to rounding) the smallest or largest of ``grid``, else None.
+@dataclass(frozen=True)
+class Candidates:
+    """The widths one model tries: the paper's mu values under each reading, on the scaled features.
 
-    A tuned value on the edge of the grid searched suggests the grid should extend further that way;
-    a single value was not searched, so it has no edge.
+    Attributes
+    ----------
+    mus : tuple of float
+        The paper's mu values, in order.
+    scaled : dict
+        Reading key to the widths on the [0, 1]-scaled features, one per mu (same order).
     """
-    values = [float(v) for v in grid]
-    if len(values) < 2:
+
+    mus: tuple[float, ...]
+    scaled: dict[str, tuple[float, ...]]
+
+    def all_widths(self) -> list[float]:
+        """Every reading's widths, reading after reading (the rows of a score table)."""
+        return [width for widths in self.scaled.values() for width in widths]
+
+
+def feature_range(X: np.ndarray) -> float:
+    """The one range R = max - min the scaling divides every feature by; X (m, n).
+
+    The original-units reading needs a single R, which the sinc grids (symmetric in x1 and x2) have.
+    """
+    ranges = X.max(axis=0) - X.min(axis=0)
+    if not np.allclose(ranges, ranges[0], rtol=1e-12, atol=0.0):
+        raise ValueError(f"features have different ranges {ranges.tolist()}: mu in original units is not one width")
+    return float(ranges[0])
+
+
+def best(scores: np.ndarray) -> tuple[int, int]:
+    """(row, column) of the lowest score; the first in row-major order among equals, so reruns agree."""
+    flat = int(np.argmin(np.where(np.isnan(scores), np.inf, scores)))
+    row, column = divmod(flat, scores.shape[1])
+    return row, column
+
+
+def choose(scores: np.ndarray, mus: Sequence[float], nus: Sequence[float]) -> dict[str, Any]:
+    """The chosen (mu, nu) of one reading's score table (len(mus), len(nus)), and the table itself (JSON-ready)."""
+    row, column = best(scores)
+    return {
+        "mu": float(mus[row]),
+        "nu": float(nus[column]),
+        "cv_norm_ratio": float(scores[row, column]),
+        "on_set_edge": {
+            "mu": _edge(row, len(mus)),
+            "nu": _edge(column, len(nus)),
+        },
+        "cv_scores": [[float(s) for s in line] for line in scores],
+    }
+
+
+def _edge(index: int, size: int) -> str | None:
+    """'low' / 'high' when a choice is the first / last of a set searched (more than one value), else None."""
+    if size < 2:
         return None
-    if np.isclose(value, min(values), rtol=1e-9, atol=0.0):
-        return "low"
-    if np.isclose(value, max(values), rtol=1e-9, atol=0.0):
-        return "high"
-    return None
+    return "low" if index == 0 else "high" if index == size - 1 else None
 
 
-def searched_grid(mus: Sequence[float | None]) -> tuple[list[float], list[float]]:
-    """(nu values, mu values) searched over all width candidates (None: search_grid's own widths)."""
-    nu_values: set[float] = set()
-    mu_values: set[float] = set()
-    for mu in mus:
-        nus, widths = search_grid("regress", "gaussian", N_FEATURES, None, mu)
-        nu_values.update(nus)
-        mu_values.update(widths)
-    return sorted(nu_values), sorted(mu_values)
+def training_dataset(data: SincData) -> tuple[Dataset, np.ndarray]:
+    """E1 u E2 as a dataset of their own, with each record's region (entity); shapes (m,)."""
+    train = data.mask(TRAIN)
+    dataset = data.dataset
+    subset = Dataset(
+        ids=dataset.ids[train],
+        X=dataset.X[train],
+        y=dataset.y[train],
+        feature_names=dataset.feature_names,
+        source=dataset.source,
+    )
+    return subset, data.region[train]
 
 
-def edges(nu: float, mu: float, mus: Sequence[float | None]) -> dict[str, str | None]:
-    """Which edge (low / high) of the grid searched the tuned nu and mu sit on (None: inside)."""
-    nu_values, mu_values = searched_grid(mus)
-    return {"nu": grid_edge(nu, nu_values), "mu": grid_edge(mu, mu_values)}
+def serve_regions(
+    dataset: Dataset, region: np.ndarray, held_out: np.ndarray, work: Path, mbar: int
+) -> tuple[SplitResult, Path]:
+    """Split ``dataset`` by region into entities r0c0 (S1) and r1c0 (S2), ``held_out`` records held out.
 
-
-def best(scores: Sequence[float]) -> int:
-    """Index of the lowest score; the first of equal scores, so reruns pick the same candidate."""
-    return min(range(len(scores)), key=lambda k: (scores[k], k))
-
-
-def _write_override(split_configs: Sequence[Path]) -> None:
-    """Let the entities accept mbar >= n_j: the explicit, loudly named setting privacy rule 3 requires."""
-    for path in split_configs:
-        with path.open("a", encoding="utf-8") as handle:
-            handle.write(f"\n[privacy]\n{NON_PRIVATE_OVERRIDE_KEY} = true\n")
-
-
-def _of_kind(ids: np.ndarray, kind: str) -> np.ndarray:
-    """Mask (k,) of the ids "<kind>-<index>"."""
-    return np.char.startswith(ids.astype(str), f"{kind}-")
-
-
-def _indices(ids: np.ndarray) -> np.ndarray:
-    """The <index> of ids "<kind>-<index>" (for grid points, the position on the plotting grid); shape (k,)."""
-    return np.array([int(i.split("-", 1)[1]) for i in ids.tolist()], dtype=np.int64)
-
-
-def joint_run(data: SincData, mbar: int, mus: Sequence[float | None], work: Path) -> tuple[dict[str, Any], np.ndarray]:
-    """Split by region, serve both entities over gRPC, train the joint model, evaluate it.
-
-    ``mus``: Gaussian widths to try (None: the coordinator's own grid); nu is always tuned by the
-    coordinator, and the width with the lowest coordinator inner-CV score (training data only) is kept.
+    The column-block secret is fixed (the same B on every run); with mbar >= n_j the entities get the
+    explicit, loudly named override privacy rule 3 requires, and their models say NOT PRIVATE.
 
     Returns
     -------
-    result : dict
-        Settings, tuned values and relative errors of the run (JSON-ready).
-    surface : ndarray, shape (steps * steps,)
-        The same model's decision values on the plotting grid.
+    split : SplitResult
+    id_key : Path
+        The split's record-id key, which the entities hold and the coordinator does not.
     """
-    private = mbar < N_FEATURES
-    held_out = data.kind != TRAIN
     split = split_dataset(
-        data.dataset,
+        dataset,
         SplitOptions(rows=2, cols=1, out_dir=work, seed=SPLIT_SEED, task="regress", kernel="gaussian", overwrite=True),
-        provenance={"synthetic": "2-D sinc", "points_per_entity": int(data.mask(TRAIN).sum() // 2)},
+        provenance={"synthetic": dataset.source},
         held_out=held_out,
-        row_blocks=data.region,
+        row_blocks=region,
     )
     set_secrets(split, [fixed_secret(NAME, 0)])
-    if not private:
-        _write_override(split.entity_config_paths)
-    seconds: dict[str, float] = {}
-    with serve_split(split, work) as federation:
-        started = time.perf_counter()
-        candidates: list[tuple[float, Model]] = []
-        for mu in mus:
-            candidate = train(
-                federation,
-                TrainOptions(
-                    task="regress",
-                    kernel="gaussian",
-                    mbar=mbar,
-                    nu=None,
-                    mu=mu,
-                    seed=TUNE_SEED,
-                    distribute=False,
-                    basis="paper",
-                ),
-            )
-            candidates.append((candidate.training["tuning"]["score"], candidate))
-        chosen = best([score for score, _ in candidates])
-        model = candidates[chosen][1]
-        seconds["train"] = time.perf_counter() - started
-        started = time.perf_counter()
-        decisions = assembled_decisions(federation, model, ("train", "test"))
-        seconds["evaluate"] = time.perf_counter() - started
-    # The entities name records by pseudonym; this run made the split and holds its record-id key.
-    key = bytes.fromhex((work / ID_KEY_FILE).read_text(encoding="utf-8").strip())
-    real = dict(zip(record_pseudonyms(key, data.dataset.ids.tolist()), data.dataset.ids.tolist(), strict=True))
-    train_pseudonyms, train_targets, train_fitted = decisions["train"]
-    held_pseudonyms, held_targets, held_fitted = decisions["test"]
-    train_ids = np.array([real[record] for record in train_pseudonyms.tolist()])
-    held_ids = np.array([real[record] for record in held_pseudonyms.tolist()])
-    fresh, on_grid = _of_kind(held_ids, TEST), _of_kind(held_ids, GRID)
-    surface = np.empty(int(on_grid.sum()))
-    surface[_indices(held_ids[on_grid])] = held_fitted[on_grid]
-    train_region = data.region[data.mask(TRAIN)][_indices(train_ids)]
-    by_region = {
-        REGIONS[k]: relative_error(train_targets[train_region == k], train_fitted[train_region == k]) for k in (0, 1)
-    }
-    tuning = model.training["tuning"]
-    result = {
-        "mbar": mbar,
-        "private": model.private,
-        "nu": model.nu,
-        "mu": model.mu,
-        "mu_candidates": ["coordinator grid" if m is None else m for m in mus],
-        "candidate_scores": [{"mu": c.mu, "nu": c.nu, "inner_cv": score} for score, c in candidates],
-        "mu_fixed": mus[chosen] is not None,
-        "inner_cv_relative_error": tuning["score"],
-        "grid_edge": edges(model.nu, model.mu, mus),
-        "joint_train_relative_error": relative_error(train_targets, train_fitted),
-        "joint_test_relative_error": relative_error(held_targets[fresh], held_fitted[fresh]),
-        "n_test": int(fresh.sum()),
-        "joint_plot_grid_relative_error": relative_error(data.dataset.y[data.mask(GRID)], surface),
-        "joint_train_relative_error_by_region": by_region,
-        "seconds": seconds,
-    }
-    return result, surface
+    if mbar >= N_FEATURES:
+        for path in split.entity_config_paths:
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(f"\n[privacy]\n{NON_PRIVATE_OVERRIDE_KEY} = true\n")
+    return split, work / ID_KEY_FILE
 
 
-def reference_run(data: SincData, split_dir: Path, mus: Sequence[float | None]) -> dict[str, Any]:
-    """Pooled reduced-kernel reference (NOT PRIVATE: reads every cell), widths tried as for the joint model.
-
-    Trained on the training rows of the split's cells (``ppsvm.coordinator.reference.pool_cells``),
-    evaluated on the fresh points (the cells' held-out rows also hold the plotting grid).
-    """
-    started = time.perf_counter()
-    X_train, y_train, _, _ = pool_cells(split_dir)
-    candidates: list[tuple[float, LocalModel]] = []
-    for mu in mus:
-        candidate = fit_local(
-            "regress",
-            "gaussian",
-            X_train,
-            y_train,
-            basis_fraction=reference_basis_fraction(len(y_train)),
-            nu=None,
-            mu=mu,
-            seed=TUNE_SEED,
-        )
-        assert candidate.tuning is not None
-        candidates.append((candidate.tuning.score, candidate))
-    model = candidates[best([score for score, _ in candidates])][1]
-    fresh = data.mask(TEST)
-    X, y = data.dataset.X, data.dataset.y
-    return {
-        "relative_error_training": relative_error(y_train, model.decision(X_train)),
-        "relative_error_test": relative_error(y[fresh], model.decision(X[fresh])),
-        "basis_rows": len(model.basis),
-        "nu": model.nu,
-        "mu": model.mu,
-        "grid_edge": edges(model.nu, model.mu, mus),
-        "candidate_scores": [{"mu": c.mu, "nu": c.nu, "cv": score} for score, c in candidates],
-        "seconds": time.perf_counter() - started,
-    }
+def _train(federation: Federation, mbar: int, mu: float, nu: float) -> Model:
+    """One random-kernel regression at fixed (mu, nu), the paper's basis, not sent to the entities."""
+    return federation.train(task="regress", kernel="gaussian", mbar=mbar, nu=nu, mu=mu, basis="paper", distribute=False)
 
 
-def alone_run(
-    data: SincData, k: int, basis_fraction: float, mus: Sequence[float | None]
-) -> tuple[dict[str, Any], np.ndarray]:
-    """Entity ``k``'s model of its own training points, evaluated on all points (computed here, not by the entity).
-
-    Widths are tried as for the joint model (None: fit_local's own grid), relative to 1/n in the
-    entity's own [0, 1] scaling; the lowest cross-validated score on its own points wins.
+def joint_cross_validation(
+    data: SincData,
+    mbar: int,
+    candidates: Candidates,
+    nus: Sequence[float],
+    folds: int,
+    work: Path,
+    advance: Advance,
+) -> dict[str, np.ndarray]:
+    """Cross-validate Algorithm 3.1 over gRPC entities: mean held-out norm ratio per (width, nu).
 
     Returns
     -------
-    result : dict
-        Tuned values and relative errors (JSON-ready).
-    surface : ndarray, shape (steps * steps,)
-        The same model's decision values on the plotting grid.
+    dict
+        Reading key to its score table, shape (len(candidates.mus), len(nus)).
     """
-    started = time.perf_counter()
-    X, y = data.dataset.X, data.dataset.y
-    mine = data.mask(TRAIN, k)
-    candidates: list[tuple[float, LocalModel]] = []
-    for mu in mus:
-        candidate = fit_local(
-            "regress", "gaussian", X[mine], y[mine], basis_fraction=basis_fraction, nu=None, mu=mu, seed=TUNE_SEED
-        )
-        assert candidate.tuning is not None
-        candidates.append((candidate.tuning.score, candidate))
-    model = candidates[best([score for score, _ in candidates])][1]
-    grid = data.mask(GRID)
-    surface = model.decision(X[grid])
+    dataset, region = training_dataset(data)
+    widths = candidates.all_widths()
+    scores = np.zeros((len(widths), len(nus)))
+    for k, held in enumerate(fold_indices("regress", dataset.y, folds, FOLD_SEED)):
+        mask = np.zeros(len(dataset.y), dtype=bool)
+        mask[held] = True
+        split, _ = serve_regions(dataset, region, mask, work / f"fold{k}", mbar)
+        with serve_split(split, work / f"fold{k}") as config:
+            federation = Federation(config)
+            for i, width in enumerate(widths):
+                for j, nu in enumerate(nus):
+                    model = _train(federation, mbar, width, nu)
+                    scores[i, j] += federation.evaluate(model)["relative_error"] / folds
+                if (i + 1) % len(candidates.mus) == 0:
+                    reading = list(candidates.scaled)[i // len(candidates.mus)]
+                    advance(f"Algorithm 3.1 cross-validation, fold {k + 1}/{folds}, {reading}")
+    per_reading = len(candidates.mus)
+    return {key: scores[r * per_reading : (r + 1) * per_reading] for r, key in enumerate(candidates.scaled)}
 
-    def error(mask: np.ndarray) -> float:
-        return relative_error(y[mask], model.decision(X[mask]))
 
-    result = {
-        "entity": ENTITIES[k],
-        "region": REGIONS[k],
-        "n_train": int(mine.sum()),
-        "basis_rows": len(model.basis),
-        "nu": model.nu,
-        "mu": model.mu,
-        "relative_error": {
-            "all_training_points": error(data.mask(TRAIN)),
-            "all_test_points": error(data.mask(TEST)),
-            "own_test_points": error(data.mask(TEST, k)),
-            "plot_grid": relative_error(y[grid], surface),
-        },
-        "grid_edge": edges(model.nu, model.mu, mus),
-        "candidate_scores": [{"mu": c.mu, "nu": c.nu, "cv": score} for score, c in candidates],
-        "seconds": time.perf_counter() - started,
-    }
-    return result, surface
+def joint_fits(
+    data: SincData, settings: dict[str, tuple[float, float]], mbars: Sequence[int], work: Path
+) -> dict[tuple[str, int], tuple[Model, np.ndarray, float]]:
+    """Algorithm 3.1 on all of E1 u E2 over gRPC, at each reading's chosen (width, nu) and each mbar.
+
+    The plotting grid's points are held out at the entity owning their region, so the surfaces of the
+    figures come from kernel rows the entities compute, like any record's.
+
+    Parameters
+    ----------
+    settings : dict
+        Reading key to (width on the scaled features, nu).
+    mbars : sequence of int
+        The paper's mbar, and the private mbar = 1 beside it.
+
+    Returns
+    -------
+    dict
+        (reading key, mbar) to (model, decision values of every record of ``data`` in its order (m,), seconds).
+    """
+    held_out = ~data.mask(TRAIN)
+    split, id_key = serve_regions(data.dataset, data.region, held_out, work, max(mbars))
+    fitted: dict[tuple[str, int], tuple[Model, np.ndarray, float]] = {}
+    with serve_split(split, work) as config:
+        federation = Federation(config)
+        for key, (width, nu) in settings.items():
+            for mbar in mbars:
+                started = time.perf_counter()
+                model = _train(federation, mbar, width, nu)
+                decisions = federation.decision_function(model, data.dataset.ids.tolist(), id_key)
+                fitted[key, mbar] = (model, decisions, time.perf_counter() - started)
+    return fitted
+
+
+def scaled_own(X: np.ndarray) -> np.ndarray:
+    """X (m, n) scaled to [0, 1] by its own minimum and maximum, as fit_local scales."""
+    return scale_to_unit(X, X.min(axis=0), X.max(axis=0))
+
+
+def local_cross_validation(
+    X: np.ndarray, y: np.ndarray, widths: Sequence[float], nus: Sequence[float], folds: int
+) -> np.ndarray:
+    """Cross-validate the ordinary kernel K(A, A') on points held in one place.
+
+    Each fold is fitted on the other rows with those rows as basis, K(A_train, A_train'), and scored
+    on its own rows by the norm ratio; the table holds the mean over the folds.
+
+    Parameters
+    ----------
+    X : ndarray, shape (m, 2)
+        Raw points, scaled here by their own minimum and maximum.
+    y : ndarray, shape (m,)
+
+    Returns
+    -------
+    ndarray, shape (len(widths), len(nus))
+        inf where some fold's LP could not be solved.
+    """
+    scaled = scaled_own(X)
+    index = fold_indices("regress", y, folds, FOLD_SEED)
+    scores = np.zeros((len(widths), len(nus)))
+    for i, width in enumerate(widths):
+        K = gaussian_kernel(scaled, scaled, width)
+        for held in index:
+            train = np.ones(len(y), dtype=bool)
+            train[held] = False
+            K_train = np.asfortranarray(K[np.ix_(train, train)])
+            K_held = K[np.ix_(held, np.flatnonzero(train))]
+            for j, nu in enumerate(nus):
+                try:
+                    solution = solve_lp("regress", K_train, y[train], nu)
+                except SolverError:
+                    scores[i, j] = np.inf
+                    continue
+                scores[i, j] += relative_error(y[held], K_held @ solution.u - solution.gamma) / folds
+    return scores
+
+
+def local_fit(X: np.ndarray, y: np.ndarray, width: float, nu: float) -> LocalModel:
+    """The ordinary kernel K(A, A') on all of ``X`` (m, 2), ``y`` (m,), at a fixed width and nu."""
+    return fit_local("regress", "gaussian", X, y, basis_fraction=1.0, nu=nu, mu=width, seed=FOLD_SEED)
