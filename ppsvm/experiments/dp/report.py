@@ -15,6 +15,7 @@ from ppsvm.experiments import report
 from ppsvm.experiments.adult import DATA_FILE
 from ppsvm.experiments.dp.setting import (
     CLOSE_AUC,
+    CV_NAME,
     DIAGNOSTIC_PAIRS,
     EPSILON_METHODS,
     EXACT_RBF,
@@ -36,8 +37,9 @@ from ppsvm.experiments.dp.setting import (
 )
 
 
-def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str:
-    """A Markdown pipe table: first column left-aligned, the others right-aligned (numbers).
+def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]], *, text: bool = False) -> str:
+    """A Markdown pipe table: first column left-aligned, the others right-aligned (numbers), or every column
+    left-aligned when ``text``.
 
     Raises
     ------
@@ -47,7 +49,8 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence[str]]) -> str
     for row in rows:
         if len(row) != len(headers):
             raise ValueError(f"a row has {len(row)} cells, the header {len(headers)}: {list(row)}")
-    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join([":---", *(["---:"] * (len(headers) - 1))]) + "|"]
+    others = ":---" if text else "---:"
+    lines = ["| " + " | ".join(headers) + " |", "|" + "|".join([":---", *([others] * (len(headers) - 1))]) + "|"]
     lines += ["| " + " | ".join(str(c).replace("|", "\\|") for c in row) + " |" for row in rows]
     return "\n".join(lines)
 
@@ -95,15 +98,18 @@ def setting_markdown(settings: Settings, names: list[str], checks: dict[str, Any
             f"({N_PRIVATE // N_ENTITIES:,} each); the next {N_TEST:,} are the test set; the remaining {pool:,} are "
             f"the public pool. Public sets are nested prefixes of the pool: "
             + " within ".join(str(n) for n in s.public_sizes)
-            + ".",
+            + f". The paper repeats 10-fold cross-validation 10 times (section 5.1); this part fits about 70 models "
+            "per split, so it takes one split per repetition: the last fold of the cross-validation that "
+            f"`{CV_NAME}.md` runs with the same seed.",
             "- **Public preprocessing**: dp-hybrid and private-svm both take the feature scaling (per-feature min and "
             "max) and the kernel width (median heuristic) from the same "
             f"{HYBRID_PUBLIC} public records; neither touches private data for them. dp-hybrid learns rho on those "
             f"records (L-BFGS-B, at most {MAX_FREQUENCY_ITERATIONS} iterations, at most {MAX_FREQUENCY_PAIRS:,} "
             "pairs); private-svm draws rho from the kernel's Fourier transform (Rubinstein et al.). "
             f"D = {s.frequencies} frequencies.",
-            f"- **C = {s.C:g}** in the (C/n) * sum hinge convention (the product default; the paper's C was not "
-            "available to check). C is not tuned: tuning it on 20 public records would say nothing about a "
+            f"- **C = {s.C:g}** in the (C/n) * sum hinge convention (the paper gives no value: its section 5.1 "
+            "only says each method's parameters were set to their best values). C is not tuned: tuning it on 20 "
+            "public records would say nothing about a "
             f"{N_PRIVATE // N_ENTITIES:,}-record SVM, and tuning on the test set is not allowed. With ||zhat|| = 1, "
             "C <= 1 makes every record a margin violator (margins <= ||w|| <= C), so the SVM is exactly "
             "w = (C/n) sum_i y_i zhat(x_i). "
@@ -128,7 +134,7 @@ def setting_markdown(settings: Settings, names: list[str], checks: dict[str, Any
             "mechanism, epsilon) is a separate experiment on the same records: budgets are not composed across them.",
             "- **Noise comes from the operating system's generator**, as in production, and is not seeded: a "
             "rerun repeats every figure without noise exactly and the noised ones within their spread.",
-            "- **Non-private** (the solid line of Figure 3): the same pipeline with no noise (learned rho). Extra "
+            "- **Non-private** (the solid line of the figure): the same pipeline with no noise (learned rho). Extra "
             "rows: the same with private-svm's random rho; one linear SVM on the pooled "
             f"{N_PRIVATE:,} mapped rows (learned rho)"
             + (
@@ -157,7 +163,7 @@ def setting_markdown(settings: Settings, names: list[str], checks: dict[str, Any
             "- **Verdicts** per epsilon: *beats* when the mean paired AUC difference (same repetition) is more than 2 "
             "standard errors above 0, *loses* when more than 2 below, else *tie* (one repetition: the sign decides); "
             f"*close* to non-private when dp-hybrid's mean AUC is at most {CLOSE_AUC} below it.",
-            "- **Time to learn rho** (Figure 4): rho learned on repetition 0's public pool prefixes of "
+            "- **Time to learn rho** (our addition): rho learned on repetition 0's public pool prefixes of "
             + ", ".join(str(n) for n in s.timing_public)
             + " records (each scaled by its own range, width by the "
             "median heuristic) for D in {" + ", ".join(str(d) for d in s.timing_frequencies) + "}; wall-clock "
@@ -317,9 +323,10 @@ def markdown(
         f"alone. This is a {mode}.",
         "",
         f"- `{FIGURE_AUC}`: test AUC against epsilon for dp-hybrid, private-svm, public-only and the non-private "
-        "SVM; our reading of the paper's Figure 3 (the paper's PDF is not available here).",
-        f"- `{FIGURE_RHO_TIME}`: the time to learn rho against the number of public records and D; our reading of "
-        "the paper's Figure 4."
+        "SVM: the counterpart of the paper's Figures 3 (US) and 4 (Brazil), which plot AUC against epsilon from 0.5 "
+        "to 4 (section 5.2).",
+        f"- `{FIGURE_RHO_TIME}`: the time to learn rho against the number of public records and D; our addition "
+        f"(the paper's time figure, Figure 9, is against dimensionality and sampling rate: `{CV_NAME}.md`)."
         if timing
         else f"- `{FIGURE_RHO_TIME}`: not drawn (`--no-timing`).",
         "",
@@ -433,7 +440,7 @@ def markdown(
             n_pairs = next(x for x in timing if x["n_public"] == n_public)["n_pairs"]
             trows.append([f"{n_public} public ({n_pairs} pairs)", *cells])
         lines += [
-            "## Time to learn rho (Figure 4)",
+            "## Time to learn rho against public records and D (our addition)",
             "",
             f"L-BFGS-B to tolerance 1e-12, at most {MAX_FREQUENCY_ITERATIONS} iterations, at most "
             f"{MAX_FREQUENCY_PAIRS:,} pairs: wall-clock median of {s.timing_repeats} run(s), CPU seconds and "

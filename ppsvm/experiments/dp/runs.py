@@ -1,5 +1,6 @@
-"""The models of one repetition, each fitted with ppsvm's public estimator :class:`ppsvm.DpHybridClassifier`,
-and the time to learn rho (Figure 4) with the function the coordinator calls."""
+"""Figures 3-4: the models of one repetition, each fitted with ppsvm's public estimator
+:class:`ppsvm.DpHybridClassifier`, and the time to learn rho against public records and D (our addition) with the
+function the coordinator calls."""
 
 from __future__ import annotations
 
