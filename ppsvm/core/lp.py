@@ -154,10 +154,10 @@ def certificate(
 
 def dual_data(task: Task, target: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float]:
     """(s, c, box of a, rho) of the LP dual (see ppsvm.core.ipm) for a task."""
-    m = len(target)
+    ones = np.broadcast_to(1.0, len(target))  # read-only, and no memory: one vector of length m less in a solve
     if task == "classify":
-        return target, np.ones(m), (0.0, nu), 1.0
-    return np.ones(m), target, (-1.0, 1.0), nu
+        return target, ones, (0.0, nu), 1.0
+    return ones, target, (-1.0, 1.0), nu
 
 
 def classification_objective(K: np.ndarray, d: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
@@ -198,6 +198,11 @@ def solve_lp(
         The solver did not report an optimum.
     """
     K, target = _validate(task, K, target, nu)
+    with ipm.one_blas_thread():
+        return _solve_lp(task, K, target, nu, formulation)
+
+
+def _solve_lp(task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation) -> LPSolution:
     start = time.perf_counter()
     a: np.ndarray | None = None
     if formulation == "auto":
