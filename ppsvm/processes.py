@@ -10,7 +10,7 @@ import subprocess
 import sys
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -37,14 +37,28 @@ def limit_malloc_arenas() -> bool:
     293 to 729 MiB with glibc's default (8 per core) and 244 MiB with two arenas, for a 23 MiB K. Call it first
     thing, before threads start.
     """
-    name = ctypes.util.find_library("c")
-    if name is None:
-        return False
+    mallopt = _libc_function("mallopt")
+    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, MALLOC_ARENAS))
+
+
+def release_free_memory() -> bool:
+    """Hand the pages glibc keeps for freed memory back to the system (malloc_trim); False where there is no glibc.
+
+    After a million-row kernel fetch the coordinator held 90 MiB of freed message buffers and id lists that
+    the LP's own vectors did not reuse; trimming took 10 ms and put the training's peak under 2 x K + 200 MiB.
+    """
+    trim = _libc_function("malloc_trim")
+    return trim is not None and bool(trim(0))
+
+
+def _libc_function(name: str) -> Callable[..., int] | None:
+    library = ctypes.util.find_library("c")
+    if library is None:
+        return None
     try:
-        mallopt = ctypes.CDLL(name).mallopt
+        return getattr(ctypes.CDLL(library), name)  # type: ignore[no-any-return]
     except (OSError, AttributeError):
-        return False
-    return bool(mallopt(_M_ARENA_MAX, MALLOC_ARENAS))
+        return None
 
 
 class EntityProcesses:

@@ -10,7 +10,7 @@ import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TypeVar
 
 import numpy as np
@@ -57,6 +57,16 @@ class RowBlockRecords:
     train_order: dict[str, np.ndarray]
     test_order: dict[str, np.ndarray]
     score_ids: np.ndarray = field(default_factory=lambda: np.empty(0, dtype=str))
+
+    def size(self, part: str) -> int:
+        """How many training ("train") or held-out ("test") records the row block has."""
+        return len(self.train_labels if part == "train" else self.test_labels)
+
+    def without_ids(self) -> RowBlockRecords:
+        """The same records with empty id lists: a kernel fetch places rows by order and size alone, and the ids
+        of a million records (32-character pseudonyms, 128 bytes each as numpy text) are 122 MiB."""
+        empty = np.empty(0, dtype=str)
+        return replace(self, train_ids=empty, test_ids=empty, score_ids=empty)
 
 
 def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -455,7 +465,7 @@ class Session:
         total = 0
         for block in blocks:
             order = block.train_order if part == "train" else block.test_order
-            size = len(block.train_ids if part == "train" else block.test_ids)
+            size = block.size(part)
             placement[block.row_block] = (total, size, order)
             total += size
         K = assembly_start(kernel, (total, mbar if columns is None else len(columns)))
