@@ -113,3 +113,33 @@ def test_fingerprints_ignore_the_arrays_width() -> None:
     narrow, wide = np.array(["p01", "p0001"]), np.array(["p01", "p0001", "a-much-longer-record-id"])
     assert _fingerprints(narrow).tolist() == _fingerprints(wide)[:2].tolist()
     assert len(set(_fingerprints(wide).tolist())) == 3
+
+
+def test_records_without_ids_keep_what_a_kernel_fetch_places_rows_by() -> None:
+    """train() drops the ids before the kernel fetch: sizes, orders and labels stay, the id arrays go."""
+    from ppsvm.coordinator.federation import RowBlockRecords
+
+    train_ids, test_ids = np.array([f"r{i:031d}" for i in range(5)]), np.array(["t" * 32, "u" * 32])
+    order = {"e1": np.arange(5), "e2": np.array([4, 3, 2, 1, 0])}
+    block = RowBlockRecords(0, train_ids, np.ones(5), test_ids, -np.ones(2), order, {"e1": np.arange(2)}, train_ids[:1])
+    slim = block.without_ids()
+    assert (slim.size("train"), slim.size("test")) == (5, 2) == (block.size("train"), block.size("test"))
+    assert slim.train_order is block.train_order and slim.train_labels is block.train_labels
+    for ids in (slim.train_ids, slim.test_ids, slim.score_ids):
+        assert ids.size == 0 and ids.base is None  # not a view that would keep the full list alive
+    assert block.train_ids is train_ids  # the original is untouched
+
+
+def test_freed_memory_is_handed_back_to_the_system() -> None:
+    """Freed pages between live allocations stay resident until malloc_trim hands them back (glibc only)."""
+    import platform
+
+    from ppsvm.processes import release_free_memory
+
+    if platform.libc_ver()[0] != "glibc":
+        pytest.skip("malloc_trim is glibc's")
+    chunks = [bytearray(64 * 1024) for _ in range(1024)]  # below glibc's mmap threshold: on the heap
+    kept = chunks[::2]  # every other one stays, so the freed ones are holes that free() cannot give back
+    del chunks
+    assert release_free_memory() is True
+    assert len(kept) == 512

@@ -368,6 +368,28 @@ def test_concurrent_solves_leave_the_blas_thread_count_as_it_was() -> None:
     assert blas_threads() == before
 
 
+@pytest.mark.parametrize("formulation", ["ipm", "highs-dual"])
+def test_the_objective_and_certificate_run_on_one_blas_thread_too(
+    formulation: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Their products over K suffered most from a second BLAS thread beside a busy core (10 times slower)."""
+    from threadpoolctl import threadpool_info
+
+    import ppsvm.core.lp as lp_module
+
+    seen: list[list[int]] = []
+    real = lp_module.certificate
+
+    def spying(*args: object, **kwargs: object) -> object:
+        seen.append([pool["num_threads"] for pool in threadpool_info() if pool["user_api"] == "blas"])
+        return real(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(lp_module, "certificate", spying)
+    K, target = problem("classify", 300, 7, 2)
+    solve_lp("classify", K, target, 1.0, formulation)  # type: ignore[arg-type]
+    assert seen and all(count == 1 for count in seen[0])
+
+
 @pytest.mark.parametrize("layout", ["C", "F"])
 @pytest.mark.parametrize("m, mbar", [(1, 3), (50, 1), (1000, 7), (70_000, 2)])
 def test_normal_matrix_equals_the_direct_product(m: int, mbar: int, layout: str) -> None:
