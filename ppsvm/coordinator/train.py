@@ -278,16 +278,18 @@ def train(federation: Federation, options: TrainOptions) -> Model:
 def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
     """Classification needs labels in {-1, +1} and both classes among the training records."""
     for block in blocks:
-        odd = sorted(set(np.unique(block.train_labels).tolist()) - {-1.0, 1.0})
+        labels = block.train_labels
+        # Comparisons, not np.unique: a sort of a million labels is 60 ms, for a check that is nearly always clean.
+        odd = sorted(set(np.unique(labels[(labels != 1.0) & (labels != -1.0)]).tolist()))
         if odd:
             holders = [e.id for e in session.row_block(block.row_block) if session.metadata[e.id].has_labels]
             raise DataError(
                 f"row block {block.row_block} (labels from entity {', '.join(holders)}): labels must be -1 or +1 "
                 f"for classification, got {odd[:5]}"
             )
-    labels = np.concatenate([b.train_labels for b in blocks])
-    if len(np.unique(labels)) < 2:
-        raise DataError(f"every training record has label {labels[0]:+g}: classification needs both classes")
+    if not all(any((b.train_labels == label).any() for b in blocks) for label in (-1.0, 1.0)):
+        label = next(b.train_labels[0] for b in blocks if b.train_labels.size)
+        raise DataError(f"every training record has label {label:+g}: classification needs both classes")
 
 
 def _check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
