@@ -127,7 +127,8 @@ def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repe
     from ppsvm.coordinator.federation import Session
     from ppsvm.coordinator.train import TrainOptions, train
     from ppsvm.core.model import Model
-    from ppsvm.processes import EntityProcesses, limit_malloc_arenas
+    from ppsvm.memory import limit_malloc_arenas
+    from ppsvm.processes import EntityProcesses
 
     limit_malloc_arenas()  # as the ppsvm command does: this process stands for `ppsvm coordinator train`
     logging.basicConfig(level=logging.WARNING)

@@ -39,7 +39,7 @@ from ppsvm.entity import cli as entity_cli
 from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.experiments import cli as reproduce_cli
 from ppsvm.logs import LOG_FORMATS, configure_logging
-from ppsvm.processes import limit_malloc_arenas
+from ppsvm.memory import limit_malloc_arenas
 from ppsvm.wire.certs import CLIENT, DEFAULT_CLIENT_NAME, DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 
 # Exit statuses besides 0 (success) and argparse's 2 (a command line that does not parse): see main.

@@ -1,16 +1,14 @@
-"""Start entity processes through the CLI and stop every one of them, whatever happens; process-wide settings."""
+"""Start entity processes through the CLI and stop every one of them, whatever happens."""
 
 from __future__ import annotations
 
-import ctypes
-import ctypes.util
 import queue
 import signal
 import subprocess
 import sys
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from types import FrameType, TracebackType
@@ -22,43 +20,6 @@ START_TIMEOUT_S = 60.0
 # Entities started together share the CPU: each takes a few CPU seconds (imports, reading its
 # cell), so the wait for a group grows with its size (32 at once needed over 60 s on 2 cores).
 START_SECONDS_PER_PROCESS = 5.0
-
-
-# glibc's mallopt parameter for the number of malloc arenas, and the count ppsvm asks for.
-_M_ARENA_MAX = -8
-MALLOC_ARENAS = 2
-
-
-def limit_malloc_arenas() -> bool:
-    """Ask glibc for at most MALLOC_ARENAS malloc arenas; True if it agreed (False elsewhere, e.g. musl, macOS).
-
-    gRPC receives each entity's kernel block on its own thread, and glibc gives busy threads arenas of their
-    own that keep their high-water mark: the coordinator's peak RSS over three trainings on 160,000 rows was
-    293 to 729 MiB with glibc's default (8 per core) and 244 MiB with two arenas, for a 23 MiB K. Call it first
-    thing, before threads start.
-    """
-    mallopt = _libc_function("mallopt")
-    return mallopt is not None and bool(mallopt(_M_ARENA_MAX, MALLOC_ARENAS))
-
-
-def release_free_memory() -> bool:
-    """Hand the pages glibc keeps for freed memory back to the system (malloc_trim); False where there is no glibc.
-
-    After a million-row kernel fetch the coordinator held 90 MiB of freed message buffers and id lists that
-    the LP's own vectors did not reuse; trimming took 10 ms and put the training's peak under 2 x K + 200 MiB.
-    """
-    trim = _libc_function("malloc_trim")
-    return trim is not None and bool(trim(0))
-
-
-def _libc_function(name: str) -> Callable[..., int] | None:
-    library = ctypes.util.find_library("c")
-    if library is None:
-        return None
-    try:
-        return getattr(ctypes.CDLL(library), name)  # type: ignore[no-any-return]
-    except (OSError, AttributeError):
-        return None
 
 
 class EntityProcesses:

@@ -19,7 +19,7 @@ from ppsvm.core.model import Model, ModelEntity
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER
 from ppsvm.core.tuning import SEARCHES, Search, tune_search
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
-from ppsvm.processes import release_free_memory
+from ppsvm.memory import release_free_memory
 from ppsvm.progress import EtaLog
 
 logger = logging.getLogger(__name__)

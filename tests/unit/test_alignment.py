@@ -134,7 +134,7 @@ def test_freed_memory_is_handed_back_to_the_system() -> None:
     """Freed pages between live allocations stay resident until malloc_trim hands them back (glibc only)."""
     import platform
 
-    from ppsvm.processes import release_free_memory
+    from ppsvm.memory import release_free_memory
 
     if platform.libc_ver()[0] != "glibc":
         pytest.skip("malloc_trim is glibc's")

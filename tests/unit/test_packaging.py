@@ -19,7 +19,7 @@ PACKAGE = REPO / "ppsvm"
 
 # What each layer may import of ppsvm (prefixes); the foundation modules are open to all.
 # ppsvm.logs: the log format and the per-call log fields, which the wire layer sets and every layer logs with.
-FOUNDATION = ("ppsvm.errors", "ppsvm.constants", "ppsvm.files", "ppsvm.progress", "ppsvm.logs")
+FOUNDATION = ("ppsvm.errors", "ppsvm.constants", "ppsvm.files", "ppsvm.progress", "ppsvm.logs", "ppsvm.memory")
 ALLOWED = {
     "core": ("ppsvm.core", *FOUNDATION),
     "wire": ("ppsvm.wire", *FOUNDATION),
