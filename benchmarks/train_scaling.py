@@ -25,7 +25,8 @@ the same assembled K:
 - the peers a user would pick, on the pooled, [0, 1]-scaled training rows, each with fit time and
   test error: scikit-learn's SVC(kernel="rbf", gamma=mu) (skipped above --svc-max rows),
   Nystroem(gamma=mu, n_components=C) + LinearSVC for C = mbar and C = 100, and
-  RBFSampler(gamma=mu, n_components=100) + LinearSVC,
+  RBFSampler(gamma=mu, n_components=100) + LinearSVC, and PPSVM's own LP on mbar training rows as the basis
+  (Nystroem's landmarks, which privacy rule 1 forbids as B: it separates the basis from the model),
 - at the --tune-at sizes, ppsvm.core.tuning.tune() on the default grid (Gaussian, 5 folds),
   against one ipm fit.
 
@@ -289,6 +290,29 @@ def tuning(
     return entry
 
 
+class LandmarkLP:
+    """PPSVM's LP (nu = 1) with mbar training rows drawn at random as the kernel's basis, as Nystroem draws its
+    landmarks: not private (B would be records, which column-block peers hold), shown to tell how much of
+    PPSVM's test error comes from its random basis rather than from its LP."""
+
+    def __init__(self, mbar: int, mu: float, seed: int) -> None:
+        self.mbar, self.mu, self.seed = mbar, mu, seed
+
+    def fit(self, A: np.ndarray, y: np.ndarray) -> LandmarkLP:
+        from ppsvm.core.kernels import gaussian_kernel
+        from ppsvm.core.lp import solve_lp
+
+        landmarks = A[np.random.default_rng(self.seed).choice(len(A), self.mbar, replace=False)]
+        solution = solve_lp("classify", np.asfortranarray(gaussian_kernel(A, landmarks, self.mu)), y, NU)
+        self.landmarks_, self.u_, self.gamma_ = landmarks, solution.u, solution.gamma
+        return self
+
+    def predict(self, A: np.ndarray) -> np.ndarray:
+        from ppsvm.core.kernels import gaussian_kernel
+
+        return np.where(gaussian_kernel(A, self.landmarks_, self.mu) @ self.u_ - self.gamma_ >= 0, 1.0, -1.0)
+
+
 def peer_estimators(mbar: int, mu: float, seed: int) -> dict[str, tuple[str, Any]]:
     """Each peer's key, its name in the tables and its unfitted scikit-learn estimator (refitted on every repeat)."""
     from sklearn.kernel_approximation import Nystroem, RBFSampler
@@ -305,6 +329,8 @@ def peer_estimators(mbar: int, mu: float, seed: int) -> dict[str, tuple[str, Any
         f"RBFSampler({PEER_COMPONENTS}) + LinearSVC",
         make_pipeline(sampler, linear()),
     )
+    landmark = LandmarkLP(mbar, mu, seed)
+    estimators[f"landmark-lp-{mbar}"] = (f"PPSVM's LP on {mbar} training rows (not private)", landmark)
     return estimators
 
 
