@@ -92,6 +92,34 @@ def timed(call: Callable[[], Any], repeats: int, single_above: float) -> Timing:
     return timing
 
 
+class BasisLP:
+    """PPSVM's LP (nu = NU) on a Gaussian kernel K(A, basis'), as a scikit-learn-style estimator for the benchmarks.
+
+    ``basis`` given: that basis (e.g. uniform random points, as PPSVM's B). Otherwise ``mbar`` training rows drawn at
+    random with ``seed``, as Nystroem draws its landmarks: not private (B would be records, which column-block peers
+    hold; privacy rule 1), run to tell how much of PPSVM's error comes from its random basis rather than its LP.
+    """
+
+    def __init__(self, mu: float, basis: np.ndarray | None = None, mbar: int = MBAR, seed: int = 0) -> None:
+        self.mu, self.basis, self.mbar, self.seed = mu, basis, mbar, seed
+
+    def fit(self, A: np.ndarray, y: np.ndarray) -> BasisLP:
+        from ppsvm.core.kernels import gaussian_kernel
+        from ppsvm.core.lp import solve_lp
+
+        basis = self.basis
+        if basis is None:
+            basis = A[np.random.default_rng(self.seed).choice(len(A), self.mbar, replace=False)]
+        solution = solve_lp("classify", np.asfortranarray(gaussian_kernel(A, basis, self.mu)), y, NU)
+        self.basis_, self.u_, self.gamma_ = basis, solution.u, solution.gamma
+        return self
+
+    def predict(self, A: np.ndarray) -> np.ndarray:
+        from ppsvm.core.kernels import gaussian_kernel
+
+        return np.where(gaussian_kernel(A, self.basis_, self.mu) @ self.u_ - self.gamma_ >= 0, 1.0, -1.0)
+
+
 def formulations_in_order() -> list[str]:
     """Every LP formulation, the reference first so its objective is known before the others are compared with it."""
     from ppsvm.core.lp import FORMULATIONS
