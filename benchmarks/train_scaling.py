@@ -651,6 +651,7 @@ def timings(x: dict[str, Any]) -> dict[str, float | None]:
         "ipm, in-process": x["in_process"]["ipm"]["median_s"],
         "highs-dual, in-process": median_of(x["in_process"]["highs-dual"]),
         "train(), distributed": median(x["train_s"]),
+        "training in one process (scale, K, LP)": median_of(x.get("in_process_training")),
         "tune(), in-process": median_of(x["tuning"]),
         **{entry["method"]: median_of(entry) for entry in x["peers"].values()},
     }
