@@ -30,6 +30,7 @@ from typing import Any
 import numpy as np
 
 from benchmarks._shared import load_average, machine_info, print_machine, table, write_json
+from ppsvm.core.design import Box
 
 NAME = "cleveland_gap"
 PAPER = {1: 0.15, 2: 0.19, 4: 0.24}
@@ -103,11 +104,10 @@ def default_mbar(n: int, s: int, m_train: int) -> int:
     return max(1, min(narrowest - 1, math.ceil(0.1 * m_train)))
 
 
-def mu_box(variant: Variant, scaled: np.ndarray) -> Any:
+def mu_box(variant: Variant, scaled: np.ndarray) -> Box:
     """The (log10 nu, log10 mu) box the design searches: ppsvm's, or with another published mu range."""
     from scipy.spatial.distance import pdist
 
-    from ppsvm.core.design import Box
     from ppsvm.core.tuning import search_space
 
     box = search_space("classify", "gaussian", scaled.shape[1], None, None)

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import ctypes
 import ctypes.util
+import functools
 from collections.abc import Callable
 
 # glibc's mallopt parameter for the number of malloc arenas, and the count ppsvm asks for.
@@ -37,11 +38,23 @@ def release_free_memory() -> bool:
 
 
 def _libc_function(name: str) -> Callable[..., int] | None:
-    library = ctypes.util.find_library("c")
+    library = _libc()
     if library is None:
         return None
     try:
-        function: Callable[..., int] = ctypes.CDLL(library)[name]
-    except (OSError, AttributeError):
+        function: Callable[..., int] = library[name]
+    except AttributeError:
         return None
     return function
+
+
+@functools.cache
+def _libc() -> ctypes.CDLL | None:
+    """The C library, looked up once: find_library runs ldconfig (3 ms here), and train() trims twice."""
+    name = ctypes.util.find_library("c")
+    if name is None:
+        return None
+    try:
+        return ctypes.CDLL(name)
+    except OSError:
+        return None

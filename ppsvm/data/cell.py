@@ -110,8 +110,7 @@ def repeated_id(parts: Sequence[np.ndarray]) -> tuple[str, tuple[int, int], tupl
         return None
     owner = np.repeat(np.arange(len(blocks)), [ids.size for _, ids in blocks])
     position = np.concatenate([np.arange(ids.size) for _, ids in blocks])
-    order = np.argsort(prints, kind="stable")
-    ranked = prints[order]
+    order = np.argsort(prints, kind="stable")  # ranked above is prints[order]: equal values, the same sort
     for start in np.flatnonzero((ranked[1:] == ranked[:-1]) & np.r_[True, ranked[1:-1] != ranked[:-2]]):
         end = start + 1
         while end + 1 < len(ranked) and ranked[end + 1] == ranked[start]:
