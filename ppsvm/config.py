@@ -41,6 +41,13 @@ NON_PRIVATE_OVERRIDE_KEY = "non_private_allow_mbar_at_least_features"
 NON_PRIVATE_WEIGHTS_KEY = "non_private_allow_unnoised_weights"
 # The entity-side setting that serves DP mechanisms whose noise is drawn in floating point.
 CONTINUOUS_NOISE_KEY = "allow_continuous_noise_mechanisms"
+# The entity-side consent to release its kernel block on its own (not combined with its row block's by
+# secure aggregation), where its measured reconstruction risk exceeds SINGLE_BLOCK_GAIN_KEY (privacy rule 8).
+SINGLE_BLOCK_CONSENT_KEY = "consent_single_block_release"
+# The largest measured gain of a colluding column-block peer (share of values recovered within 0.05 minus the
+# best guess without any release) an entity accepts for a single-block release without that consent.
+SINGLE_BLOCK_GAIN_KEY = "single_block_max_gain"
+DEFAULT_SINGLE_BLOCK_MAX_GAIN = 0.05
 # Which protocol an entity serves for its records (ppsvm.entity.guard enforces it per RPC).
 ENTITY_MODES = ("random-kernel", "dp", "mixed")
 DEFAULT_MAX_BASELINE_RELEASES = 8
@@ -98,6 +105,15 @@ class EntityConfig:
     id_key_env : str | None
         At most one names the federation's record-id key: then its record ids leave it only as
         keyed pseudonyms (:func:`ppsvm.core.randomness.record_pseudonyms`). Neither: ids in clear.
+    pair_secret_files : tuple of (str, Path)
+        ``[entity] pair_secrets``: for each other entity of its row block, the file holding the secret the
+        two share, from which the masks of secure aggregation derive (:mod:`ppsvm.core.aggregation`).
+        Empty for an entity alone in its row block: its blocks can only leave on their own.
+    single_block_consent : bool
+        ``[privacy] consent_single_block_release``: release a block on its own even where its measured
+        reconstruction risk exceeds ``single_block_max_gain``.
+    single_block_max_gain : float
+        ``[privacy] single_block_max_gain``.
     """
 
     id: str
@@ -121,6 +137,13 @@ class EntityConfig:
     id_key_file: Path | None = None
     id_key_env: str | None = None
     scoring: DataSource | None = None
+    pair_secret_files: tuple[tuple[str, Path], ...] = ()
+    single_block_consent: bool = False
+    single_block_max_gain: float = DEFAULT_SINGLE_BLOCK_MAX_GAIN
+
+    def read_pair_secrets(self) -> dict[str, bytes]:
+        """Row-block peer id -> the secret this entity shares with it (hex text in a file, decoded)."""
+        return {peer: self._read_key(file, None, f"pair_secrets.{peer}") for peer, file in self.pair_secret_files}
 
     def read_secret(self) -> bytes:
         """The column-group secret: hex text from the file or environment variable, decoded."""
@@ -235,7 +258,9 @@ def _as_tuple(kind: type | tuple[type, ...]) -> tuple[type, ...]:
 
 def _kind_name(kind: type | tuple[type, ...]) -> str:
     return " or ".join(
-        {"str": "a string", "int": "an integer", "bool": "true or false", "list": "a list"}.get(k.__name__, k.__name__)
+        {"str": "a string", "int": "an integer", "bool": "true or false", "list": "a list", "dict": "a table"}.get(
+            k.__name__, k.__name__
+        )
         for k in _as_tuple(kind)
     )
 
@@ -268,6 +293,8 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         "release_log",
         "mode",
         "max_baseline_releases",
+        SINGLE_BLOCK_CONSENT_KEY,
+        SINGLE_BLOCK_GAIN_KEY,
     )
     unknown = sorted(set(privacy) - set(allowed))
     if unknown:  # a misspelt privacy setting must not silently fall back to its default
@@ -312,7 +339,29 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         max_baseline_releases=_max_baselines(privacy, path),
         non_private_weights=_get(privacy, NON_PRIVATE_WEIGHTS_KEY, bool, f"{path} [privacy]", False),
         continuous_noise=_get(privacy, CONTINUOUS_NOISE_KEY, bool, f"{path} [privacy]", False),
+        pair_secret_files=_pair_secrets(table, entity_id, where, base),
+        single_block_consent=_get(privacy, SINGLE_BLOCK_CONSENT_KEY, bool, f"{path} [privacy]", False),
+        single_block_max_gain=_single_block_gain(privacy, path),
     )
+
+
+def _pair_secrets(table: dict[str, Any], entity_id: str, where: str, base: Path) -> tuple[tuple[str, Path], ...]:
+    pairs = _get(table, "pair_secrets", dict, where, {})
+    for peer, file in pairs.items():
+        if peer == entity_id or not isinstance(file, str):
+            raise ConfigError(
+                f"{where}: 'pair_secrets' maps each other entity of its row block to a secret file, got {peer!r} = "
+                f"{file!r}"
+            )
+        check_party_name(peer)
+    return tuple((peer, base / file) for peer, file in sorted(pairs.items()))
+
+
+def _single_block_gain(privacy: dict[str, Any], path: Path) -> float:
+    value = _get(privacy, SINGLE_BLOCK_GAIN_KEY, (int, float), f"{path} [privacy]", DEFAULT_SINGLE_BLOCK_MAX_GAIN)
+    if not (math.isfinite(value) and 0 <= value <= 1):
+        raise ConfigError(f"{path} [privacy]: {SINGLE_BLOCK_GAIN_KEY!r} must be a number in [0, 1], got {value!r}")
+    return float(value)
 
 
 def _data_and_schema(document: dict[str, Any], table: dict[str, Any], path: Path) -> tuple[DataSource, Schema | None]:
@@ -497,9 +546,13 @@ def toml_string(text: str) -> str:
     return '"' + "".join(escaped) + '"'
 
 
-def _toml_value(value: str | int | list[str]) -> str:
+def _toml_value(value: str | int | bool | list[str] | dict[str, str]) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(toml_string(item) for item in value) + "]"
+    if isinstance(value, dict):
+        return "{ " + ", ".join(f"{toml_string(k)} = {toml_string(v)}" for k, v in value.items()) + " }"
+    if isinstance(value, bool):
+        return "true" if value else "false"
     return toml_string(value) if isinstance(value, str) else str(value)
 
 

@@ -158,14 +158,16 @@ class EntityClient:
             Those records in words, for the error (e.g. "train records").
         """
         delivered = 0
+        # A masked share (a request with a nonce) is fixed point in Z_2^64; a block on its own, kernel values.
+        dtype = np.dtype(np.uint64) if request.nonce else np.dtype(np.float64)
 
         def run() -> None:
             nonlocal delivered
             stream = RowStream(self.stub.KernelBlock(request, timeout=self.deadline), "kernel")
-            if stream.dtype != np.float64 or stream.shape[1] != request.mbar:
+            if stream.dtype != dtype or stream.shape[1] != request.mbar:
                 raise EntityError(
                     f"{self.name} sent a kernel block of shape {stream.shape} and "
-                    f"dtype {stream.dtype}; expected (rows, {request.mbar}) float64"
+                    f"dtype {stream.dtype}; expected (rows, {request.mbar}) {dtype}"
                 )
             if stream.shape[0] != rows:
                 raise EntityError(
@@ -173,7 +175,7 @@ class EntityClient:
                     f"and mbar = {request.mbar}"
                 )
             for batch in stream:
-                if not np.isfinite(batch).all():
+                if dtype == np.float64 and not np.isfinite(batch).all():
                     raise EntityError(f"{self.name} sent a kernel block with non-finite entries")
                 fold(delivered, batch)
                 delivered += len(batch)
@@ -181,8 +183,8 @@ class EntityClient:
         self._call("KernelBlock", run, may_retry=lambda: delivered == 0)
 
     def kernel_block(self, request: pb.KernelRequest, rows: int, what: str) -> np.ndarray:
-        """K(A_ij, B_j') for ``rows`` requested records, shape (rows, mbar): :meth:`kernel_rows`, kept whole."""
-        block = np.empty((rows, request.mbar))
+        """K(A_ij, B_j') (or the masked share) for ``rows`` requested records, shape (rows, mbar), kept whole."""
+        block = np.empty((rows, request.mbar), dtype=np.uint64 if request.nonce else np.float64)
 
         def fold(start: int, batch: np.ndarray) -> None:
             block[start : start + len(batch)] = batch

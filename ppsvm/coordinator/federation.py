@@ -6,6 +6,7 @@ import functools
 import hashlib
 import json
 import logging
+import secrets
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -18,6 +19,7 @@ import numpy as np
 from ppsvm.config import Federation, FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.client import EntityClient
+from ppsvm.core.aggregation import decode_sum, share_bound
 from ppsvm.core.kernels import (
     KernelName,
     assemble,
@@ -38,6 +40,11 @@ logger = logging.getLogger(__name__)
 T = TypeVar("T")
 # Entities' record lists received at once: each may be tens of MiB (a 32-character pseudonym is 128 bytes).
 RECORDS_IN_FLIGHT = 4
+# Random bytes of a secure-aggregation nonce (ppsvm.core.aggregation.MIN_NONCE_BYTES at least).
+NONCE_BYTES = 32
+# Record ids one masked round asks for by id: about 1 MiB of request with 32-character pseudonyms,
+# well below gRPC's default 4 MB cap on a message.
+IDS_PER_ROUND = 20_000
 
 
 @dataclass(frozen=True)
@@ -63,10 +70,23 @@ class RowBlockRecords:
         return len(self.train_labels if part == "train" else self.test_labels)
 
     def without_ids(self) -> RowBlockRecords:
-        """The same records with empty id lists: a kernel fetch places rows by order and size alone, and the ids
-        of a million records (32-character pseudonyms, 128 bytes each as numpy text) are 122 MiB."""
+        """The same records without the id lists a kernel fetch does not need (122 MiB at a million pseudonyms).
+
+        A record set every entity lists in the same order is fetched by its name; one they list differently is
+        asked by id (the masks of secure aggregation cancel only over one ordered list), so its ids stay.
+        """
         empty = np.empty(0, dtype=str)
-        return replace(self, train_ids=empty, test_ids=empty, score_ids=empty)
+
+        def needed(ids: np.ndarray, order: dict[str, np.ndarray]) -> np.ndarray:
+            same = all(np.array_equal(rows, np.arange(len(ids))) for rows in order.values())
+            return empty if same else ids
+
+        return replace(
+            self,
+            train_ids=needed(self.train_ids, self.train_order),
+            test_ids=needed(self.test_ids, self.test_order),
+            score_ids=empty,
+        )
 
 
 def record_positions(reference: np.ndarray, ids: np.ndarray) -> np.ndarray:
@@ -120,8 +140,13 @@ def kernel_request(
     *,
     record_set: pb.RecordSet | None = None,
     ids: pb.RecordIds | None = None,
+    nonce: bytes = b"",
 ) -> pb.KernelRequest:
-    """A kernel request for one column block, relaying its members' signed ranges, for ``record_set`` or ``ids``."""
+    """A kernel request for one column block, relaying its members' signed ranges, for ``record_set`` or ``ids``.
+
+    A ``nonce`` asks for the entity's masked share of its row block's kernel (secure aggregation); without one,
+    for its block on its own.
+    """
     return pb.KernelRequest(
         kernel=KERNEL_KINDS[kernel],
         mbar=mbar,
@@ -129,7 +154,38 @@ def kernel_request(
         scaling=pb.Scaling(ranges=ranges),
         record_set=record_set,
         ids=ids,
+        nonce=nonce,
     )
+
+
+def new_nonce() -> bytes:
+    """A fresh nonce for one round of secure aggregation (one row block, one record list)."""
+    return secrets.token_bytes(NONCE_BYTES)
+
+
+def decode_combination(kernel: KernelName, total: np.ndarray, n_shares: int, where: str) -> np.ndarray:
+    """The row block's kernel from the sum of its masked shares (uint64, added mod 2^64), in place.
+
+    Returns
+    -------
+    ndarray of float64, the same memory as ``total``: the summed shares (linear) or their exp (Gaussian).
+
+    Raises
+    ------
+    EntityError
+        The sum lies beyond what cancelled masks can give: the entities masked different records or views.
+    """
+    values = decode_sum(total)
+    bound = share_bound(n_shares)
+    if values.size and (values.max() > bound or values.min() < -bound):
+        raise EntityError(
+            f"{where}: the entities' masked shares did not cancel (their sum is noise): they masked different "
+            "records, views or nonces, or hold different pair secrets; check that every pair of the row block shares "
+            "the same pair secret"
+        )
+    if kernel == "gaussian":
+        np.exp(values, out=values)
+    return values
 
 
 class Session:
@@ -459,24 +515,121 @@ class Session:
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
         # One preallocated K; each entity's block is folded into its row block's rows message by
-        # message as it arrives (sum and Hadamard product commute), so the coordinator holds K and a
+        # message as it arrives (sums and Hadamard products commute), so the coordinator holds K and a
         # few MiB of rows per entity, never K's blocks beside K.
-        placement: dict[int, tuple[int, int, dict[str, np.ndarray]]] = {}
+        placement: dict[int, tuple[int, RowBlockRecords]] = {}
         total = 0
         for block in blocks:
+            placement[block.row_block] = (total, block)
+            total += block.size(part)
+        shape = (total, mbar if columns is None else len(columns))
+        if columns is None:
+            K = self._masked_kernel(kernel, mbar, fetch_mu, ranges, placement, part, shape)
+        else:
+            K = self._single_block_kernel(kernel, mbar, fetch_mu, ranges, placement, part, shape, columns)
+        if kernel == "gaussian":
+            rescale_gaussian(K, fetch_mu, mu, in_place=True)
+        logger.info(
+            "assembled %s kernel %s from %d entities in %.2f s",
+            part,
+            K.shape,
+            len(self.federation.entities),
+            time.perf_counter() - start,
+        )
+        return K
+
+    def _masked_kernel(
+        self,
+        kernel: KernelName,
+        mbar: int,
+        fetch_mu: float,
+        ranges: dict[int, list[pb.SignedRange]],
+        placement: dict[int, tuple[int, RowBlockRecords]],
+        part: str,
+        shape: tuple[int, int],
+    ) -> np.ndarray:
+        """K by secure aggregation: each row block's masked shares are added mod 2^64 into K's own memory.
+
+        A row block whose entities list the same records in the same order is one round for its record set;
+        otherwise its shared records are asked by id, in the coordinator's order, a round per batch (every
+        entity of a round masks the same ordered list, so the masks cancel and the rows match).
+        """
+        K = np.zeros(shape, order="F")
+        sums = K.view(np.uint64)
+        rounds: list[tuple[FederationEntity, pb.KernelRequest, int, int]] = []
+        for row_block, (offset, block) in placement.items():
             order = block.train_order if part == "train" else block.test_order
             size = block.size(part)
-            placement[block.row_block] = (total, size, order)
-            total += size
-        K = assembly_start(kernel, (total, mbar if columns is None else len(columns)))
+            members = self.row_block(row_block)
+            if all(np.array_equal(order[e.id], np.arange(size)) for e in members):
+                nonce = new_nonce()
+                for entity in members:
+                    request = kernel_request(
+                        kernel, mbar, fetch_mu, ranges[entity.column_block], record_set=RECORD_SETS[part], nonce=nonce
+                    )
+                    rounds.append((entity, request, offset, size))
+                continue
+            ids = block.train_ids if part == "train" else block.test_ids
+            if len(ids) != size:
+                raise AssertionError(f"row block {row_block}: its {part} ids were dropped before a fetch by id")
+            for first in range(0, size, IDS_PER_ROUND):
+                batch = pb.RecordIds(ids=ids[first : first + IDS_PER_ROUND].tolist())
+                nonce = new_nonce()
+                for entity in members:
+                    request = kernel_request(
+                        kernel, mbar, fetch_mu, ranges[entity.column_block], ids=batch, nonce=nonce
+                    )
+                    rounds.append((entity, request, offset + first, len(batch.ids)))
+        locks = {row_block: threading.Lock() for row_block in placement}
+
+        def fetch(entity: FederationEntity, request: pb.KernelRequest, offset: int, rows: int) -> None:
+            target = sums[offset : offset + rows]
+
+            def fold(start: int, batch: np.ndarray) -> None:
+                with locks[entity.row_block]:
+                    part_rows = target[start : start + len(batch)]
+                    np.add(part_rows, batch, out=part_rows)  # mod 2^64: unsigned arithmetic wraps
+
+            self.clients[entity.id].kernel_rows(request, rows, f"{part} records", fold)
+
+        self._gather(
+            {
+                (e.id, str(n)): self._pool.submit(fetch, e, request, offset, rows)
+                for n, (e, request, offset, rows) in enumerate(rounds)
+            }
+        )
+        for row_block, (offset, block) in placement.items():
+            rows = slice(offset, offset + block.size(part))
+            decode_combination(kernel, sums[rows], len(self.row_block(row_block)), f"row block {row_block}")
+        return K
+
+    def _single_block_kernel(
+        self,
+        kernel: KernelName,
+        mbar: int,
+        fetch_mu: float,
+        ranges: dict[int, list[pb.SignedRange]],
+        placement: dict[int, tuple[int, RowBlockRecords]],
+        part: str,
+        shape: tuple[int, int],
+        columns: np.ndarray,
+    ) -> np.ndarray:
+        """K of the product basis, from each entity's block on its own (each entity's consent decides).
+
+        Its columns pair different rows of the B_j's, so they cannot be formed from masked shares; and they
+        reveal the per-block terms up to a constant, so a single-block release is what they are.
+        """
+        K = assembly_start(kernel, shape)
         locks = {row_block: threading.Lock() for row_block in placement}
 
         def fetch(client: EntityClient) -> None:
             entity = client.entity
-            offset, size, order = placement[entity.row_block]
+            offset, block = placement[entity.row_block]
+            order = block.train_order if part == "train" else block.test_order
+            size = block.size(part)
             rows = order[entity.id]  # each of the entity's records' row of K; -1 for those not every entity holds
             target = K[offset : offset + size]
-            picks = None if columns is None else columns[:, self.federation.column_blocks.index(entity.column_block)]
+            picks = columns[:, self.federation.column_blocks.index(entity.column_block)]
             in_order = np.array_equal(rows, np.arange(size))
 
             def fold(start: int, batch: np.ndarray) -> None:
@@ -492,15 +645,6 @@ class Session:
             client.kernel_rows(request, len(rows), f"{part} records", fold)
 
         self.each(fetch)
-        if kernel == "gaussian":
-            rescale_gaussian(K, fetch_mu, mu, in_place=True)
-        logger.info(
-            "assembled %s kernel %s from %d entities in %.2f s",
-            part,
-            K.shape,
-            len(self.federation.entities),
-            time.perf_counter() - start,
-        )
         return K
 
     def fetch_width(self, kernel: KernelName) -> float:
@@ -534,17 +678,26 @@ class Session:
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
         members = [e for row_block in ids_by_row_block for e in self.row_block(row_block)]
+        # One round per row block: every entity of it masks the same ordered ids under the same nonce.
+        nonces = {row_block: new_nonce() if columns is None else b"" for row_block in ids_by_row_block}
 
         def fetch(client: EntityClient) -> np.ndarray:
-            ids = ids_by_row_block[client.entity.row_block]
+            row_block = client.entity.row_block
+            ids = ids_by_row_block[row_block]
             block_ranges = ranges[client.entity.column_block]
-            request = kernel_request(kernel, mbar, fetch_mu, block_ranges, ids=pb.RecordIds(ids=ids))
+            request = kernel_request(
+                kernel, mbar, fetch_mu, block_ranges, ids=pb.RecordIds(ids=ids), nonce=nonces[row_block]
+            )
             return client.kernel_block(request, len(ids), "records named by id")
 
         fetched = self.each(fetch, members)
-        return {
-            row_block: self._at_width(
-                kernel, assemble(kernel, [fetched[e.id] for e in self.row_block(row_block)], columns), fetch_mu, mu
-            )
-            for row_block in ids_by_row_block
-        }
+        result = {}
+        for row_block in ids_by_row_block:
+            shares = [fetched[e.id] for e in self.row_block(row_block)]
+            if columns is None:
+                summed = functools.reduce(np.add, shares)  # uint64: mod 2^64
+                combined = decode_combination(kernel, summed, len(shares), f"row block {row_block}")
+            else:
+                combined = assemble(kernel, shares, columns)
+            result[row_block] = self._at_width(kernel, combined, fetch_mu, mu)
+        return result

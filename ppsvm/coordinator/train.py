@@ -101,10 +101,13 @@ def product_point_count(n_train: int) -> int:
 
 
 def _candidate_bases(basis: str, n_column_blocks: int) -> tuple[str, ...]:
-    """The bases to compare: both for "auto" with several column blocks (with one, product and paper coincide)."""
-    if basis != "auto":
-        return (basis,)
-    return ("paper", "product") if n_column_blocks > 1 else ("paper",)
+    """The bases to compare. "auto" is the paper's basis: the product basis needs every entity's block on its own
+    (its columns pair different rows of the B_j's, which masked shares cannot), which entities release only
+    within their measured-risk limit or with their consent (privacy rule 8); with one column block the two
+    coincide."""
+    if basis == "auto" or (basis == "product" and n_column_blocks == 1):
+        return ("paper",)
+    return (basis,)
 
 
 def _basis_warnings(
@@ -118,8 +121,9 @@ def _basis_warnings(
     if len(widths) > 1 and not product_tried:
         alternatives.insert(
             0,
-            f"--basis product (up to {product_point_count(n_train)} columns pairing rows of different B_j's, formed "
-            "from the same blocks: no new request, nothing more leaves an entity)",
+            f"--basis product (up to {product_point_count(n_train)} columns pairing rows of different B_j's; it needs "
+            "each entity's block on its own, which an entity releases only within its measured-risk limit or with "
+            "its own consent)",
         )
     return [
         f"the Gaussian model gets mbar = {mbar} random points per column block: privacy rule 3 (mbar < n_j) "

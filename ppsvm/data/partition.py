@@ -15,6 +15,7 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
+import itertools
 import io
 import json
 import logging
@@ -54,6 +55,7 @@ MANIFEST_FILE = "split.json"
 # Files a previous split may have left that this one does not rewrite.
 _SPLIT_OUTPUT = re.compile(
     r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret|record-ids\.key"
+    r"|pair-r\d+c\d+-r\d+c\d+\.secret"
 )
 # The federation's record-id key: every entity holds it, the coordinator never does (ids leave as pseudonyms).
 ID_KEY_FILE = "record-ids.key"
@@ -209,8 +211,9 @@ def split_dataset(
             cell = cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
             files[f"{name}.csv"] = (cell, PRIVATE_MODE)
             members = [f"r{row}c{j}" for row in range(options.rows)]
+            peers = [f"r{i}c{col}" for col in range(options.cols) if col != j]
             features = [dataset.feature_names[k] for k in columns]
-            entity_toml = _entity_toml(name, _address(options, i, j), j, members, features)
+            entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features)
             files[f"{name}.toml"] = (entity_toml, PRIVATE_MODE)
             # A new cell has released nothing: its log starts here (an entity refuses to start without one).
             files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
@@ -226,6 +229,9 @@ def split_dataset(
             )
     for j in range(options.cols):
         files[secret_file_name(j)] = (new_secret_hex() + "\n", PRIVATE_MODE)
+    for i in range(options.rows):
+        for a, b in itertools.combinations(range(options.cols), 2):
+            files[pair_secret_file_name(f"r{i}c{a}", f"r{i}c{b}")] = (new_secret_hex() + "\n", PRIVATE_MODE)
     files[ID_KEY_FILE] = (new_secret_hex() + "\n", PRIVATE_MODE)
     for filename, pem in make_certificates(federation_parties(DEFAULT_COORDINATOR_NAME, entity_names)).items():
         # Without the CA key nobody can mint another identity this federation would trust.
@@ -431,7 +437,15 @@ def secret_file_name(column_block: int) -> str:
     return f"column-block-{column_block}.secret"
 
 
-def _entity_toml(name: str, address: str, column_block: int, members: list[str], features: list[str]) -> str:
+def pair_secret_file_name(first: str, second: str) -> str:
+    """The file that holds the secret two entities of one row block share (secure aggregation's masks)."""
+    low, high = sorted((first, second))
+    return f"pair-{low}-{high}.secret"
+
+
+def _entity_toml(
+    name: str, address: str, column_block: int, members: list[str], peers: list[str], features: list[str]
+) -> str:
     # The schema the cell was written with: every feature a number (split imputed any gap before writing).
     schema = [("[[schema.features]]", feature.as_dict()) for feature in numeric_schema(features).features]
     return toml_document(
@@ -447,6 +461,7 @@ def _entity_toml(name: str, address: str, column_block: int, members: list[str],
                     "secret_file": secret_file_name(column_block),
                     "id_key_file": ID_KEY_FILE,
                     "column_block_members": members,
+                    **({"pair_secrets": {peer: pair_secret_file_name(name, peer) for peer in peers}} if peers else {}),
                 },
             ),
             ("[tls]", {**_tls_files(name), "coordinator": DEFAULT_COORDINATOR_NAME}),

@@ -25,8 +25,15 @@ from typing import Any, TypedDict
 
 import numpy as np
 
-from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY, EntityConfig
+from ppsvm.config import (
+    CONTINUOUS_NOISE_KEY,
+    NON_PRIVATE_WEIGHTS_KEY,
+    SINGLE_BLOCK_CONSENT_KEY,
+    SINGLE_BLOCK_GAIN_KEY,
+    EntityConfig,
+)
 from ppsvm.constants import DEFAULT_FOLDS, MAX_ARRAY_BYTES, MAX_HISTOGRAM_EDGES
+from ppsvm.core.aggregation import MIN_NONCE_BYTES, log_share, mask_context, masked_shares, records_digest
 from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, is_mechanism, private_weights
 from ppsvm.core.dp_model import DpModel, parse_any_model
 from ppsvm.core.fourier import apply_scaling, fourier_features
@@ -126,6 +133,10 @@ class EntityCore:
         self.config = config
         self.cell = read_source(config.data, config.schema)
         self._secret = config.read_secret()
+        # One secret per other entity of its row block: its kernel blocks leave only masked (privacy rule 8).
+        self._pair_secrets = config.read_pair_secrets()
+        # Measured reconstruction risk of a single-block release, per (view fingerprint, mbar): measured once.
+        self._single_block_risk: dict[tuple[str, int], Any] = {}
         self.secret_check = key_check_value(self._secret)
         id_key = config.read_id_key()
         # From here on the entity knows its records only by pseudonym: every id it publishes or is asked about.
@@ -257,28 +268,42 @@ class EntityCore:
         record_set: str | None = None,
         ids: list[str] | None = None,
         peer: str = "",
+        nonce: bytes = b"",
     ) -> np.ndarray:
-        """K(A, B_j') for the training or held-out records, or for records named by id.
+        """This entity's share of its row block's kernel (masked), or its block K(A, B_j') on its own.
 
-        The rows are scaled with :meth:`block_scaling` of ``ranges``.
+        The rows are the training or held-out records in this entity's order, or the records named by
+        ``ids`` in the order given, scaled with :meth:`block_scaling` of ``ranges``.
+
+        With a ``nonce`` (secure aggregation, :mod:`ppsvm.core.aggregation`) the answer is the share
+        (A B' or the log-kernel -mu ||a - b||^2) in fixed point plus the masks of every pair of its row
+        block, bound to the nonce, the ordered records and the view: only the row block's sum can be read.
+        Without one, or for an entity alone in its row block (nothing to mask with), the block leaves on its
+        own, which a column-block peer can invert (privacy rule 8): it is released only when the
+        reconstruction risk measured on the entity's own records is within ``single_block_max_gain`` or its
+        config consents.
 
         Returns
         -------
         ndarray, shape (rows, mbar)
+            uint64 masked shares with a nonce, float64 kernel values without.
 
         Raises
         ------
         PrivacyError
             mbar >= n_j without the entity's own override (rule 3), ranges that fail :meth:`block_scaling`,
-            or another kernel, width or scaling than the one pinned for this entity's basis.
+            another kernel, width or scaling than the pinned one or a larger mbar, a nonce answered before,
+            or a single-block release over the measured-risk limit without consent.
         DataError
-            Ranges of the wrong length, unknown or repeated ids.
+            Ranges of the wrong length, unknown or repeated ids, a nonce that is too short.
         """
         self.guard.admit("KernelBlock")
         n = self.cell.n_features
         check_mbar(mbar, n, self.config.non_private_override, self.id)
         if kernel_name == "gaussian" and not (math.isfinite(mu) and mu > 0):
             raise DataError(f"entity {self.id}: the Gaussian width mu must be a finite number > 0, got {mu}")
+        if nonce and len(nonce) < MIN_NONCE_BYTES:
+            raise DataError(f"entity {self.id}: a nonce must have at least {MIN_NONCE_BYTES} bytes, got {len(nonce)}")
         rows = max(len(self.cell.train_ids), len(self.cell.test_ids))
         if mbar * max(rows, n) * 8 > MAX_ARRAY_BYTES:  # only reachable with the non-private override
             raise DataError(
@@ -295,8 +320,23 @@ class EntityCore:
         basis = Basis(
             kernel_name, float(mu) if kernel_name == "gaussian" else 0.0, tuple(low.tolist()), tuple(high.tolist())
         )
-        self.guard.charge("KernelBlock", peer, basis=basis, records=records, rows=count, mbar=mbar)
+        masked = bool(nonce) and bool(self._pair_secrets)
+        self.guard.charge(
+            "KernelBlock",
+            peer,
+            basis=basis,
+            mbar=mbar,
+            nonce=nonce.hex() if nonce else None,
+            records=records,
+            rows=count,
+            masked=masked,
+        )
+        if not masked:
+            self._check_single_block(basis, mbar)
         with self.guard.touching("KernelBlock"):
+            ordered_ids = (
+                self.cell.train_ids if records == "train" else self.cell.test_ids if records == "test" else ids or []
+            )
             X = (
                 self.cell.X_train
                 if records == "train"
@@ -304,7 +344,65 @@ class EntityCore:
                 if records == "test"
                 else self._rows_for_ids(ids or [])
             )
-            return kernel(kernel_name, scale_to_unit(X, low, high), self._random_points(mbar), mu)
+            scaled, points = scale_to_unit(X, low, high), self._random_points(mbar)
+            if not nonce:
+                return kernel(kernel_name, scaled, points, mu)
+            # What every entity of the row block asks under: its column block's scaling is not (each has its own).
+            view = {"kernel": kernel_name, "mu": basis.mu.hex(), "mbar": mbar}
+            context = mask_context(nonce, records_digest(ordered_ids), view)
+            share = log_share(kernel_name, scaled, points, mu)
+            out = share.view(np.uint64)  # the masked batches overwrite the share row by row, in place
+            start = 0
+            for batch in masked_shares(share, self.id, self._pair_secrets, context):
+                out[start : start + len(batch)] = batch
+                start += len(batch)
+            return out
+
+    def _check_single_block(self, basis: Basis, mbar: int) -> None:
+        """Refuse a single-block release whose measured reconstruction risk exceeds the limit, unless consented.
+
+        The risk is the strongest reconstruction the project knows (:func:`ppsvm.core.reconstruction.measure_risk`:
+        half of this entity's own records, as a column-block peer who knows B_j, attacking the other half),
+        measured once per view and mbar after the release was charged: the decision depends on the records,
+        so it is recorded like any release, and its figure goes to the entity's own log.
+        """
+        from ppsvm.core.reconstruction import measure_risk  # TEMP until the module lands
+
+        key = (basis.fingerprint(), mbar)
+        risk = self._single_block_risk.get(key)
+        if risk is None:
+            with self.guard.touching("KernelBlock"):
+                scaled = np.clip(scale_to_unit(self.cell.X_train, np.array(basis.low), np.array(basis.high)), 0, 1)
+                risk = measure_risk(scaled, self._random_points(mbar), basis.kernel, basis.mu)
+            self._single_block_risk[key] = risk
+            logger.warning(
+                "entity %s: its kernel block at %s, mbar = %d, would leave on its own (not combined with its row "
+                "block's): %s",
+                self.id,
+                basis.describe(),
+                mbar,
+                risk.describe(),
+            )
+        limit = self.config.single_block_max_gain
+        if risk.gain <= limit:
+            return
+        if self.config.single_block_consent:
+            logger.warning(
+                "entity %s releases its kernel block on its own with measured gain %.2f > %.2f, by its own consent "
+                "([privacy] %s = true)",
+                self.id,
+                risk.gain,
+                limit,
+                SINGLE_BLOCK_CONSENT_KEY,
+            )
+            return
+        raise PrivacyError(
+            f"entity {self.id} refuses to release its kernel block on its own (mbar = {mbar}): {risk.describe()}, "
+            f"above its limit {limit:g} ([privacy] {SINGLE_BLOCK_GAIN_KEY}). Alternatives: combine it with the other "
+            "entities of its row block (secure aggregation: a vertical or checkerboard federation whose entities hold "
+            f"pair secrets), a smaller mbar, DP mode, or its operator's consent ([privacy] {SINGLE_BLOCK_CONSENT_KEY} "
+            "= true)"
+        )
 
     def _rows_for_ids(self, ids: list[str]) -> np.ndarray:
         """Feature rows of ids passed by ``Cell.check_ids``, from the cell or the scoring source, in order."""

@@ -10,8 +10,11 @@ coordinator that sends any request it likes (possibly helped by one other entity
 - **One basis view** (rules 3 and 5). B_j is served under one kernel type, one Gaussian
   width and one scaling for the entity's whole life: the first kernel release pins them
   and any other is refused. A second view of the same B_j adds equations per record (the
-  Gaussian view adds ||a||^2 to the linear one; a second scaling adds mbar), while B_j at
-  any mbar is a prefix of one fixed stream, so the pin covers every mbar and record set.
+  Gaussian view adds ||a||^2 to the linear one; a second scaling adds mbar). B_j at any mbar
+  is a prefix of one fixed stream, so the pin also covers the largest mbar released: a larger
+  one would add points (equations) for every record served before.
+- **Masks used once** (rule 8). A masked share (secure aggregation) is bound to the
+  coordinator's nonce; the entity answers each nonce once, so no mask covers two releases.
 - **Budgets**. DP releases spend integer micro-epsilons of ``epsilon_total``; the
   entity-alone figures are capped at ``max_baseline_releases``.
 - **Charged before computed** (rule 6). A release is written to the append-only log
@@ -138,6 +141,8 @@ class ReleaseGuard:
 
     def _recount(self) -> None:
         self.pinned: Basis | None = None
+        self.pinned_mbar = 0  # the largest mbar any kernel release used: the pin covers it
+        self.nonces: set[str] = set()
         self.spent_micro = 0
         self.baselines = 0
         self.releases_by_rpc: Counter[str] = Counter()  # for the metrics, without reading the log per scrape
@@ -149,6 +154,10 @@ class ReleaseGuard:
         self.releases_by_rpc[str(record.get("rpc", ""))] += 1
         if record.get("rpc") == "LocalBaseline":
             self.baselines += 1
+        if record.get("rpc") == "KernelBlock":
+            self.pinned_mbar = max(self.pinned_mbar, int(record.get("mbar", 0)))
+        if "nonce" in record:
+            self.nonces.add(str(record["nonce"]))
         if "basis" in record and self.pinned is None:
             view = record["basis"]
             self.pinned = Basis(view["kernel"], float(view["mu"]), tuple(view["low"]), tuple(view["high"]))
@@ -168,20 +177,39 @@ class ReleaseGuard:
             )
 
     def charge(
-        self, rpc: str, peer: str, *, basis: Basis | None = None, epsilon: float | None = None, **fields: Any
+        self,
+        rpc: str,
+        peer: str,
+        *,
+        basis: Basis | None = None,
+        mbar: int | None = None,
+        nonce: str | None = None,
+        epsilon: float | None = None,
+        **fields: Any,
     ) -> dict[str, Any]:
-        """Check the pin and the budgets, then record the release durably; returns the log record.
+        """Check the pin, the nonce and the budgets, then record the release durably; returns the log record.
 
         Raises
         ------
         PrivacyError
-            Another basis view than the pinned one, a DP budget that does not cover ``epsilon``
-            (or no budget), or no entity-alone releases left. Nothing is recorded then.
+            Another basis view than the pinned one or an mbar above the pinned one, a nonce answered
+            before, a DP budget that does not cover ``epsilon`` (or no budget), or no entity-alone
+            releases left. Nothing is recorded then.
         """
         with self._lock:
             if self.log.refresh():  # another process serving this entity released something: count it too
                 self._recount()
             record: dict[str, Any] = {"rpc": rpc, "peer": peer, **fields, "epsilon_micro": 0}
+            if mbar is not None:
+                self._check_mbar(mbar)
+                record["mbar"] = mbar
+            if nonce is not None:
+                if nonce in self.nonces:
+                    raise PrivacyError(
+                        f"entity {self.who} answered nonce {nonce[:16]}... before: a mask is used once; ask again "
+                        "with a fresh nonce"
+                    )
+                record["nonce"] = nonce
             if basis is not None:
                 self._check_basis(basis)
                 record["basis_fingerprint"] = basis.fingerprint()
@@ -204,6 +232,14 @@ class ReleaseGuard:
                 f"entity {self.who} serves its random basis B_j under one view for its whole life, pinned by its first "
                 f"kernel release: {self.pinned.describe()}; this request asks {basis.describe()} (fields kernel, mu, "
                 "scaling). A second view adds equations per record; a new view needs a new column-block secret"
+            )
+
+    def _check_mbar(self, mbar: int) -> None:
+        if self.pinned is not None and mbar > self.pinned_mbar:
+            raise PrivacyError(
+                f"entity {self.who} has released kernel blocks of at most mbar = {self.pinned_mbar} random points "
+                f"under its pinned view, and this request asks for {mbar}: more points add equations for every "
+                "record served before. Ask for at most that many"
             )
 
     def _check_budget(self, epsilon: float) -> int:
@@ -248,6 +284,7 @@ class ReleaseGuard:
             "releases": len(self.log.records),
             "log_created": self.log.created,
             "pinned_basis": None if self.pinned is None else self.pinned.describe(),
+            "pinned_mbar": self.pinned_mbar,
             "epsilon_total": None if self.total_micro is None else epsilon_of(self.total_micro),
             "epsilon_spent": epsilon_of(self.spent_micro),
             "baseline_releases": self.baselines,

@@ -100,9 +100,14 @@ class EntityServicer(pb_grpc.EntityServicer):
             record_set=record_set,
             ids=ids,
             peer=_peer(context),
+            nonce=request.nonce,
         )
         logger.info(
-            "entity %s: kernel block %s for %s", self.core.id, block.shape, record_set or f"{len(ids or [])} ids"
+            "entity %s: kernel block %s for %s%s",
+            self.core.id,
+            block.shape,
+            record_set or f"{len(ids or [])} ids",
+            ", masked" if request.nonce else "",
         )
         yield from encode_arrays({"kernel": block})
 

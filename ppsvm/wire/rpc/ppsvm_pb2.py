@@ -24,17 +24,17 @@ _sym_db = _symbol_database.Default()
 
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1appsvm/wire/rpc/ppsvm.proto\x12\x08ppsvm.v1\"9\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"A\n\nArrayChunk\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.ppsvm.v1.ArrayHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x07\n\x05\x45mpty\"\xde\x02\n\rBlockMetadata\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63olumn_block\x18\x02 \x01(\r\x12\x12\n\nn_features\x18\x03 \x01(\r\x12\x0f\n\x07n_train\x18\x04 \x01(\x04\x12\x0e\n\x06n_test\x18\x05 \x01(\x04\x12\x12\n\nhas_labels\x18\x06 \x01(\x08\x12\x1c\n\x14non_private_override\x18\x07 \x01(\x08\x12\x15\n\rppsvm_version\x18\x08 \x01(\t\x12\x14\n\x0csecret_check\x18\t \x01(\t\x12\x16\n\x0e\x66\x65\x61tures_check\x18\n \x01(\t\x12\x0c\n\x04mode\x18\x0b \x01(\t\x12\x14\n\x0cpinned_basis\x18\x0c \x01(\t\x12\x10\n\x08releases\x18\r \x01(\x04\x12\x15\n\repsilon_total\x18\x0e \x01(\x01\x12\x15\n\repsilon_spent\x18\x0f \x01(\x01\x12\x14\n\x0cid_key_check\x18\x10 \x01(\t\"H\n\x0bSignedRange\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0b\n\x03low\x18\x02 \x03(\x01\x12\x0c\n\x04high\x18\x03 \x03(\x01\x12\x0b\n\x03tag\x18\x04 \x01(\t\"0\n\x07Scaling\x12%\n\x06ranges\x18\x01 \x03(\x0b\x32\x15.ppsvm.v1.SignedRange\"\xcd\x01\n\rKernelRequest\x12$\n\x06kernel\x18\x01 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\x0c\n\x04mbar\x18\x02 \x01(\r\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\"\n\x07scaling\x18\x04 \x01(\x0b\x32\x11.ppsvm.v1.Scaling\x12)\n\nrecord_set\x18\x05 \x01(\x0e\x32\x13.ppsvm.v1.RecordSetH\x00\x12\"\n\x03ids\x18\x06 \x01(\x0b\x32\x13.ppsvm.v1.RecordIdsH\x00\x42\t\n\x07records\"\x18\n\tRecordIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\"\n\x0cModelMessage\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\"\x16\n\x03\x41\x63k\x12\x0f\n\x07message\x18\x01 \x01(\t\"\x92\x01\n\x0f\x42\x61selineRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12$\n\x06kernel\x18\x02 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\n\n\x02nu\x18\x03 \x01(\x01\x12\n\n\x02mu\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12\x0e\n\x06search\x18\x06 \x01(\t\x12\x15\n\rleave_one_out\x18\x07 \x01(\x08\"\x8a\x01\n\rBaselineReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0e\n\x06n_test\x18\x03 \x01(\x04\x12\x12\n\nerror_rate\x18\x04 \x01(\x01\x12\x0b\n\x03\x61uc\x18\x05 \x01(\x01\x12\x16\n\x0erelative_error\x18\x06 \x01(\x01\x12\x0c\n\x04rmse\x18\x07 \x01(\x01\"\x9a\x01\n\tDpRequest\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x03 \x01(\x01\x12\t\n\x01\x63\x18\x04 \x01(\x01\x12\x15\n\rn_frequencies\x18\x05 \x01(\r\x12\x0b\n\x03rho\x18\x06 \x03(\x01\x12\x0b\n\x03low\x18\x07 \x03(\x01\x12\x0c\n\x04high\x18\x08 \x03(\x01\x12\x0f\n\x07huber_h\x18\t \x01(\x01\"\x8b\x01\n\x07\x44pReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0f\n\x07weights\x18\x03 \x03(\x01\x12\x11\n\tmechanism\x18\x04 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x05 \x01(\x01\x12\r\n\x05noise\x18\x06 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x07 \x01(\x01\"8\n\x11\x44pEvaluateRequest\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\x12\x0f\n\x07\x65psilon\x18\x02 \x01(\x01\"\x82\x01\n\x0f\x44pEvaluateReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0e\n\x06n_test\x18\x02 \x01(\x04\x12\x12\n\nerror_rate\x18\x03 \x01(\x01\x12\x0f\n\x07\x65psilon\x18\x04 \x01(\x01\x12\r\n\x05noise\x18\x05 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x06 \x01(\x01\"H\n\x12\x44pHistogramRequest\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\x12\r\n\x05\x65\x64ges\x18\x02 \x03(\x01\x12\x0f\n\x07\x65psilon\x18\x03 \x01(\x01\"\xa2\x01\n\x10\x44pHistogramReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x17\n\x0fnegative_counts\x18\x03 \x03(\x12\x12\x17\n\x0fpositive_counts\x18\x04 \x03(\x12\x12\x0f\n\x07\x65psilon\x18\x05 \x01(\x01\x12\r\n\x05noise\x18\x06 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x07 \x01(\x01\"\x1d\n\x0ePredictRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\">\n\nPrediction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x01\x12\x12\n\nprediction\x18\x03 \x01(\x01\"L\n\x0cPredictReply\x12)\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x14.ppsvm.v1.Prediction\x12\x11\n\tnot_found\x18\x02 \x03(\t\"w\n\x0bStatusReply\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x0c\n\x04mbar\x18\x03 \x01(\r\x12\x12\n\nn_entities\x18\x04 \x01(\r\x12\x0f\n\x07private\x18\x05 \x01(\x08\x12\x17\n\x0frequests_served\x18\x06 \x01(\x04*<\n\tRecordSet\x12\x1a\n\x16RECORD_SET_UNSPECIFIED\x10\x00\x12\t\n\x05TRAIN\x10\x01\x12\x08\n\x04TEST\x10\x02*>\n\nKernelKind\x12\x16\n\x12KERNEL_UNSPECIFIED\x10\x00\x12\n\n\x06LINEAR\x10\x01\x12\x0c\n\x08GAUSSIAN\x10\x02\x32\xaf\x04\n\x06\x45ntity\x12\x34\n\x08Metadata\x12\x0f.ppsvm.v1.Empty\x1a\x17.ppsvm.v1.BlockMetadata\x12\x32\n\x07Records\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x37\n\x0c\x46\x65\x61tureRange\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12>\n\x0bKernelBlock\x12\x17.ppsvm.v1.KernelRequest\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x34\n\x0b\x41\x63\x63\x65ptModel\x12\x16.ppsvm.v1.ModelMessage\x1a\r.ppsvm.v1.Ack\x12\x43\n\rLocalBaseline\x12\x19.ppsvm.v1.BaselineRequest\x1a\x17.ppsvm.v1.BaselineReply\x12\x33\n\tDpWeights\x12\x13.ppsvm.v1.DpRequest\x1a\x11.ppsvm.v1.DpReply\x12\x44\n\nDpEvaluate\x12\x1b.ppsvm.v1.DpEvaluateRequest\x1a\x19.ppsvm.v1.DpEvaluateReply\x12L\n\x10\x44pScoreHistogram\x12\x1c.ppsvm.v1.DpHistogramRequest\x1a\x1a.ppsvm.v1.DpHistogramReply2|\n\x0b\x43oordinator\x12;\n\x07Predict\x12\x18.ppsvm.v1.PredictRequest\x1a\x16.ppsvm.v1.PredictReply\x12\x30\n\x06Status\x12\x0f.ppsvm.v1.Empty\x1a\x15.ppsvm.v1.StatusReplyb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1appsvm/wire/rpc/ppsvm.proto\x12\x08ppsvm.v1\"9\n\x0b\x41rrayHeader\x12\x0c\n\x04name\x18\x01 \x01(\t\x12\r\n\x05\x64type\x18\x02 \x01(\t\x12\r\n\x05shape\x18\x03 \x03(\x04\"A\n\nArrayChunk\x12%\n\x06header\x18\x01 \x01(\x0b\x32\x15.ppsvm.v1.ArrayHeader\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"\x07\n\x05\x45mpty\"\xde\x02\n\rBlockMetadata\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x14\n\x0c\x63olumn_block\x18\x02 \x01(\r\x12\x12\n\nn_features\x18\x03 \x01(\r\x12\x0f\n\x07n_train\x18\x04 \x01(\x04\x12\x0e\n\x06n_test\x18\x05 \x01(\x04\x12\x12\n\nhas_labels\x18\x06 \x01(\x08\x12\x1c\n\x14non_private_override\x18\x07 \x01(\x08\x12\x15\n\rppsvm_version\x18\x08 \x01(\t\x12\x14\n\x0csecret_check\x18\t \x01(\t\x12\x16\n\x0e\x66\x65\x61tures_check\x18\n \x01(\t\x12\x0c\n\x04mode\x18\x0b \x01(\t\x12\x14\n\x0cpinned_basis\x18\x0c \x01(\t\x12\x10\n\x08releases\x18\r \x01(\x04\x12\x15\n\repsilon_total\x18\x0e \x01(\x01\x12\x15\n\repsilon_spent\x18\x0f \x01(\x01\x12\x14\n\x0cid_key_check\x18\x10 \x01(\t\"H\n\x0bSignedRange\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0b\n\x03low\x18\x02 \x03(\x01\x12\x0c\n\x04high\x18\x03 \x03(\x01\x12\x0b\n\x03tag\x18\x04 \x01(\t\"0\n\x07Scaling\x12%\n\x06ranges\x18\x01 \x03(\x0b\x32\x15.ppsvm.v1.SignedRange\"\xdc\x01\n\rKernelRequest\x12$\n\x06kernel\x18\x01 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\x0c\n\x04mbar\x18\x02 \x01(\r\x12\n\n\x02mu\x18\x03 \x01(\x01\x12\"\n\x07scaling\x18\x04 \x01(\x0b\x32\x11.ppsvm.v1.Scaling\x12)\n\nrecord_set\x18\x05 \x01(\x0e\x32\x13.ppsvm.v1.RecordSetH\x00\x12\"\n\x03ids\x18\x06 \x01(\x0b\x32\x13.ppsvm.v1.RecordIdsH\x00\x12\r\n\x05nonce\x18\x07 \x01(\x0c\x42\t\n\x07records\"\x18\n\tRecordIds\x12\x0b\n\x03ids\x18\x01 \x03(\t\"\"\n\x0cModelMessage\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\"\x16\n\x03\x41\x63k\x12\x0f\n\x07message\x18\x01 \x01(\t\"\x92\x01\n\x0f\x42\x61selineRequest\x12\x0c\n\x04task\x18\x01 \x01(\t\x12$\n\x06kernel\x18\x02 \x01(\x0e\x32\x14.ppsvm.v1.KernelKind\x12\n\n\x02nu\x18\x03 \x01(\x01\x12\n\n\x02mu\x18\x04 \x01(\x01\x12\x0c\n\x04seed\x18\x05 \x01(\x04\x12\x0e\n\x06search\x18\x06 \x01(\t\x12\x15\n\rleave_one_out\x18\x07 \x01(\x08\"\x8a\x01\n\rBaselineReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0e\n\x06n_test\x18\x03 \x01(\x04\x12\x12\n\nerror_rate\x18\x04 \x01(\x01\x12\x0b\n\x03\x61uc\x18\x05 \x01(\x01\x12\x16\n\x0erelative_error\x18\x06 \x01(\x01\x12\x0c\n\x04rmse\x18\x07 \x01(\x01\"\x9a\x01\n\tDpRequest\x12\x0e\n\x06method\x18\x01 \x01(\t\x12\x11\n\tmechanism\x18\x02 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x03 \x01(\x01\x12\t\n\x01\x63\x18\x04 \x01(\x01\x12\x15\n\rn_frequencies\x18\x05 \x01(\r\x12\x0b\n\x03rho\x18\x06 \x03(\x01\x12\x0b\n\x03low\x18\x07 \x03(\x01\x12\x0c\n\x04high\x18\x08 \x03(\x01\x12\x0f\n\x07huber_h\x18\t \x01(\x01\"\x8b\x01\n\x07\x44pReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x0f\n\x07weights\x18\x03 \x03(\x01\x12\x11\n\tmechanism\x18\x04 \x01(\t\x12\x0f\n\x07\x65psilon\x18\x05 \x01(\x01\x12\r\n\x05noise\x18\x06 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x07 \x01(\x01\"8\n\x11\x44pEvaluateRequest\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\x12\x0f\n\x07\x65psilon\x18\x02 \x01(\x01\"\x82\x01\n\x0f\x44pEvaluateReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0e\n\x06n_test\x18\x02 \x01(\x04\x12\x12\n\nerror_rate\x18\x03 \x01(\x01\x12\x0f\n\x07\x65psilon\x18\x04 \x01(\x01\x12\r\n\x05noise\x18\x05 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x06 \x01(\x01\"H\n\x12\x44pHistogramRequest\x12\x12\n\nmodel_json\x18\x01 \x01(\x0c\x12\r\n\x05\x65\x64ges\x18\x02 \x03(\x01\x12\x0f\n\x07\x65psilon\x18\x03 \x01(\x01\"\xa2\x01\n\x10\x44pHistogramReply\x12\x11\n\tentity_id\x18\x01 \x01(\t\x12\x0f\n\x07n_train\x18\x02 \x01(\x04\x12\x17\n\x0fnegative_counts\x18\x03 \x03(\x12\x12\x17\n\x0fpositive_counts\x18\x04 \x03(\x12\x12\x0f\n\x07\x65psilon\x18\x05 \x01(\x01\x12\r\n\x05noise\x18\x06 \x01(\t\x12\x18\n\x10\x62udget_remaining\x18\x07 \x01(\x01\"\x1d\n\x0ePredictRequest\x12\x0b\n\x03ids\x18\x01 \x03(\t\">\n\nPrediction\x12\n\n\x02id\x18\x01 \x01(\t\x12\x10\n\x08\x64\x65\x63ision\x18\x02 \x01(\x01\x12\x12\n\nprediction\x18\x03 \x01(\x01\"L\n\x0cPredictReply\x12)\n\x0bpredictions\x18\x01 \x03(\x0b\x32\x14.ppsvm.v1.Prediction\x12\x11\n\tnot_found\x18\x02 \x03(\t\"w\n\x0bStatusReply\x12\x0c\n\x04task\x18\x01 \x01(\t\x12\x0e\n\x06kernel\x18\x02 \x01(\t\x12\x0c\n\x04mbar\x18\x03 \x01(\r\x12\x12\n\nn_entities\x18\x04 \x01(\r\x12\x0f\n\x07private\x18\x05 \x01(\x08\x12\x17\n\x0frequests_served\x18\x06 \x01(\x04*<\n\tRecordSet\x12\x1a\n\x16RECORD_SET_UNSPECIFIED\x10\x00\x12\t\n\x05TRAIN\x10\x01\x12\x08\n\x04TEST\x10\x02*>\n\nKernelKind\x12\x16\n\x12KERNEL_UNSPECIFIED\x10\x00\x12\n\n\x06LINEAR\x10\x01\x12\x0c\n\x08GAUSSIAN\x10\x02\x32\xaf\x04\n\x06\x45ntity\x12\x34\n\x08Metadata\x12\x0f.ppsvm.v1.Empty\x1a\x17.ppsvm.v1.BlockMetadata\x12\x32\n\x07Records\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x37\n\x0c\x46\x65\x61tureRange\x12\x0f.ppsvm.v1.Empty\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12>\n\x0bKernelBlock\x12\x17.ppsvm.v1.KernelRequest\x1a\x14.ppsvm.v1.ArrayChunk0\x01\x12\x34\n\x0b\x41\x63\x63\x65ptModel\x12\x16.ppsvm.v1.ModelMessage\x1a\r.ppsvm.v1.Ack\x12\x43\n\rLocalBaseline\x12\x19.ppsvm.v1.BaselineRequest\x1a\x17.ppsvm.v1.BaselineReply\x12\x33\n\tDpWeights\x12\x13.ppsvm.v1.DpRequest\x1a\x11.ppsvm.v1.DpReply\x12\x44\n\nDpEvaluate\x12\x1b.ppsvm.v1.DpEvaluateRequest\x1a\x19.ppsvm.v1.DpEvaluateReply\x12L\n\x10\x44pScoreHistogram\x12\x1c.ppsvm.v1.DpHistogramRequest\x1a\x1a.ppsvm.v1.DpHistogramReply2|\n\x0b\x43oordinator\x12;\n\x07Predict\x12\x18.ppsvm.v1.PredictRequest\x1a\x16.ppsvm.v1.PredictReply\x12\x30\n\x06Status\x12\x0f.ppsvm.v1.Empty\x1a\x15.ppsvm.v1.StatusReplyb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'ppsvm.wire.rpc.ppsvm_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_RECORDSET']._serialized_start=2259
-  _globals['_RECORDSET']._serialized_end=2319
-  _globals['_KERNELKIND']._serialized_start=2321
-  _globals['_KERNELKIND']._serialized_end=2383
+  _globals['_RECORDSET']._serialized_start=2274
+  _globals['_RECORDSET']._serialized_end=2334
+  _globals['_KERNELKIND']._serialized_start=2336
+  _globals['_KERNELKIND']._serialized_end=2398
   _globals['_ARRAYHEADER']._serialized_start=40
   _globals['_ARRAYHEADER']._serialized_end=97
   _globals['_ARRAYCHUNK']._serialized_start=99
@@ -48,39 +48,39 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_SCALING']._serialized_start=602
   _globals['_SCALING']._serialized_end=650
   _globals['_KERNELREQUEST']._serialized_start=653
-  _globals['_KERNELREQUEST']._serialized_end=858
-  _globals['_RECORDIDS']._serialized_start=860
-  _globals['_RECORDIDS']._serialized_end=884
-  _globals['_MODELMESSAGE']._serialized_start=886
-  _globals['_MODELMESSAGE']._serialized_end=920
-  _globals['_ACK']._serialized_start=922
-  _globals['_ACK']._serialized_end=944
-  _globals['_BASELINEREQUEST']._serialized_start=947
-  _globals['_BASELINEREQUEST']._serialized_end=1093
-  _globals['_BASELINEREPLY']._serialized_start=1096
-  _globals['_BASELINEREPLY']._serialized_end=1234
-  _globals['_DPREQUEST']._serialized_start=1237
-  _globals['_DPREQUEST']._serialized_end=1391
-  _globals['_DPREPLY']._serialized_start=1394
-  _globals['_DPREPLY']._serialized_end=1533
-  _globals['_DPEVALUATEREQUEST']._serialized_start=1535
-  _globals['_DPEVALUATEREQUEST']._serialized_end=1591
-  _globals['_DPEVALUATEREPLY']._serialized_start=1594
-  _globals['_DPEVALUATEREPLY']._serialized_end=1724
-  _globals['_DPHISTOGRAMREQUEST']._serialized_start=1726
-  _globals['_DPHISTOGRAMREQUEST']._serialized_end=1798
-  _globals['_DPHISTOGRAMREPLY']._serialized_start=1801
-  _globals['_DPHISTOGRAMREPLY']._serialized_end=1963
-  _globals['_PREDICTREQUEST']._serialized_start=1965
-  _globals['_PREDICTREQUEST']._serialized_end=1994
-  _globals['_PREDICTION']._serialized_start=1996
-  _globals['_PREDICTION']._serialized_end=2058
-  _globals['_PREDICTREPLY']._serialized_start=2060
-  _globals['_PREDICTREPLY']._serialized_end=2136
-  _globals['_STATUSREPLY']._serialized_start=2138
-  _globals['_STATUSREPLY']._serialized_end=2257
-  _globals['_ENTITY']._serialized_start=2386
-  _globals['_ENTITY']._serialized_end=2945
-  _globals['_COORDINATOR']._serialized_start=2947
-  _globals['_COORDINATOR']._serialized_end=3071
+  _globals['_KERNELREQUEST']._serialized_end=873
+  _globals['_RECORDIDS']._serialized_start=875
+  _globals['_RECORDIDS']._serialized_end=899
+  _globals['_MODELMESSAGE']._serialized_start=901
+  _globals['_MODELMESSAGE']._serialized_end=935
+  _globals['_ACK']._serialized_start=937
+  _globals['_ACK']._serialized_end=959
+  _globals['_BASELINEREQUEST']._serialized_start=962
+  _globals['_BASELINEREQUEST']._serialized_end=1108
+  _globals['_BASELINEREPLY']._serialized_start=1111
+  _globals['_BASELINEREPLY']._serialized_end=1249
+  _globals['_DPREQUEST']._serialized_start=1252
+  _globals['_DPREQUEST']._serialized_end=1406
+  _globals['_DPREPLY']._serialized_start=1409
+  _globals['_DPREPLY']._serialized_end=1548
+  _globals['_DPEVALUATEREQUEST']._serialized_start=1550
+  _globals['_DPEVALUATEREQUEST']._serialized_end=1606
+  _globals['_DPEVALUATEREPLY']._serialized_start=1609
+  _globals['_DPEVALUATEREPLY']._serialized_end=1739
+  _globals['_DPHISTOGRAMREQUEST']._serialized_start=1741
+  _globals['_DPHISTOGRAMREQUEST']._serialized_end=1813
+  _globals['_DPHISTOGRAMREPLY']._serialized_start=1816
+  _globals['_DPHISTOGRAMREPLY']._serialized_end=1978
+  _globals['_PREDICTREQUEST']._serialized_start=1980
+  _globals['_PREDICTREQUEST']._serialized_end=2009
+  _globals['_PREDICTION']._serialized_start=2011
+  _globals['_PREDICTION']._serialized_end=2073
+  _globals['_PREDICTREPLY']._serialized_start=2075
+  _globals['_PREDICTREPLY']._serialized_end=2151
+  _globals['_STATUSREPLY']._serialized_start=2153
+  _globals['_STATUSREPLY']._serialized_end=2272
+  _globals['_ENTITY']._serialized_start=2401
+  _globals['_ENTITY']._serialized_end=2960
+  _globals['_COORDINATOR']._serialized_start=2962
+  _globals['_COORDINATOR']._serialized_end=3086
 # @@protoc_insertion_point(module_scope)

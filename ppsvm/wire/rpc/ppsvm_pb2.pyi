@@ -102,20 +102,22 @@ class Scaling(_message.Message):
     def __init__(self, ranges: _Optional[_Iterable[_Union[SignedRange, _Mapping]]] = ...) -> None: ...
 
 class KernelRequest(_message.Message):
-    __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids")
+    __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids", "nonce")
     KERNEL_FIELD_NUMBER: _ClassVar[int]
     MBAR_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
     SCALING_FIELD_NUMBER: _ClassVar[int]
     RECORD_SET_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
+    NONCE_FIELD_NUMBER: _ClassVar[int]
     kernel: KernelKind
     mbar: int
     mu: float
     scaling: Scaling
     record_set: RecordSet
     ids: RecordIds
-    def __init__(self, kernel: _Optional[_Union[KernelKind, str]] = ..., mbar: _Optional[int] = ..., mu: _Optional[float] = ..., scaling: _Optional[_Union[Scaling, _Mapping]] = ..., record_set: _Optional[_Union[RecordSet, str]] = ..., ids: _Optional[_Union[RecordIds, _Mapping]] = ...) -> None: ...
+    nonce: bytes
+    def __init__(self, kernel: _Optional[_Union[KernelKind, str]] = ..., mbar: _Optional[int] = ..., mu: _Optional[float] = ..., scaling: _Optional[_Union[Scaling, _Mapping]] = ..., record_set: _Optional[_Union[RecordSet, str]] = ..., ids: _Optional[_Union[RecordIds, _Mapping]] = ..., nonce: _Optional[bytes] = ...) -> None: ...
 
 class RecordIds(_message.Message):
     __slots__ = ("ids",)
