@@ -48,6 +48,8 @@ SHARE_LIMIT = float(2**14)
 MAX_ROW_BLOCK_ENTITIES = 127
 # A nonce shorter than this could repeat by chance across a federation's life.
 MIN_NONCE_BYTES = 16
+# ... and a longer one has no use: it is only hashed into the context, so no request carries more than this.
+MAX_NONCE_BYTES = 64
 # Rows encoded and masked per step: bounds the temporaries whatever the block's size.
 _CHUNK_ROWS = 8192
 _SEED_LABEL = b"ppsvm: mask seed of one row-block pair for one release"

@@ -15,8 +15,8 @@ from __future__ import annotations
 import csv
 import dataclasses
 import hashlib
-import itertools
 import io
+import itertools
 import json
 import logging
 import re

@@ -33,7 +33,14 @@ from ppsvm.config import (
     EntityConfig,
 )
 from ppsvm.constants import DEFAULT_FOLDS, MAX_ARRAY_BYTES, MAX_HISTOGRAM_EDGES
-from ppsvm.core.aggregation import MIN_NONCE_BYTES, log_share, mask_context, masked_shares, records_digest
+from ppsvm.core.aggregation import (
+    MAX_NONCE_BYTES,
+    MIN_NONCE_BYTES,
+    log_share,
+    mask_context,
+    masked_shares,
+    records_digest,
+)
 from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, is_mechanism, private_weights
 from ppsvm.core.dp_model import DpModel, parse_any_model
 from ppsvm.core.fourier import apply_scaling, fourier_features
@@ -279,9 +286,9 @@ class EntityCore:
         (A B' or the log-kernel -mu ||a - b||^2) in fixed point plus the masks of every pair of its row
         block, bound to the nonce, the ordered records and the view: only the row block's sum can be read.
         Without one, or for an entity alone in its row block (nothing to mask with), the block leaves on its
-        own, which a column-block peer can invert (privacy rule 8): it is released only when the
-        reconstruction risk measured on the entity's own records is within ``single_block_max_gain`` or its
-        config consents.
+        own, which a column-block peer can invert (privacy rule 8): where its column block has other members,
+        it is released only when the reconstruction risk measured on the entity's own records is within
+        ``single_block_max_gain`` or its config consents.
 
         Returns
         -------
@@ -302,8 +309,10 @@ class EntityCore:
         check_mbar(mbar, n, self.config.non_private_override, self.id)
         if kernel_name == "gaussian" and not (math.isfinite(mu) and mu > 0):
             raise DataError(f"entity {self.id}: the Gaussian width mu must be a finite number > 0, got {mu}")
-        if nonce and len(nonce) < MIN_NONCE_BYTES:
-            raise DataError(f"entity {self.id}: a nonce must have at least {MIN_NONCE_BYTES} bytes, got {len(nonce)}")
+        if nonce and not MIN_NONCE_BYTES <= len(nonce) <= MAX_NONCE_BYTES:
+            raise DataError(
+                f"entity {self.id}: a nonce must have {MIN_NONCE_BYTES} to {MAX_NONCE_BYTES} bytes, got {len(nonce)}"
+            )
         rows = max(len(self.cell.train_ids), len(self.cell.test_ids))
         if mbar * max(rows, n) * 8 > MAX_ARRAY_BYTES:  # only reachable with the non-private override
             raise DataError(
@@ -321,6 +330,9 @@ class EntityCore:
             kernel_name, float(mu) if kernel_name == "gaussian" else 0.0, tuple(low.tolist()), tuple(high.tolist())
         )
         masked = bool(nonce) and bool(self._pair_secrets)
+        # Only a column-block peer knows B_j: a block whose column block has no other member leaves under a B_j
+        # the receiver does not know (the papers' case), whether masked or not.
+        exposed = not masked and len(self.config.column_block_members) > 1
         self.guard.charge(
             "KernelBlock",
             peer,
@@ -331,7 +343,7 @@ class EntityCore:
             rows=count,
             masked=masked,
         )
-        if not masked:
+        if exposed:
             self._check_single_block(basis, mbar)
         with self.guard.touching("KernelBlock"):
             ordered_ids = (

@@ -120,7 +120,7 @@ def test_records_without_ids_keep_what_a_kernel_fetch_places_rows_by() -> None:
     from ppsvm.coordinator.federation import RowBlockRecords
 
     train_ids, test_ids = np.array([f"r{i:031d}" for i in range(5)]), np.array(["t" * 32, "u" * 32])
-    order = {"e1": np.arange(5), "e2": np.array([4, 3, 2, 1, 0])}
+    order = {"e1": np.arange(5), "e2": np.arange(5)}
     block = RowBlockRecords(0, train_ids, np.ones(5), test_ids, -np.ones(2), order, {"e1": np.arange(2)}, train_ids[:1])
     slim = block.without_ids()
     assert (slim.size("train"), slim.size("test")) == (5, 2) == (block.size("train"), block.size("test"))
@@ -128,6 +128,18 @@ def test_records_without_ids_keep_what_a_kernel_fetch_places_rows_by() -> None:
     for ids in (slim.train_ids, slim.test_ids, slim.score_ids):
         assert ids.size == 0 and ids.base is None  # not a view that would keep the full list alive
     assert block.train_ids is train_ids  # the original is untouched
+
+
+def test_records_listed_in_different_orders_keep_their_ids_for_a_fetch_by_id() -> None:
+    """Masks cancel only over one ordered list: entities that list a row block's records differently are asked
+    for them by id, in the coordinator's order."""
+    from ppsvm.coordinator.federation import RowBlockRecords
+
+    train_ids, test_ids = np.array([f"r{i}" for i in range(5)]), np.array(["t", "u"])
+    shuffled = {"e1": np.arange(5), "e2": np.array([4, 3, 2, 1, 0])}
+    same = {"e1": np.arange(2), "e2": np.arange(2)}
+    slim = RowBlockRecords(0, train_ids, np.ones(5), test_ids, -np.ones(2), shuffled, same).without_ids()
+    assert slim.train_ids is train_ids and slim.test_ids.size == 0
 
 
 def test_freed_memory_is_handed_back_to_the_system() -> None:

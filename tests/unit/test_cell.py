@@ -131,15 +131,27 @@ def test_check_ids_refuses_unknown_repeated_and_empty(tmp_path: Path) -> None:
 # ---------------------------------------------------------------- EntityCore
 
 
-def make_core(tmp_path: Path, cell_text: str = CELL, override: bool = False, column_block: int = 0) -> EntityCore:
+def make_core(
+    tmp_path: Path,
+    cell_text: str = CELL,
+    override: bool = False,
+    column_block: int = 0,
+    consent: bool = True,
+    entity_settings: str = "",
+) -> EntityCore:
+    """An entity with a column-block peer (so its blocks on their own are exposed to it, privacy rule 8); these
+    tests check the kernels' math, so it consents to single-block releases unless ``consent`` is False."""
     write(tmp_path / "cell.csv", cell_text)
     write(tmp_path / "secret.hex", SECRET.hex() + "\n")
     text = (
         f'[entity]\nid = "ent-7"\ndata = "cell.csv"\ncolumn_block = {column_block}\nsecret_file = "secret.hex"\n'
-        'column_block_members = ["ent-7", "peer-1"]\n'
+        f'column_block_members = ["ent-7", "peer-1"]\n{entity_settings}'
     )
+    text += "\n[privacy]\n"
     if override:
-        text += "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
+        text += "non_private_allow_mbar_at_least_features = true\n"
+    if consent:
+        text += "consent_single_block_release = true\n"
     return EntityCore(load_entity_config(write(tmp_path / "entity.toml", text)), new_release_log=True)
 
 
@@ -390,3 +402,109 @@ def test_local_baseline_tunes_by_leave_one_out_and_refuses_it_on_large_cells(tmp
     with pytest.raises(DataError, match="search must be one of grid, uniform-design, got 'random'"):
         small.local_baseline("classify", "linear", None, None, 0, search="random")  # type: ignore[arg-type]
     assert len(large.guard.log.records) == 0  # refused before anything was released
+
+
+# ---------------------------------------------------------------- privacy rule 8: combined, or consented
+
+
+def test_a_block_on_its_own_is_refused_above_the_measured_risk_without_consent(tmp_path: Path) -> None:
+    """A column-block peer knows B_j: the entity measures what it would recover and refuses, naming the way out."""
+    rng = np.random.default_rng(3)
+    X = rng.integers(0, 4, size=(120, 6)).astype(float)
+    text = "id,label,f1,f2,f3,f4,f5,f6\n" + "".join(
+        f"r{k},{1 if k % 2 else -1}," + ",".join(f"{v:g}" for v in row) + "\n" for k, row in enumerate(X)
+    )
+    core = make_core(tmp_path, text, consent=False)
+    low, high = X.min(axis=0), X.max(axis=0)
+    ranges = [signed("ent-7", low, high), signed("peer-1", low, high)]
+    with pytest.raises(PrivacyError) as refused:
+        core.kernel_block("gaussian", 5, 1 / 6, ranges, record_set="train")
+    text = str(refused.value)
+    assert "recovers" in text and "no-release guess" in text and "consent_single_block_release" in text
+    assert "secure aggregation" in text and "DP mode" in text
+    # The decision depends on the records, so it was charged and logged like any release.
+    assert core.guard.releases_by_rpc["KernelBlock"] == 1
+
+
+def test_an_entity_alone_in_its_column_block_releases_its_block_without_a_risk_check(tmp_path: Path) -> None:
+    """Nobody else knows its B_j: the papers' case, against the coordinator alone."""
+    write(tmp_path / "cell.csv", CELL)
+    write(tmp_path / "secret.hex", SECRET.hex() + "\n")
+    config = '[entity]\nid = "solo"\ndata = "cell.csv"\ncolumn_block = 0\nsecret_file = "secret.hex"\n'
+    core = EntityCore(load_entity_config(write(tmp_path / "entity.toml", config)), new_release_log=True)
+    low, high = core.own_range
+    block = core.kernel_block("linear", 2, 0.0, [signed("solo", low, high)], record_set="train")
+    assert block.dtype == np.float64 and block.shape == (3, 2)
+
+
+def masked_pair(tmp_path: Path) -> tuple[EntityCore, EntityCore]:
+    """Two entities of one row block (column blocks 0 and 1, each with a peer) holding one pair secret."""
+    write(tmp_path / "pair.secret", bytes(range(100, 132)).hex() + "\n")
+    left = make_core(tmp_path / "a", consent=False, entity_settings='pair_secrets = { "ent-8" = "../pair.secret" }\n')
+    right_cell = (
+        "id,label,split,g1,g2,g3,g4\nr1,1,train,0,1,2,3\nr2,-1,test,1,1,1,1\nr3,-1,train,5,4,3,2\nr4,1,train,2,2,9,0\n"
+    )
+    write(tmp_path / "b" / "cell.csv", right_cell)
+    write(tmp_path / "b" / "secret.hex", bytes(range(1, 33)).hex() + "\n")
+    config = (
+        '[entity]\nid = "ent-8"\ndata = "cell.csv"\ncolumn_block = 1\nsecret_file = "secret.hex"\n'
+        'column_block_members = ["ent-8", "peer-2"]\npair_secrets = { "ent-7" = "../pair.secret" }\n'
+    )
+    right = EntityCore(load_entity_config(write(tmp_path / "b" / "entity.toml", config)), new_release_log=True)
+    return left, right
+
+
+@pytest.mark.parametrize("kernel", ["linear", "gaussian"])
+def test_masked_shares_of_a_row_block_sum_to_its_kernel(tmp_path: Path, kernel: str) -> None:
+    from ppsvm.core.aggregation import decode_sum
+
+    left, right = masked_pair(tmp_path)
+    right_low, right_high = right.own_range
+    right_ranges = [
+        SignedRange(r.entity_id, r.low, r.high, r.tag)
+        for r in (
+            signed("ent-8", right_low, right_high, bytes(range(1, 33))),
+            signed("peer-2", right_low, right_high, bytes(range(1, 33))),
+        )
+    ]
+    nonce = bytes(range(32))
+    mu = 1 / 7 if kernel == "gaussian" else 0.0
+    shares = [
+        left.kernel_block(kernel, 2, mu, RANGES, ids=["r4", "r1"], nonce=nonce),  # type: ignore[arg-type]
+        right.kernel_block(kernel, 2, mu, right_ranges, ids=["r4", "r1"], nonce=nonce),  # type: ignore[arg-type]
+    ]
+    assert all(share.dtype == np.uint64 for share in shares)
+    combined = decode_sum(shares[0] + shares[1])
+    scaled = np.hstack(
+        [
+            (left.cell.rows_for_ids(["r4", "r1"]) - LOW) / (HIGH - LOW),
+            (right.cell.rows_for_ids(["r4", "r1"]) - right_low) / (right_high - right_low),
+        ]
+    )
+    B = np.hstack([derive_B(SECRET, 2, 3), derive_B(bytes(range(1, 33)), 2, 4)])
+    if kernel == "gaussian":
+        expected = np.log(expected_gaussian(scaled, np.zeros(7), np.ones(7), B, mu))
+    else:
+        expected = scaled @ B.T
+    np.testing.assert_allclose(combined, expected, rtol=0, atol=1e-11)
+    # Masked, the entity's block is not released on its own: no risk measured, nothing refused without consent.
+    assert left._single_block_risk == {}
+    with pytest.raises(PrivacyError, match="answered nonce"):
+        left.kernel_block(kernel, 2, mu, RANGES, ids=["r4", "r1"], nonce=nonce)  # type: ignore[arg-type]
+
+
+def test_the_pin_covers_the_largest_mbar_released(tmp_path: Path) -> None:
+    """Issue 25: training honestly at mbar = 1 and later asking for 2 adds a point for every record."""
+    core = make_core(tmp_path)
+    core.kernel_block("linear", 1, 0.0, RANGES, record_set="train")
+    core.kernel_block("linear", 1, 0.0, RANGES, record_set="test")
+    with pytest.raises(PrivacyError, match="at most mbar = 1"):
+        core.kernel_block("linear", 2, 0.0, RANGES, record_set="train")
+
+
+@pytest.mark.parametrize("nonce", [b"short", bytes(65)])
+def test_a_nonce_of_the_wrong_size_is_refused_before_any_record_is_read(tmp_path: Path, nonce: bytes) -> None:
+    core = make_core(tmp_path)
+    with pytest.raises(DataError, match="nonce must have 16 to 64 bytes"):
+        core.kernel_block("linear", 1, 0.0, RANGES, record_set="train", nonce=nonce)
+    assert core.guard.releases_by_rpc["KernelBlock"] == 0

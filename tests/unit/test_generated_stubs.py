@@ -42,6 +42,8 @@ ALLOWED_BYTES = {
     ("AcceptModel", "ppsvm.v1.ModelMessage.model_json"),
     ("DpEvaluate", "ppsvm.v1.DpEvaluateRequest.model_json"),
     ("DpScoreHistogram", "ppsvm.v1.DpHistogramRequest.model_json"),
+    # A secure-aggregation nonce: at most MAX_NONCE_BYTES (64), only ever hashed into the masks' context.
+    ("KernelBlock", "ppsvm.v1.KernelRequest.nonce"),
 }
 # Repeated floating-point fields could carry a flattened matrix too; only the column block's
 # per-feature ranges may, and the entity accepts them only with valid tags under its secret

@@ -173,8 +173,8 @@ def test_each_mode_serves_its_protocol_only(tmp_path: Path, mode: str, served: l
 
 def test_first_kernel_release_pins_the_view_for_every_mbar_and_record_set(tmp_path: Path) -> None:
     g = guard(new_log(tmp_path))
-    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=1)
-    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="ids", rows=2, mbar=2)  # same view, other mbar and records
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=2)
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="ids", rows=2, mbar=1)  # same view, other mbar and records
     for other in (
         Basis("linear", 0.0, LOW, HIGH),
         Basis("gaussian", 0.5, LOW, HIGH),
@@ -183,6 +183,30 @@ def test_first_kernel_release_pins_the_view_for_every_mbar_and_record_set(tmp_pa
         with pytest.raises(PrivacyError, match="pinned by its first kernel release"):
             g.charge("KernelBlock", "c", basis=other, records="train", rows=10, mbar=1)
     assert len(g.log.records) == 2  # refusals record nothing
+
+
+def test_the_pin_covers_the_largest_mbar_and_survives_a_restart(tmp_path: Path) -> None:
+    """B_j at a larger mbar adds points, hence equations, for every record served before (issue 25)."""
+    log = new_log(tmp_path)
+    g = guard(log)
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=3)
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="test", rows=4, mbar=2)
+    with pytest.raises(PrivacyError, match="at most mbar = 3"):
+        g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=4)
+    restarted = guard(ReleaseLog(log.path, "r0c0"))
+    assert restarted.pinned_mbar == 3
+    with pytest.raises(PrivacyError, match="at most mbar = 3"):
+        restarted.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=4)
+    assert len(restarted.log.records) == 2
+
+
+def test_a_nonce_is_answered_once_even_after_a_restart(tmp_path: Path) -> None:
+    log = new_log(tmp_path)
+    guard(log).charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=1, nonce="ab" * 16)
+    restarted = guard(ReleaseLog(log.path, "r0c0"))
+    with pytest.raises(PrivacyError, match="answered nonce"):
+        restarted.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=1, nonce="ab" * 16)
+    restarted.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=1, nonce="cd" * 16)
 
 
 def test_the_pin_survives_a_restart(tmp_path: Path) -> None:

@@ -150,6 +150,7 @@ def test_entity_config_format(dataset: Dataset, tmp_path: Path) -> None:
         'secret_file = "column-block-1.secret"\n'
         'id_key_file = "record-ids.key"\n'
         'column_block_members = ["r0c1", "r1c1"]\n'
+        'pair_secrets = { "r0c0" = "pair-r0c0-r0c1.secret" }\n'
         "\n"
         "[tls]\n"
         'ca = "ca.pem"\n'
@@ -267,6 +268,19 @@ def test_refuses_non_empty_out_dir(dataset: Dataset, tmp_path: Path) -> None:
     assert [p.name for p in tmp_path.iterdir()] == ["notes.txt"]
 
 
+def test_each_pair_of_a_row_block_shares_its_own_secret(dataset: Dataset, tmp_path: Path) -> None:
+    """Secure aggregation's masks: a pair secret per two entities of a row block, none across row blocks."""
+    split_dataset(dataset, SplitOptions(rows=2, cols=3, out_dir=tmp_path))
+    pairs = sorted(p.name for p in tmp_path.glob("pair-*.secret"))
+    assert pairs == [f"pair-r{i}c{a}-r{i}c{b}.secret" for i in range(2) for a, b in ((0, 1), (0, 2), (1, 2))]
+    assert len({(tmp_path / name).read_text() for name in pairs}) == 6
+    config = load_entity_config(tmp_path / "r1c1.toml")
+    assert config.read_pair_secrets() == {
+        "r1c0": bytes.fromhex((tmp_path / "pair-r1c0-r1c1.secret").read_text()),
+        "r1c2": bytes.fromhex((tmp_path / "pair-r1c1-r1c2.secret").read_text()),
+    }
+
+
 def test_overwrite_replaces_and_removes_stale_cells(dataset: Dataset, tmp_path: Path) -> None:
     split_dataset(dataset, SplitOptions(rows=3, cols=3, out_dir=tmp_path))
     (tmp_path / "notes.txt").write_text("keep")
@@ -274,7 +288,8 @@ def test_overwrite_replaces_and_removes_stale_cells(dataset: Dataset, tmp_path: 
     assert sorted(p.name for p in tmp_path.iterdir()) == [
         "ca.pem", "client.key", "client.pem", "column-block-0.secret", "column-block-1.secret", "coordinator.key",
         "coordinator.pem",
-        "federation.toml", "notes.txt", "r0c0.csv", "r0c0.key", "r0c0.pem", "r0c0.releases.jsonl", "r0c0.toml",
+        "federation.toml", "notes.txt", "pair-r0c0-r0c1.secret",
+        "r0c0.csv", "r0c0.key", "r0c0.pem", "r0c0.releases.jsonl", "r0c0.toml",
         "r0c1.csv", "r0c1.key", "r0c1.pem", "r0c1.releases.jsonl", "r0c1.toml", "record-ids.key", "split.json",
     ]  # fmt: skip
 
