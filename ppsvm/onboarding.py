@@ -22,6 +22,7 @@ for every party of a split in one process: the demo's path.
 
 from __future__ import annotations
 
+import itertools
 import json
 import shutil
 import tempfile
@@ -39,7 +40,13 @@ from ppsvm.config import (
     toml_document,
 )
 from ppsvm.core.release_log import new_release_log_text
-from ppsvm.data.partition import FEDERATION_FILE, ID_KEY_FILE, secret_file_name
+from ppsvm.data.partition import (
+    FEDERATION_FILE,
+    ID_KEY_FILE,
+    pair_name,
+    pair_secret_file_name,
+    secret_file_name,
+)
 from ppsvm.errors import ConfigError
 from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from ppsvm.wire import shares
@@ -230,12 +237,18 @@ def publish(
 
 
 def _groups(entities: Sequence[FederationEntity]) -> dict[str, list[str]]:
-    """Group name -> members: each column block's entities, and every entity for the record-id key."""
+    """Group name -> members: each column block's entities, every entity for the record-id key, and each pair of
+    entities of one row block (the pair secrets of secure aggregation: a pair secret, not a row-block secret, so
+    that a row-block member cannot unmask another's share on its own)."""
     groups = {
         column_block_group(j): sorted(e.id for e in entities if e.column_block == j)
         for j in sorted({e.column_block for e in entities})
     }
     groups[RECORD_IDS_GROUP] = sorted(e.id for e in entities)
+    for i in sorted({e.row_block for e in entities}):
+        members = sorted(e.id for e in entities if e.row_block == i)
+        for a, b in itertools.combinations(members, 2):
+            groups[pair_name(a, b)] = [a, b]
     return groups
 
 
@@ -343,7 +356,12 @@ def join(
         if entity is None:
             raise ConfigError(f"the published federation has no entity {name!r}")
         for group, secret in _group_secrets(bundle, name, published, inbox).items():
-            filename = ID_KEY_FILE if group == RECORD_IDS_GROUP else secret_file_name(entity.column_block)
+            if group == RECORD_IDS_GROUP:
+                filename = ID_KEY_FILE
+            elif group == column_block_group(entity.column_block):
+                filename = secret_file_name(entity.column_block)
+            else:
+                filename = pair_secret_file_name(*published.groups[group])
             files[filename] = (secret.hex() + "\n", PRIVATE_MODE)
         files[f"{name}.toml"] = (_entity_config(entity, published, data, extra_tables), PRIVATE_MODE)
         if not (bundle / release_log_name(name)).exists():
@@ -391,7 +409,8 @@ def _entity_config(
     entity: FederationEntity, published: _Published, data: str, extra_tables: Sequence[tuple[str, Mapping[str, Any]]]
 ) -> str:
     members = sorted(e.id for e in published.federation.entities if e.column_block == entity.column_block)
-    table = {
+    peers = sorted(e.id for e in published.federation.entities if e.row_block == entity.row_block and e != entity)
+    table: dict[str, Any] = {
         "id": entity.id,
         "listen": f"0.0.0.0:{_port(entity.address)}",
         "data": data,
@@ -400,6 +419,8 @@ def _entity_config(
         "id_key_file": ID_KEY_FILE,
         "column_block_members": members,
     }
+    if peers:
+        table["pair_secrets"] = {peer: pair_secret_file_name(entity.id, peer) for peer in peers}
     tls = {"ca": CA_FILE, "cert": certificate_file(entity.id), "key": key_file(entity.id)}
     tables: list[tuple[str, Mapping[str, Any]]] = [
         ("[entity]", table),

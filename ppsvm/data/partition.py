@@ -437,10 +437,15 @@ def secret_file_name(column_block: int) -> str:
     return f"column-block-{column_block}.secret"
 
 
+def pair_name(first: str, second: str) -> str:
+    """The name of two entities of one row block as a pair (their onboarding group), in either order."""
+    low, high = sorted((first, second))
+    return f"pair-{low}-{high}"
+
+
 def pair_secret_file_name(first: str, second: str) -> str:
     """The file that holds the secret two entities of one row block share (secure aggregation's masks)."""
-    low, high = sorted((first, second))
-    return f"pair-{low}-{high}.secret"
+    return f"{pair_name(first, second)}.secret"
 
 
 def _entity_toml(

@@ -64,6 +64,24 @@ def test_members_agree_on_their_group_secrets_and_groups_differ(onboarded: Path)
     assert len(distinct) == 4
 
 
+def test_each_pair_of_a_row_block_agrees_a_secret_no_third_entity_holds(onboarded: Path) -> None:
+    """Secure aggregation's pair secrets: a row-block member must not be able to unmask another's share alone."""
+    pair_files = {}
+    for i in range(2):
+        for a, b in ((0, 1), (0, 2), (1, 2)):
+            name = f"pair-r{i}c{a}-r{i}c{b}.secret"
+            values = {_secret(onboarded / f"r{i}c{a}", name), _secret(onboarded / f"r{i}c{b}", name)}
+            assert len(values) == 1, f"{name} differs between its two members"
+            pair_files[name] = {f"r{i}c{a}", f"r{i}c{b}"}
+    assert len({_secret(onboarded / sorted(m)[0], name) for name, m in pair_files.items()}) == 6
+    for entity in ENTITIES:
+        held = {path.name for path in (onboarded / entity.id).glob("pair-*.secret")}
+        assert held == {name for name, members in pair_files.items() if entity.id in members}
+        config = load_entity_config(onboarded / entity.id / f"{entity.id}.toml")
+        peers = {e.id for e in ENTITIES if e.row_block == entity.row_block and e.id != entity.id}
+        assert set(config.read_pair_secrets()) == peers
+
+
 def test_no_bundle_holds_another_party_s_key_or_another_group_s_secret(onboarded: Path) -> None:
     """Every file of every bundle, and of what the operator keeps, publishes and relays, read byte for byte."""
     keys = {name: (onboarded / name / f"{name}.key").read_bytes().strip() for name in PARTIES}
