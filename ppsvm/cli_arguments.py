@@ -208,11 +208,12 @@ def add_basis_argument(parser: argparse.ArgumentParser) -> None:
         "--basis",
         choices=("auto", "paper", "product"),
         default="auto",
-        help="paper: B = [B_1 ... B_s], mbar random points, as the papers. product (our addition): also points "
-        "pairing rows of different B_j's, formed by the coordinator from the same blocks (no new request, "
-        "nothing more leaves an entity), up to 10%% of the training rows (at most 500); helps when many "
-        "partitions leave a small mbar. auto (default): cross-validate both on the same blocks and keep the "
-        "better (ties: paper); with one column block they are the same",
+        help="paper: B = [B_1 ... B_s], mbar random points, as the papers, each row block's blocks combined by "
+        "secure aggregation. product (our addition): also points pairing rows of different B_j's, up to 10%% of "
+        "the training rows (at most 500); helps when many partitions leave a small mbar, but its columns need "
+        "every entity's block on its own, which an entity with column-block peers releases only within its "
+        "measured reconstruction risk or with its own consent. auto (default): paper; with one column block "
+        "they are the same",
     )
     add_search_argument(parser)
 

@@ -23,11 +23,13 @@ from ppsvm.cli_arguments import (
     add_dp_arguments,
     add_search_argument,
     add_task_arguments,
+    auto_int,
     federation_from_args,
     read_id_list,
     training_flags,
 )
 from ppsvm.constants import HEALTH_DEADLINE_S
+from ppsvm.core.kernels import KERNELS
 from ppsvm.errors import ConfigError
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
@@ -54,6 +56,21 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_dp_arguments(train)
     add_basis_argument(train)
     train.set_defaults(run=cmd_train)
+
+    view = actions.add_parser(
+        "view",
+        help="write what the coordinator receives for the training records (for audits and attack tests)",
+        description="Asks the entities for the training records' kernel at the training view, as `train` does, "
+        "and writes OUT/replies/<entity>-train.npy (every reply as received: uint64 masked shares where a row "
+        "block's blocks are combined by secure aggregation), OUT/kernel-train.npy (the assembled kernel at the "
+        "width the entities were asked for), OUT/ids-train.txt (the records of its rows) and OUT/view.json "
+        "(kernel, mbar, mu, scaling). The fetch is a release: every entity records it.",
+    )
+    add_connection_arguments(view)
+    view.add_argument("--out", required=True, type=Path, help="directory to write into")
+    view.add_argument("--kernel", choices=KERNELS, help="default: the federation file's, else gaussian")
+    view.add_argument("--mbar", type=auto_int, help="default: the federation file's, else as train's auto")
+    view.set_defaults(run=cmd_view)
 
     evaluate = actions.add_parser("evaluate", help="evaluate a model on the entities' held-out records")
     add_connection_arguments(evaluate)
@@ -316,6 +333,16 @@ def cmd_predict(args: argparse.Namespace) -> int:
     print(
         f"scored {len(ids) - len(missing)} of {len(ids)} records into {args.out}; {len(missing)} not found",
         file=sys.stderr,
+    )
+    return 0
+
+
+def cmd_view(args: argparse.Namespace) -> int:
+    """Write what the coordinator receives for the training records; print where and what."""
+    view = federation_from_args(args).view(args.out, kernel=args.kernel, mbar=args.mbar)
+    print(
+        f"wrote {args.out}: {len(view['masked'])} masked replies, kernel {view['kernel']}, mbar {view['mbar']}, "
+        f"{sum(block['rows'] for block in view['row_blocks'])} records"
     )
     return 0
 

@@ -33,6 +33,7 @@ from ppsvm.coordinator.evaluate import (
 from ppsvm.coordinator.serve import serve_coordinator
 from ppsvm.coordinator.status import ServerStatus, federation_status
 from ppsvm.coordinator.train import TrainOptions, train, train_and_save
+from ppsvm.coordinator.view import write_view
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation
@@ -184,6 +185,28 @@ class Federation:
         if model_out is None:
             return train(self.config, options)
         return train_and_save(self.config, options, Path(model_out))
+
+    def view(self, out_dir: str | Path, *, kernel: str | None = None, mbar: int | str | None = None) -> dict[str, Any]:
+        """Write what the coordinator receives for the training records (``ppsvm coordinator view``).
+
+        Every entity's reply as received (``replies/<entity>-train.npy``, masked where its row block
+        combines its blocks), the assembled kernel (``kernel-train.npy``), the record order
+        (``ids-train.txt``) and ``view.json`` (kernel, mbar, mu, scaling): what an audit or an attack
+        test works on. The fetch is a release, recorded by every entity like a training's.
+
+        Parameters
+        ----------
+        out_dir : str or Path
+        kernel, mbar
+            As :meth:`train`'s; None takes the ``[task]`` table's value.
+
+        Returns
+        -------
+        dict
+            The contents of ``view.json``.
+        """
+        options = train_options(self.config.task, kernel=kernel, mbar=mbar, deadline=self.deadline)
+        return write_view(self.config, options, Path(out_dir))
 
     def train_dp(
         self,

@@ -502,10 +502,13 @@ class Session:
         blocks: Sequence[RowBlockRecords],
         part: str,
         columns: np.ndarray | None = None,
+        replies: dict[str, np.ndarray] | None = None,
     ) -> np.ndarray:
         """Assemble K(A, B') for the training or held-out records of all row blocks, stacked in row-block order.
 
         ``columns`` (shape (p, s)) selects the product basis, see :func:`ppsvm.core.kernels.assemble`.
+        ``replies``, when given, receives every entity's reply as it arrived (masked shares, uint64, in K's
+        row order; or its block on its own), for audits (``ppsvm coordinator view``).
 
         Returns
         -------
@@ -524,7 +527,7 @@ class Session:
             total += block.size(part)
         shape = (total, mbar if columns is None else len(columns))
         if columns is None:
-            K = self._masked_kernel(kernel, mbar, fetch_mu, ranges, placement, part, shape)
+            K = self._masked_kernel(kernel, mbar, fetch_mu, ranges, placement, part, shape, replies)
         else:
             K = self._single_block_kernel(kernel, mbar, fetch_mu, ranges, placement, part, shape, columns)
         if kernel == "gaussian":
@@ -547,6 +550,7 @@ class Session:
         placement: dict[int, tuple[int, RowBlockRecords]],
         part: str,
         shape: tuple[int, int],
+        replies: dict[str, np.ndarray] | None = None,
     ) -> np.ndarray:
         """K by secure aggregation: each row block's masked shares are added mod 2^64 into K's own memory.
 
@@ -581,11 +585,18 @@ class Session:
                     )
                     rounds.append((entity, request, offset + first, len(batch.ids)))
         locks = {row_block: threading.Lock() for row_block in placement}
+        if replies is not None:
+            for row_block, (_, block) in placement.items():
+                for entity in self.row_block(row_block):
+                    replies[entity.id] = np.zeros((block.size(part), shape[1]), dtype=np.uint64)
 
         def fetch(entity: FederationEntity, request: pb.KernelRequest, offset: int, rows: int) -> None:
             target = sums[offset : offset + rows]
+            first_row = offset - placement[entity.row_block][0]
 
             def fold(start: int, batch: np.ndarray) -> None:
+                if replies is not None:
+                    replies[entity.id][first_row + start : first_row + start + len(batch)] = batch
                 with locks[entity.row_block]:
                     part_rows = target[start : start + len(batch)]
                     np.add(part_rows, batch, out=part_rows)  # mod 2^64: unsigned arithmetic wraps

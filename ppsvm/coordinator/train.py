@@ -42,9 +42,10 @@ class TrainOptions:
         Auto: k-fold cross-validation on the assembled kernel (mu through the power identity).
     basis : {"auto", "paper", "product"}
         "product" adds kernel columns that pair rows of different B_j's, up to 10% of the
-        training rows in all (the pooled reference's basis size, at most MAX_BASIS_POINTS); the
-        entities' blocks and requests are exactly the paper's. "auto" (default) cross-validates
-        both on the same fetched blocks and keeps the better (ties: the paper's).
+        training rows in all (the pooled reference's basis size, at most MAX_BASIS_POINTS); its
+        columns cannot be formed from masked shares, so it asks every entity for its block on its own,
+        which an entity with column-block peers releases only within its measured risk or with its
+        consent (privacy rule 8). "auto" (default) is the paper's basis, combined by secure aggregation.
     search : {"grid", "uniform-design"}
         How "auto" nu and mu are searched: the full grid (default) or the papers' nested uniform design
         (:func:`ppsvm.core.tuning.tune_uniform_design`).
@@ -165,7 +166,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         blocks = [b.without_ids() for b in blocks]
         release_free_memory()
         mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
-        private = _check_privacy(session, mbar, widths)
+        private = check_privacy(session, mbar, widths)
         candidates = _candidate_bases(options.basis, len(widths))
         n_total = sum(widths)
         # Gaussian blocks are fetched once at the one width entities pin (Session.fetch_width);
@@ -296,7 +297,7 @@ def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
         raise DataError(f"every training record has label {label:+g}: classification needs both classes")
 
 
-def _check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
+def check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
     """Refuse early (before any kernel is computed) when an entity would refuse mbar; False if not private."""
     private = True
     for j, width in zip(session.federation.column_blocks, widths, strict=True):
