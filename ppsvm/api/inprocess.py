@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -53,6 +53,26 @@ def set_secrets(split: SplitResult, secrets: Sequence[str]) -> None:
     """Overwrite column block j's secret file with ``secrets[j]`` (entities read it when they start)."""
     for j, secret in enumerate(secrets):
         (split.federation_path.parent / secret_file_name(j)).write_text(secret, encoding="utf-8")
+
+
+def add_privacy_settings(split: SplitResult, settings: Mapping[str, bool]) -> None:
+    """Give every entity of ``split`` a ``[privacy]`` table with ``settings`` (its operator's choices).
+
+    Reproductions use it for what the papers did and the entities must consent to: a horizontal split's
+    blocks, or the product basis's, leave on their own (privacy rule 8); mbar >= n_j (rule 3).
+    """
+    if settings:
+        table = "".join(f"{key} = {'true' if value else 'false'}\n" for key, value in settings.items())
+        for path in split.entity_config_paths:
+            with path.open("a", encoding="utf-8") as handle:
+                handle.write(f"\n[privacy]\n{table}")
+
+
+def needs_single_block_consent(rows: int, cols: int, basis: str = "paper") -> bool:
+    """Whether an entity of an r x s split releases its block on its own to a party a column-block peer can help:
+    a horizontal split (every block alone in its row block) or the product basis, with more than one row block
+    (otherwise no other entity knows its B_j)."""
+    return rows > 1 and (cols == 1 or basis == "product")
 
 
 @contextlib.contextmanager

@@ -14,8 +14,10 @@ from collections.abc import Sequence
 from dataclasses import asdict, dataclass
 from typing import Any
 
-from ppsvm.config import EntityConfig, Federation
+from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY, SINGLE_BLOCK_GAIN_KEY, EntityConfig, Federation
 from ppsvm.coordinator.federation import Session
+from ppsvm.core.privacy import exposure_at_defaults
+from ppsvm.data.sources import read_source
 from ppsvm.errors import PpsvmError
 from ppsvm.wire.certs import certificate_identity
 
@@ -188,6 +190,7 @@ def _entity_config(config: EntityConfig, federation: Federation) -> list[Finding
                 f"block {config.column_block} {sorted(expected)}: its kernel requests will be refused",
             )
         )
+    found.append(_combination(config, where))
     if config.non_private_override:
         found.append(Finding(FAIL, "rule 3", f"{where}: the non-private override is on"))
     if config.mode == "mixed":
@@ -228,24 +231,61 @@ def _entity_config(config: EntityConfig, federation: Federation) -> list[Finding
     return found
 
 
+def _combination(config: EntityConfig, where: str) -> Finding:
+    """Privacy rule 8: are its kernel blocks combined with its row block's, and if not, what a peer would recover."""
+    if config.pair_secret_files:
+        peers = ", ".join(peer for peer, _ in config.pair_secret_files)
+        return Finding(
+            OK,
+            "rule 8",
+            f"{where}: its kernel blocks reach the coordinator only combined with those of {peers} (secure "
+            "aggregation); its block on its own (the product basis) needs its consent",
+        )
+    if len(config.column_block_members) < 2:
+        return Finding(OK, "rule 8", f"{where}: no other entity knows its B_j; its blocks leave on their own")
+    try:
+        cell = read_source(config.data, config.schema)
+        risk = exposure_at_defaults(cell.X_train, config.read_secret()).describe()
+    except PpsvmError as error:
+        risk = f"not measured ({error})"
+    consent = (
+        f"it consents ([privacy] {SINGLE_BLOCK_CONSENT_KEY} = true): its records are exposed to a peer helping the "
+        "coordinator"
+        if config.single_block_consent
+        else f"it refuses a block above gain {config.single_block_max_gain:g} ([privacy] {SINGLE_BLOCK_GAIN_KEY})"
+    )
+    return Finding(
+        FAIL if config.single_block_consent else WARN,
+        "rule 8",
+        f"{where}: no row-block peer to combine its kernel blocks with, and its column-block peers know B_j. "
+        f"Measured at the defaults: {risk}; {consent}",
+    )
+
+
 def _what_each_party_learns(n_features: dict[int, int]) -> dict[str, str]:
     widths = ", ".join(f"n_{j} = {n}" for j, n in sorted(n_features.items())) or "unknown (entities not reached)"
     return {
         "coordinator": (
-            "record ids, labels, each entity's per-feature min and max and block shapes, and kernel blocks K(A_ij, "
-            f"B_j') with mbar < n_j columns ({widths}) under one pinned view of B_j per entity (kernel, width, "
-            "scaling), for the entity's whole life; never a row, never B_j, never the column-group secrets. It cannot "
-            "choose B_j, cannot send a matrix to compute a kernel against, and cannot choose the scaling (ranges are "
-            "tagged under the secret, and the first kernel release pins it). With mbar < n_j a kernel row leaves at "
-            "least n_j - mbar directions of each record undetermined even for someone who also knew B_j "
-            "(benchmarks/attacks.py). From a DP-mode entity: only noised weights and noised error counts, each "
-            "charged to its budget (docs/threat-model.md)."
+            "record ids, labels, each entity's per-feature min and max and block shapes, and for each row block "
+            f"the combination of its entities' kernel blocks (the sum of K(A_ij, B_j') for linear kernels, of the "
+            f"log-kernels for Gaussian ones) with mbar < n_j columns ({widths}), by secure aggregation: each "
+            "entity's reply is masked with pair secrets it shares with its row-block peers, so no single block is "
+            "readable. A block reaches it on its own only where nothing can be combined (a horizontal split, an "
+            "entity alone in its row block, the product basis), and then only within the entity's measured risk or "
+            "with its consent. It never sees a row, B_j or the secrets, cannot choose B_j or the scaling, and each "
+            "entity serves one pinned view (kernel, width, scaling, largest mbar) for life. From a DP-mode entity: "
+            "only noised weights and noised error counts, each charged to its budget (docs/threat-model.md)."
         ),
         "column-block peers": (
-            "they share the secret, so they know B_j; they never receive each other's kernel blocks. If one also "
-            "obtained a peer's kernel block (e.g. by colluding with the coordinator), with mbar < n_j it could not "
-            "pin the peer's records down, but it would learn their components in about mbar directions; with mbar >= "
-            "n_j it would recover them exactly."
+            "they share the secret, so they know B_j. A block on its own is not private against them: with B_j, "
+            "the [0, 1] box and the values of their own records they reconstruct it (measured, docs/threat-model.md), "
+            "whatever mbar < n_j is. So a single block leaves only with its entity's consent; combined with its row "
+            "block's, the other blocks (under secrets they do not hold) hide it."
+        ),
+        "row-block peers": (
+            "a peer that colludes with the coordinator subtracts its own share and sees the rest of its row block "
+            "under B_j's it does not know: the papers' case against the coordinator alone, unless it also knows "
+            "records of that block (the known-sample attack, docs/threat-model.md)."
         ),
         "other entities": "nothing from the protocol but the final model (u, gamma, kernel, mbar, scaling).",
         "network observers": "with mutual TLS, the parties' addresses and traffic volume only.",

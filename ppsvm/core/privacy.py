@@ -1,7 +1,12 @@
-"""Privacy rule 3 (docs/design.md section 2): fewer random points than features."""
+"""Privacy rule 3 (docs/design.md section 2): fewer random points than features; rule 8's measured exposure."""
 
 from __future__ import annotations
 
+import numpy as np
+
+from ppsvm.core.kernels import gaussian_fetch_width, scale_to_unit
+from ppsvm.core.randomness import derive_B
+from ppsvm.core.reconstruction import Risk, measure_risk
 from ppsvm.errors import PrivacyError
 
 NOT_PRIVATE_BANNER = (
@@ -49,3 +54,21 @@ def check_mbar(mbar: int, n_features: int, override: bool, who: str) -> bool:
         f"the kernel rows can reveal its records (privacy rule 3 needs mbar <= {n_features - 1}). "
         "Lower mbar, or merge column blocks."
     )
+
+
+def exposure_at_defaults(X_train: np.ndarray, secret: bytes) -> Risk:
+    """What a column-block peer recovers from an entity's kernel block on its own, at the training defaults.
+
+    Gaussian at the width 1/n_j, mbar = n_j - 1, the records' own range as the scaling: the view a horizontal
+    federation's first training pins. The entity's start line and ``ppsvm audit`` show it to its operator.
+
+    Parameters
+    ----------
+    X_train : ndarray, shape (m, n_j)
+        The entity's training records, unscaled.
+    secret : bytes
+        Its column-block secret (B_j derives from it).
+    """
+    n = X_train.shape[1]
+    scaled = np.clip(scale_to_unit(X_train, X_train.min(axis=0), X_train.max(axis=0)), 0, 1)
+    return measure_risk(scaled, derive_B(secret, max(1, n - 1), n), "gaussian", gaussian_fetch_width(n))

@@ -50,6 +50,18 @@ _SHRINKAGE = 0.05
 _VARIANCE_FLOOR = 1e-4
 # Spreads (in prior standard deviations along the solution set) of the conditional Gaussian samples.
 _SAMPLE_SPREADS = (1.0, 3.0)
+# Combinations of seen values tried per record by the enumeration (each gives one point, two on a sphere), and
+# the records enumerated at once (bounds the temporaries at a few tens of MB).
+_ENUMERATION_BUDGET = 2048
+_ENUMERATION_ROUNDS = 3
+# A coordinate this close to a seen value sits on it (rounding of the solve is ~1e-12).
+_SETTLED_DISTANCE = 1e-7
+_ENUMERATION_CHUNK_VALUES = 4_000_000
+# Features whose rows sit on shared values at least this often are enumerated over their seen values.
+_DISCRETE_SHARE = 0.5
+# A guess further than this outside the box (or a row no point produces by this much) means the solution set
+# misses the box: the row is not a single block's, and the attack falls back to the no-release guess.
+_UNUSABLE_OUTSIDE = 0.02
 # Smallest record count for which the self-test can split records into a peer's and victims.
 _MIN_RECORDS = 4
 
@@ -154,7 +166,13 @@ def reconstruct(
     points = solutions.points(t)
     final = _score(points, model, _FINAL_ATOM_WIDTH)
     chosen = points[np.arange(len(points)), np.argmax(final, axis=1)]
-    return np.clip(model.snap_exact(chosen), 0.0, 1.0)
+    chosen = _best_enumerated(solutions, model, chosen, np.max(final, axis=1))
+    guess = np.clip(model.snap_exact(chosen), 0.0, 1.0)
+    # A row no point of the box produces (a combined block read as a single one) carries nothing the peer can
+    # use: it falls back to the guess without a release rather than to a point the row does not describe.
+    outside = np.maximum(np.maximum(-chosen, chosen - 1.0), 0.0).max(axis=1)
+    unusable = (outside > _UNUSABLE_OUTSIDE) | (solutions.shortfall > _UNUSABLE_OUTSIDE)
+    return np.where(unusable[:, None], no_release_guess(prior), guess)
 
 
 @dataclass(frozen=True)
@@ -315,17 +333,29 @@ class _SolutionSet:
     """Per record, the points a = base + t N' with the record's kernel row (and ||t - centre|| = radius).
 
     base : (m, n), the plane's point nearest the origin; null : (n, q), orthonormal directions along the plane;
-    centre : (m, q) and radius : (m,), the sphere in plane coordinates (None for the linear kernel).
+    centre : (m, q) and radius : (m,), the sphere in plane coordinates (None for the linear kernel); shortfall :
+    (m,), how far (in feature units) the row is from one any point of R^n produces (0 for a consistent row).
     """
 
     base: np.ndarray
     null: np.ndarray
     centre: np.ndarray | None
     radius: np.ndarray | None
+    shortfall: np.ndarray
 
     def points(self, t: np.ndarray) -> np.ndarray:
         """Plane coordinates (m, c, q) to points (m, c, n)."""
         return self.base[:, None, :] + t @ self.null.T
+
+    def subset(self, rows: np.ndarray) -> _SolutionSet:
+        """The solution sets of the records ``rows`` only."""
+        return _SolutionSet(
+            self.base[rows],
+            self.null,
+            None if self.centre is None else self.centre[rows],
+            None if self.radius is None else self.radius[rows],
+            self.shortfall[rows],
+        )
 
     def onto(self, t: np.ndarray) -> np.ndarray:
         """Plane coordinates (m, c, q) moved radially onto each record's sphere (unchanged for a plane)."""
@@ -359,13 +389,16 @@ def _solution_set(released: np.ndarray, B: np.ndarray, kernel: str, mu: float) -
     y = (r @ U[:, :rank]) / singular[:rank] if rank else np.zeros((len(released), 0))
     base = y @ row_space.T
     if kernel == "linear":
-        return _SolutionSet(base, null, None, None)
+        misfit = np.linalg.norm(base @ B.T - released, axis=1) / max(float(np.linalg.norm(B, 2)), 1e-300)
+        return _SolutionSet(base, null, None, None, misfit)
     # Every b_k projects onto the plane at the same point (the differences b_k - b_1 span the normal space), so
     # the centre in plane coordinates is N' b_1, and each equation gives the radius; their mean averages rounding.
     centre = np.broadcast_to(B[0] @ null, (len(released), null.shape[1])).copy()
     offsets = ((y[:, None, :] - (B @ row_space)[None, :, :]) ** 2).sum(axis=2)  # (m, mbar)
-    radius = np.sqrt(np.clip((squared - offsets).mean(axis=1), 0.0, None))
-    return _SolutionSet(base, null, centre, radius)
+    radius_squared = (squared - offsets).mean(axis=1)
+    # A negative squared radius: the sphere does not meet the plane, so no point has this row.
+    shortfall = np.sqrt(np.clip(-radius_squared, 0.0, None))
+    return _SolutionSet(base, null, centre, np.sqrt(np.clip(radius_squared, 0.0, None)), shortfall)
 
 
 # --- the peer's prior --------------------------------------------------------------------------------------------
@@ -407,34 +440,45 @@ class _Prior:
         return cls(mean, covariance, precision, tuple(atoms), tuple(weights), shares)
 
     def nearest_atoms(self, points: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-        """For points (..., n): the nearest atom per coordinate, its distance and its weight (distance inf and
-        weight 0 where a feature has no atoms)."""
+        """For points (..., n): the nearest atom per coordinate, its distance and its weight (the coordinate
+        itself, distance inf and weight 0 where a feature has no atoms)."""
         target = np.array(points, copy=True)
         distance = np.full(points.shape, np.inf)
         weight = np.zeros(points.shape)
-        for feature, (values, shares) in enumerate(zip(self.atoms, self.atom_weight, strict=True)):
-            if len(values) == 0:
-                continue
-            x = points[..., feature]
-            # The neighbours below and above x (the same atom when the feature has one).
-            right = np.clip(np.searchsorted(values, x), 1, max(len(values) - 1, 1)) if len(values) > 1 else 0 * x
-            right = np.asarray(right, dtype=np.intp)
-            left = np.maximum(right - 1, 0)
-            pick = np.where(np.abs(values[left] - x) <= np.abs(values[right] - x), left, right)
-            target[..., feature] = values[pick]
-            distance[..., feature] = np.abs(values[pick] - x)
-            weight[..., feature] = shares[pick]
+        for feature in range(points.shape[-1]):
+            if len(self.atoms[feature]):
+                pick = self._nearest(feature, points[..., feature])
+                target[..., feature] = self.atoms[feature][pick]
+                distance[..., feature] = np.abs(target[..., feature] - points[..., feature])
+                weight[..., feature] = self.atom_weight[feature][pick]
         return target, distance, weight
+
+    def _nearest(self, feature: int, x: np.ndarray) -> np.ndarray:
+        """Index of the atom of ``feature`` nearest each entry of x: one search among the midpoints."""
+        values = self.atoms[feature]
+        return np.searchsorted(0.5 * (values[:-1] + values[1:]), x)
 
     def atom_responsibility(self, distance: np.ndarray, weight: np.ndarray, width: float) -> np.ndarray:
         """Posterior probability that each coordinate is its nearest atom (versus spread over [0, 1])."""
         on_atom = self.atom_share * weight * np.exp(-0.5 * (distance / width) ** 2) / (width * math.sqrt(2 * math.pi))
         return on_atom / (on_atom + (1.0 - self.atom_share))
 
-    def log_atoms(self, distance: np.ndarray, weight: np.ndarray, width: float) -> np.ndarray:
-        """Sum over features of log density of the per-feature model "an atom, else uniform on [0, 1]"."""
-        on_atom = self.atom_share * weight * np.exp(-0.5 * (distance / width) ** 2) / (width * math.sqrt(2 * math.pi))
-        return np.log(on_atom + (1.0 - self.atom_share)).sum(axis=-1)
+    def log_atoms(self, points: np.ndarray, width: float) -> np.ndarray:
+        """Sum over features of the log-density of the per-feature model "one of the atoms (a normal of
+        ``width`` about it), else uniform on [0, 1]", for points (..., n); shape (...)."""
+        total = np.zeros(points.shape[:-1])
+        # Feature by feature on contiguous columns: the enumeration scores millions of candidates.
+        columns = np.ascontiguousarray(np.moveaxis(points, -1, 0))
+        peak = 1.0 / (width * math.sqrt(2 * math.pi))
+        for feature, x in enumerate(columns):
+            share = self.atom_share[feature]
+            if len(self.atoms[feature]) == 0 or share <= 0:
+                continue
+            pick = self._nearest(feature, x)
+            gap = (self.atoms[feature][pick] - x) / width
+            on_atom = (share * peak) * self.atom_weight[feature][pick] * np.exp(-0.5 * gap * gap)
+            total += np.log(on_atom + (1.0 - share))
+        return total
 
     def snap_exact(self, points: np.ndarray) -> np.ndarray:
         """Coordinates that already sit on an atom (within the final width) set to it exactly."""
@@ -445,11 +489,11 @@ class _Prior:
 
 def _score(points: np.ndarray, model: _Prior, width: float) -> np.ndarray:
     """Log-score of candidate records (m, c, n): Gaussian prior + seen values (at ``width``) + box; shape (m, c)."""
-    centred = points - model.mean
-    log_prior = -0.5 * np.einsum("...i,ij,...j->...", centred, model.precision, centred)
-    _, distance, weight = model.nearest_atoms(points)
-    outside = np.clip(-points, 0.0, None) + np.clip(points - 1.0, 0.0, None)
-    return log_prior + model.log_atoms(distance, weight, width) - 0.5 * ((outside / _BOX_WIDTH) ** 2).sum(axis=-1)
+    centred = (points - model.mean).reshape(-1, points.shape[-1])  # 2-D, so the product is one BLAS call
+    log_prior = -0.5 * ((centred @ model.precision) * centred).sum(axis=-1).reshape(points.shape[:-1])
+    outside = np.maximum(-points, points - 1.0)
+    box = ((np.maximum(outside, 0.0) / _BOX_WIDTH) ** 2).sum(axis=-1)
+    return log_prior + model.log_atoms(points, width) - 0.5 * box
 
 
 # --- candidates and refinement -----------------------------------------------------------------------------------
@@ -527,7 +571,7 @@ def _minimise_on_set(H: np.ndarray, g: np.ndarray, solutions: _SolutionSet) -> n
     high = np.maximum(gradient / safe_radius, low * 2)
     # ||u(delta)|| falls as delta grows, from above the radius near 0 to at most the radius at ``high``.
     for _ in range(100):
-        middle = np.sqrt(low * high)
+        middle = np.sqrt(low) * np.sqrt(high)  # geometric: delta spans many orders of magnitude
         length = np.linalg.norm(rotated / (shift + middle[..., None]), axis=-1)
         too_long = length > radius
         low, high = np.where(too_long, middle, low), np.where(too_long, high, middle)
@@ -536,6 +580,132 @@ def _minimise_on_set(H: np.ndarray, g: np.ndarray, solutions: _SolutionSet) -> n
     missing = np.sqrt(np.clip(radius**2 - (u**2).sum(axis=-1), 0.0, None))
     u[..., 0] = np.where(u[..., 0] >= 0, u[..., 0] + missing, u[..., 0] - missing) if u.shape[-1] else u[..., 0]
     return centre + (vectors @ u[..., None])[..., 0]
+
+
+def _best_enumerated(solutions: _SolutionSet, model: _Prior, chosen: np.ndarray, score: np.ndarray) -> np.ndarray:
+    """Replace each record's guess by a better-scoring point built from seen values, where one exists.
+
+    Fixing f coordinates of the solution set (f = its dimension: the plane's for the linear kernel, one less on
+    the sphere) to seen values leaves one point (two on a sphere); the other coordinates follow from the
+    equations, and for discrete features only the true record's combination puts all of them on seen values
+    too. All combinations when there are few (_ENUMERATION_BUDGET), else per fixed feature the values nearest
+    the current guess, more of them where the prior is less sure of the coordinate. The fixed features are the
+    ones the prior is surest of (fewest values to try); later rounds fix others, around the improved guess.
+
+    chosen : (m, n), score : (m,) its final score; returns (m, n).
+    """
+    q = solutions.null.shape[1]
+    on_sphere = solutions.centre is not None
+    free = q - 1 if on_sphere else q
+    discrete = [i for i in range(len(model.atoms)) if model.atom_share[i] >= _DISCRETE_SHARE]
+    if free < 1 or len(discrete) < free:
+        return chosen
+    # How many seen values wide the prior's spread along the solution set is, per feature.
+    N = solutions.null
+    spread = np.sqrt(np.clip(np.einsum("iq,qr,ir->i", N, np.linalg.inv(N.T @ model.precision @ N), N), 0.0, None))
+    gaps = np.array([np.median(np.diff(a)) if len(a) > 1 else np.inf for a in model.atoms])
+    uncertainty = spread / gaps
+    preference = sorted(discrete, key=lambda i: float(uncertainty[i]))
+    result = chosen.copy()
+    used: list[int] = []
+    for _ in range(_ENUMERATION_ROUNDS):
+        # A guess whose discrete coordinates all sit on seen values is the record (no other point of the set
+        # does, for B in general position): only the others are searched, which keeps mbar = n - 1 cheap.
+        settled = (model.nearest_atoms(result)[1][:, discrete] <= _SETTLED_DISTANCE).all(axis=1)
+        rows = np.flatnonzero(~settled)
+        order = [i for i in preference if i not in used] + [i for i in preference if i in used]
+        fixed = _well_posed_features(N, order, free)
+        if fixed is None or len(rows) == 0:
+            break
+        result[rows], score[rows] = _enumerate_round(
+            solutions.subset(rows), model, result[rows], score[rows], fixed, uncertainty[fixed]
+        )
+        used += [i for i in fixed if i not in used]
+        if len(used) == len(discrete):
+            used = []  # every discrete feature has been fixed once: start over around the improved guesses
+    return result
+
+
+def _enumerate_round(
+    solutions: _SolutionSet,
+    model: _Prior,
+    chosen: np.ndarray,
+    score: np.ndarray,
+    fixed: list[int],
+    uncertainty: np.ndarray,
+) -> tuple[np.ndarray, np.ndarray]:
+    """One round of :func:`_best_enumerated` with the features ``fixed``; returns the new guesses and scores."""
+    m, free = len(chosen), len(fixed)
+    on_sphere = solutions.centre is not None and solutions.radius is not None
+    sizes = [len(model.atoms[i]) for i in fixed]
+    budget = _ENUMERATION_BUDGET // 2 if on_sphere else _ENUMERATION_BUDGET  # two points per combination
+    tried = _values_per_feature(sizes, uncertainty, budget)
+    grid = np.stack(np.meshgrid(*[np.arange(k) for k in tried], indexing="ij"), axis=-1).reshape(-1, free)  # (E, f)
+    N_fixed = solutions.null[fixed]  # (f, q)
+    inverse = np.linalg.pinv(N_fixed)  # (q, f)
+    along = np.linalg.svd(N_fixed)[2][-1]  # (q,), the direction N_fixed leaves free (on a sphere)
+    result, result_score = chosen.copy(), score.copy()
+    chunk = max(1, _ENUMERATION_CHUNK_VALUES // (len(grid) * chosen.shape[1] * (2 if on_sphere else 1)))
+    for start in range(0, m, chunk):
+        rows = slice(start, min(start + chunk, m))
+        r = rows.stop - rows.start
+        # Per record and fixed feature, the seen values tried, nearest the current guess first.
+        options = [_nearest_values(model.atoms[i], chosen[rows, i], k) for i, k in zip(fixed, tried, strict=True)]
+        values = np.stack([options[j][:, grid[:, j]] for j in range(free)], axis=-1)  # (r, E, f)
+        t = ((values - solutions.base[rows][:, None, fixed]).reshape(-1, free) @ inverse.T).reshape(r, -1, len(along))
+        if on_sphere and solutions.centre is not None and solutions.radius is not None:
+            # t + s along meets the sphere where s^2 + 2 s along.(t - c) + ||t - c||^2 - R^2 = 0.
+            offset = t - solutions.centre[rows][:, None, :]
+            half = offset @ along
+            discriminant = half**2 - (offset**2).sum(axis=-1) + solutions.radius[rows][:, None] ** 2
+            root = np.sqrt(np.where(discriminant >= 0, discriminant, np.nan))  # no meeting point: not a solution
+            t = np.concatenate([t + (-half + root)[..., None] * along, t + (-half - root)[..., None] * along], axis=1)
+        points = solutions.base[rows][:, None, :] + (t.reshape(-1, t.shape[-1]) @ solutions.null.T).reshape(
+            r, -1, chosen.shape[1]
+        )
+        scores = np.nan_to_num(_score(points, model, _FINAL_ATOM_WIDTH), nan=-np.inf)
+        best = np.argmax(scores, axis=1)
+        top = scores[np.arange(r), best]
+        better = top > score[rows]
+        result[rows] = np.where(better[:, None], points[np.arange(r), best], chosen[rows])
+        result_score[rows] = np.where(better, top, score[rows])
+    return result, result_score
+
+
+def _well_posed_features(null: np.ndarray, candidates: list[int], count: int) -> list[int] | None:
+    """``count`` features from ``candidates`` (in order of preference) whose rows of ``null`` are independent
+    enough to solve for the plane coordinates; None when there are not enough."""
+    chosen: list[int] = []
+    for feature in candidates:
+        trial = null[[*chosen, feature]]
+        if np.linalg.svd(trial, compute_uv=False)[-1] > 1e-3:
+            chosen.append(feature)
+            if len(chosen) == count:
+                return chosen
+    return None
+
+
+def _values_per_feature(sizes: list[int], uncertainty: np.ndarray, budget: int) -> list[int]:
+    """How many seen values to try per feature so their product stays within ``budget``: all when they fit,
+    else one more at a time for the feature whose spread (in seen values) per value tried is largest."""
+    tried = [1] * len(sizes)
+    while True:
+        open_ = [j for j in range(len(sizes)) if tried[j] < sizes[j]]
+        if not open_:
+            return tried
+        j = max(open_, key=lambda k: (float(uncertainty[k]) + 1e-3) / tried[k])
+        if math.prod(tried) // tried[j] * (tried[j] + 1) > budget:
+            return tried
+        tried[j] += 1
+
+
+def _nearest_values(atoms: np.ndarray, x: np.ndarray, count: int) -> np.ndarray:
+    """Per entry of x (r,), the ``count`` atoms nearest to it, nearest first; shape (r, count)."""
+    if count >= len(atoms):
+        order = np.argsort(np.abs(atoms[None, :] - x[:, None]), axis=1, kind="stable")
+        return atoms[order]
+    order = np.argsort(np.abs(atoms[None, :] - x[:, None]), axis=1, kind="stable")[:, :count]
+    return atoms[order]
 
 
 # --- checks ------------------------------------------------------------------------------------------------------

@@ -49,8 +49,9 @@ from ppsvm.core.local_svm import fit_local
 from ppsvm.core.lp import Task
 from ppsvm.core.metrics import class_histogram, evaluate
 from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
-from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar
+from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar, exposure_at_defaults
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
+from ppsvm.core.reconstruction import Risk, measure_risk
 from ppsvm.core.release_log import ReleaseLog, create_release_log
 from ppsvm.core.tuning import SEARCHES, Search
 from ppsvm.data.schema import numeric_schema
@@ -143,7 +144,7 @@ class EntityCore:
         # One secret per other entity of its row block: its kernel blocks leave only masked (privacy rule 8).
         self._pair_secrets = config.read_pair_secrets()
         # Measured reconstruction risk of a single-block release, per (view fingerprint, mbar): measured once.
-        self._single_block_risk: dict[tuple[str, int], Any] = {}
+        self._single_block_risk: dict[tuple[str, int], Risk] = {}
         self.secret_check = key_check_value(self._secret)
         id_key = config.read_id_key()
         # From here on the entity knows its records only by pseudonym: every id it publishes or is asked about.
@@ -370,6 +371,16 @@ class EntityCore:
                 start += len(batch)
             return out
 
+    @property
+    def blocks_leave_alone(self) -> bool:
+        """Whether its kernel blocks would reach the coordinator on their own where a peer knows its B_j: no row-block
+        peer to combine with (a horizontal split, or alone in its row block) and other members in its column block."""
+        return not self._pair_secrets and len(self.config.column_block_members) > 1
+
+    def exposure_at_defaults(self) -> Risk:
+        """:func:`ppsvm.core.privacy.exposure_at_defaults` of its records: for the start line (no release)."""
+        return exposure_at_defaults(self.cell.X_train, self._secret)
+
     def _check_single_block(self, basis: Basis, mbar: int) -> None:
         """Refuse a single-block release whose measured reconstruction risk exceeds the limit, unless consented.
 
@@ -378,8 +389,6 @@ class EntityCore:
         measured once per view and mbar after the release was charged: the decision depends on the records,
         so it is recorded like any release, and its figure goes to the entity's own log.
         """
-        from ppsvm.core.reconstruction import measure_risk  # TEMP until the module lands
-
         key = (basis.fingerprint(), mbar)
         risk = self._single_block_risk.get(key)
         if risk is None:

@@ -8,7 +8,7 @@ import sys
 
 import grpc
 
-from ppsvm.config import EntityConfig
+from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY, EntityConfig
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.metrics import EntityCollector
@@ -64,6 +64,18 @@ def start_entity(
         ", labels held" if cell.y_train is not None else "",
         config.mode,
     )
+    if core.blocks_leave_alone:
+        logger.warning(
+            "entity %s: no row-block peer to combine its kernel blocks with, so they would reach the coordinator on "
+            "their own, and its column-block peers know B_j (privacy rule 8). Measured at the defaults: %s. It "
+            "releases a block only within gain %g%s",
+            config.id,
+            core.exposure_at_defaults().describe(),
+            config.single_block_max_gain,
+            f"; its config consents to more ([privacy] {SINGLE_BLOCK_CONSENT_KEY})"
+            if config.single_block_consent
+            else "",
+        )
     return server, port
 
 

@@ -193,14 +193,20 @@ def federation(tmp_path: Path) -> Iterator[callable]:
         options: list[str] = WDBC_OPTIONS,
         extra_config: str = "",
         prepared: Path | None = None,
+        consent: bool = True,
     ) -> RunningFederation:
-        """``prepared``: an existing split directory (e.g. with a deliberately broken cell) instead of a new split."""
+        """``prepared``: an existing split directory (e.g. with a deliberately broken cell) instead of a new split.
+
+        ``consent``: every entity consents to release its kernel block on its own (privacy rule 8), as its
+        operator may; these tests are about what happens with the blocks (a horizontal split's, the product
+        basis's), and tests/integration/test_collusion.py checks the refusal without it. A checkerboard's
+        entities combine their blocks by secure aggregation whatever this says.
+        """
         split_dir = prepared or split(tmp_path / f"split-{rows}x{cols}", data, rows, cols, *options)
         planned = load_federation(split_dir / "federation.toml")
         configs = [split_dir / f"{e.id}.toml" for e in planned.entities]
-        if extra_config:
-            for config in configs:
-                config.write_text(config.read_text() + extra_config)
+        for config in configs:
+            config.write_text(with_privacy_settings(config.read_text() + extra_config, consent))
         processes = EntityProcesses(configs).__enter__()
         started.append(processes)
         live = split_dir / "federation.live.toml"
@@ -210,6 +216,16 @@ def federation(tmp_path: Path) -> Iterator[callable]:
     yield start
     for processes in started:
         processes.stop()
+
+
+def with_privacy_settings(text: str, consent: bool) -> str:
+    """An entity config's text with ``consent_single_block_release`` set in its [privacy] table (made if absent)."""
+    if not consent:
+        return text
+    line = "consent_single_block_release = true\n"
+    if "\n[privacy]\n" in text:
+        return text.replace("\n[privacy]\n", "\n[privacy]\n" + line, 1)
+    return text + "\n[privacy]\n" + line
 
 
 def without_run_details(value: Any) -> Any:

@@ -23,8 +23,8 @@ from typing import Any
 import numpy as np
 
 from ppsvm.api.federation import Federation
-from ppsvm.api.inprocess import fixed_secret, serve_split, set_secrets
-from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY
+from ppsvm.api.inprocess import add_privacy_settings, fixed_secret, serve_split, set_secrets
+from ppsvm.config import NON_PRIVATE_OVERRIDE_KEY, SINGLE_BLOCK_CONSENT_KEY
 from ppsvm.core.kernels import gaussian_kernel, scale_to_unit
 from ppsvm.core.local_svm import LocalModel, fit_local
 from ppsvm.core.lp import solve_lp
@@ -136,10 +136,9 @@ def serve_regions(
         row_blocks=region,
     )
     set_secrets(split, [fixed_secret(NAME, 0)])
-    if mbar >= N_FEATURES:
-        for path in split.entity_config_paths:
-            with path.open("a", encoding="utf-8") as handle:
-                handle.write(f"\n[privacy]\n{NON_PRIVATE_OVERRIDE_KEY} = true\n")
+    # Two row blocks of one column block: each block leaves on its own, which the other entity (it knows B) could
+    # invert; the paper's setting, so the entities consent (privacy rule 8), and the models say so.
+    add_privacy_settings(split, {SINGLE_BLOCK_CONSENT_KEY: True, NON_PRIVATE_OVERRIDE_KEY: mbar >= N_FEATURES})
     return split, work / ID_KEY_FILE
 
 

@@ -37,8 +37,15 @@ from typing import Any, cast
 
 import numpy as np
 
-from ppsvm.api.inprocess import fixed_secret, serve_split, set_secrets
+from ppsvm.api.inprocess import (
+    add_privacy_settings,
+    fixed_secret,
+    needs_single_block_consent,
+    serve_split,
+    set_secrets,
+)
 from ppsvm.cli_arguments import add_dataset_arguments, dataset_options_from_args
+from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY
 from ppsvm.constants import DEFAULT_FOLDS
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_model, mean_figures
 from ppsvm.coordinator.reference import pooled_reference
@@ -238,6 +245,9 @@ def run_fold(
             "ppsvm": {t: {b: [] for b in options.bases} for t in options.tunings},
             "alone": {},
             "reference": {},
+            # The paper's horizontal cells (s = 1), and the product basis, need every entity's block on its own,
+            # which a column-block peer can invert: the entities consent (privacy rule 8); the report says so.
+            "single_block_consent": any(needs_single_block_consent(rows, s, basis) for basis in options.bases),
         }
         seconds: dict[str, float] = {}
         for draw in range(options.b_draws):
@@ -245,6 +255,8 @@ def run_fold(
             # its own cells, secrets and release logs: the same split, another basis.
             secrets = [fixed_secret(NAME, key, s, fold, j, kernel, draw) for j in range(s)]
             split = _split(dataset, key, s, options.seed + fold, held_out, work / f"{kernel}-{draw}", rows, secrets)
+            if record["single_block_consent"]:
+                add_privacy_settings(split, {SINGLE_BLOCK_CONSENT_KEY: True})
             with serve_split(split, work / f"{kernel}-{draw}") as federation:
                 for tuning in options.tunings:
                     for basis in options.bases:

@@ -337,7 +337,12 @@ def _settings_section(settings: dict[str, Any], options: Table1Options) -> list[
         f"{options.records_per_entity} records and s contiguous column blocks; features scaled to [0, 1] with the "
         "training part's per-feature minimum and maximum (the paper's normalisation); B_j uniform on [0, 1].",
         "- mbar: the paper's rule min(n_j - 1, 10% of the training rows), n_j the narrowest block; every entity "
-        "refuses mbar >= n_j (privacy rule 3), so every PPSVM figure here is private.",
+        "refuses mbar >= n_j (privacy rule 3).",
+        "- Combination (privacy rule 8): for s >= 2 each row block's kernel blocks reach the coordinator only as "
+        "their sum, by secure aggregation. The cells with s = 1 (and every product-basis figure) need each "
+        "entity's block on its own, which its column-block peers, who know B_j, can invert: those entities "
+        "consented (`[privacy] consent_single_block_release`), so those figures hold against the coordinator "
+        "alone, not against a coordinator helped by a peer.",
         "- Ideal: the pooled reduced kernel K(A, Abar'), Abar a random 10% of the training rows, drawn afresh for each "
         "s and fold (in the paper it varies with s for that reason only).",
         f"- Each entity alone: K(A_ij, A_ij') on its own cell, tuned and scored inside the entity; {alone} per "
