@@ -45,6 +45,8 @@ NONCE_BYTES = 32
 # Record ids one masked round asks for by id: about 1 MiB of request with 32-character pseudonyms,
 # well below gRPC's default 4 MB cap on a message.
 IDS_PER_ROUND = 20_000
+# A masked kernel fetch that fails (an entity dropped out mid-stream) is asked again as a whole, this many times in all.
+MASKED_ATTEMPTS = 2
 
 
 @dataclass(frozen=True)
@@ -560,30 +562,40 @@ class Session:
         """
         K = np.zeros(shape, order="F")
         sums = K.view(np.uint64)
-        rounds: list[tuple[FederationEntity, pb.KernelRequest, int, int]] = []
-        for row_block, (offset, block) in placement.items():
-            order = block.train_order if part == "train" else block.test_order
-            size = block.size(part)
-            members = self.row_block(row_block)
-            if all(np.array_equal(order[e.id], np.arange(size)) for e in members):
-                nonce = new_nonce()
-                for entity in members:
-                    request = kernel_request(
-                        kernel, mbar, fetch_mu, ranges[entity.column_block], record_set=RECORD_SETS[part], nonce=nonce
-                    )
-                    rounds.append((entity, request, offset, size))
-                continue
-            ids = block.train_ids if part == "train" else block.test_ids
-            if len(ids) != size:
-                raise AssertionError(f"row block {row_block}: its {part} ids were dropped before a fetch by id")
-            for first in range(0, size, IDS_PER_ROUND):
-                batch = pb.RecordIds(ids=ids[first : first + IDS_PER_ROUND].tolist())
-                nonce = new_nonce()
-                for entity in members:
-                    request = kernel_request(
-                        kernel, mbar, fetch_mu, ranges[entity.column_block], ids=batch, nonce=nonce
-                    )
-                    rounds.append((entity, request, offset + first, len(batch.ids)))
+
+        def plan() -> list[tuple[FederationEntity, pb.KernelRequest, int, int]]:
+            """Every entity's request, each round under a fresh nonce: (entity, request, first row of K, rows)."""
+            rounds = []
+            for row_block, (offset, block) in placement.items():
+                order = block.train_order if part == "train" else block.test_order
+                size = block.size(part)
+                members = self.row_block(row_block)
+                if all(np.array_equal(order[e.id], np.arange(size)) for e in members):
+                    nonce = new_nonce()
+                    for entity in members:
+                        request = kernel_request(
+                            kernel,
+                            mbar,
+                            fetch_mu,
+                            ranges[entity.column_block],
+                            record_set=RECORD_SETS[part],
+                            nonce=nonce,
+                        )
+                        rounds.append((entity, request, offset, size))
+                    continue
+                ids = block.train_ids if part == "train" else block.test_ids
+                if len(ids) != size:
+                    raise AssertionError(f"row block {row_block}: its {part} ids were dropped before a fetch by id")
+                for first in range(0, size, IDS_PER_ROUND):
+                    batch = pb.RecordIds(ids=ids[first : first + IDS_PER_ROUND].tolist())
+                    nonce = new_nonce()
+                    for entity in members:
+                        request = kernel_request(
+                            kernel, mbar, fetch_mu, ranges[entity.column_block], ids=batch, nonce=nonce
+                        )
+                        rounds.append((entity, request, offset + first, len(batch.ids)))
+            return rounds
+
         locks = {row_block: threading.Lock() for row_block in placement}
         if replies is not None:
             for row_block, (_, block) in placement.items():
@@ -603,12 +615,22 @@ class Session:
 
             self.clients[entity.id].kernel_rows(request, rows, f"{part} records", fold)
 
-        self._gather(
-            {
-                (e.id, str(n)): self._pool.submit(fetch, e, request, offset, rows)
-                for n, (e, request, offset, rows) in enumerate(rounds)
-            }
-        )
+        for attempt in range(1, MASKED_ATTEMPTS + 1):
+            try:
+                self._gather(
+                    {
+                        (e.id, str(n)): self._pool.submit(fetch, e, request, offset, rows)
+                        for n, (e, request, offset, rows) in enumerate(plan())
+                    }
+                )
+                break
+            except EntityError as error:
+                # A share that arrived half, or not at all, cannot be unmasked alone (nor should it be): the whole
+                # fetch is asked again under new nonces (an entity answers a nonce once). A refusal stays one.
+                if error.refused or attempt == MASKED_ATTEMPTS:
+                    raise
+                logger.warning("the masked kernel fetch failed (%s); asking again under new nonces", error)
+                sums[:] = 0
         for row_block, (offset, block) in placement.items():
             rows = slice(offset, offset + block.size(part))
             decode_combination(kernel, sums[rows], len(self.row_block(row_block)), f"row block {row_block}")
