@@ -546,7 +546,7 @@ def toml_string(text: str) -> str:
     return '"' + "".join(escaped) + '"'
 
 
-def _toml_value(value: str | int | bool | list[str] | dict[str, str]) -> str:
+def _toml_value(value: str | int | float | bool | list[str] | dict[str, str]) -> str:
     if isinstance(value, list):
         return "[" + ", ".join(toml_string(item) for item in value) + "]"
     if isinstance(value, dict):

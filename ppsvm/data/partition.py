@@ -33,7 +33,7 @@ from ppsvm.core.kernels import KERNELS
 from ppsvm.core.randomness import new_secret_hex
 from ppsvm.core.release_log import new_release_log_text
 from ppsvm.data.dataset import Dataset
-from ppsvm.data.schema import numeric_schema
+from ppsvm.data.schema import numeric_schema, outward_bounds
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from ppsvm.wire.certs import (
@@ -201,6 +201,11 @@ def split_dataset(
     blocks = feature_blocks(n, options.cols, column_blocks)
     dataset, imputed = _impute_per_row_block(dataset, train_blocks, test_blocks)
 
+    # Each feature's declared bounds, proposed from all its records and rounded outwards: a column block's members
+    # declare the same (the features check compares them), and the scaling never depends on who holds what.
+    bounds = np.array([outward_bounds(float(column.min()), float(column.max())) for column in dataset.X.T]).reshape(
+        -1, 2
+    )
     files: dict[str, tuple[str, int]] = {}
     entity_names: list[str] = []
     cells: list[dict[str, Any]] = []
@@ -213,7 +218,7 @@ def split_dataset(
             members = [f"r{row}c{j}" for row in range(options.rows)]
             peers = [f"r{i}c{col}" for col in range(options.cols) if col != j]
             features = [dataset.feature_names[k] for k in columns]
-            entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features)
+            entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features, bounds[columns])
             files[f"{name}.toml"] = (entity_toml, PRIVATE_MODE)
             # A new cell has released nothing: its log starts here (an entity refuses to start without one).
             files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
@@ -449,10 +454,20 @@ def pair_secret_file_name(first: str, second: str) -> str:
 
 
 def _entity_toml(
-    name: str, address: str, column_block: int, members: list[str], peers: list[str], features: list[str]
+    name: str,
+    address: str,
+    column_block: int,
+    members: list[str],
+    peers: list[str],
+    features: list[str],
+    bounds: np.ndarray,
 ) -> str:
-    # The schema the cell was written with: every feature a number (split imputed any gap before writing).
-    schema = [("[[schema.features]]", feature.as_dict()) for feature in numeric_schema(features).features]
+    # The schema the cell was written with: every feature a number (split imputed any gap before writing), with
+    # its proposed bounds (shape (len(features), 2)).
+    schema = [
+        ("[[schema.features]]", {**feature.as_dict(), "low": float(low), "high": float(high)})
+        for feature, (low, high) in zip(numeric_schema(features).features, bounds, strict=True)
+    ]
     return toml_document(
         f"ppsvm entity {name}: private to this data owner; never give this file to the coordinator.",
         [

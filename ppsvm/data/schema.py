@@ -11,6 +11,12 @@ without looking at anyone's data:
   then publish which categories the entity's records hold. A value outside the declared
   list is refused; a missing one is refused or imputed with a declared category.
 
+- a ``number`` feature may declare its bounds ``low`` and ``high``, agreed by the column block (they are in
+  the fingerprint): the [0, 1] scaling of the random kernel then comes from them, not from the records'
+  minimum and maximum, so no extreme of the data leaves the entity, nobody can choose the scaling, and new
+  records never change it (a value outside is clipped to the bounds). ``ppsvm split`` proposes them from
+  the data, rounded outwards (:func:`outward_bounds`), for the owners to confirm.
+
 ``Schema.fingerprint()`` hashes the canonical form, so the column block's features check and a
 model file can tell two schemas apart.
 """
@@ -49,12 +55,16 @@ class Feature:
     impute : float or str or None
         What a missing value becomes: a number (number features) or one of ``categories``;
         None refuses missing values.
+    low, high : float or None
+        The declared bounds of a number feature (both or neither), low < high.
     """
 
     name: str
     type: FeatureType
     categories: tuple[str, ...] = ()
     impute: float | str | None = None
+    low: float | None = None
+    high: float | None = None
 
     @property
     def encoded_names(self) -> tuple[str, ...]:
@@ -69,6 +79,8 @@ class Feature:
             entry["categories"] = list(self.categories)
         if self.impute is not None:
             entry["impute"] = self.impute
+        if self.low is not None and self.high is not None:
+            entry["low"], entry["high"] = self.low, self.high
         return entry
 
 
@@ -90,6 +102,21 @@ class Schema:
     @property
     def source_columns(self) -> tuple[str, ...]:
         return tuple(feature.name for feature in self.features)
+
+    def declared_bounds(self) -> tuple[np.ndarray, np.ndarray] | None:
+        """Per encoded column, (low, high): the declared bounds, [0, 1] for a category's 0/1 columns; shapes (n_j,).
+
+        None unless every number feature declares its bounds (the scaling then falls back to the data's range).
+        """
+        if any(f.type == "number" and (f.low is None or f.high is None) for f in self.features):
+            return None
+        lows: list[float] = []
+        highs: list[float] = []
+        for feature in self.features:
+            width = len(feature.encoded_names)
+            lows += [0.0] * width if feature.low is None else [feature.low]
+            highs += [1.0] * width if feature.high is None else [feature.high]
+        return np.array(lows), np.array(highs)
 
     def as_dict(self) -> dict[str, Any]:
         """The canonical form: what ``ppsvm split`` writes and what the fingerprint hashes."""
@@ -216,9 +243,11 @@ def parse_schema(table: Any, where: str) -> Schema:
 def _parse_feature(entry: Any, where: str) -> Feature:
     if not isinstance(entry, dict):
         raise ConfigError(f"{where}: must be a table with 'name' and 'type'")
-    unknown = sorted(set(entry) - {"name", "type", "categories", "impute"})
+    unknown = sorted(set(entry) - {"name", "type", "categories", "impute", "low", "high"})
     if unknown:
-        raise ConfigError(f"{where}: unknown key(s) {', '.join(unknown)}; allowed: name, type, categories, impute")
+        raise ConfigError(
+            f"{where}: unknown key(s) {', '.join(unknown)}; allowed: name, type, categories, impute, low, high"
+        )
     name, kind = entry.get("name"), entry.get("type", "number")
     if not isinstance(name, str) or not name.strip() or name != name.strip():
         raise ConfigError(f"{where}: 'name' must be a non-empty column name without surrounding spaces")
@@ -233,7 +262,10 @@ def _parse_feature(entry: Any, where: str) -> Feature:
             isinstance(impute, bool) or not isinstance(impute, int | float) or not math.isfinite(impute)
         ):
             raise ConfigError(f"{where}: 'impute' must be a finite number, got {impute!r}")
-        return Feature(name, "number", impute=None if impute is None else float(impute))
+        low, high = _bounds(entry, where)
+        return Feature(name, "number", impute=None if impute is None else float(impute), low=low, high=high)
+    if "low" in entry or "high" in entry:
+        raise ConfigError(f"{where}: 'low' and 'high' apply to number features only (a category's columns are 0/1)")
     categories = entry.get("categories")
     if (
         not isinstance(categories, list)
@@ -253,3 +285,38 @@ def _parse_feature(entry: Any, where: str) -> Feature:
 def numeric_schema(names: Sequence[str]) -> Schema:
     """Every column a number, missing values refused: the schema of a plain cell CSV."""
     return Schema(tuple(Feature(name, "number") for name in names))
+
+
+def _bounds(entry: dict[str, Any], where: str) -> tuple[float | None, float | None]:
+    if ("low" in entry) != ("high" in entry):
+        raise ConfigError(f"{where}: declare both 'low' and 'high', or neither")
+    if "low" not in entry:
+        return None, None
+    low, high = entry["low"], entry["high"]
+    for key, value in (("low", low), ("high", high)):
+        if isinstance(value, bool) or not isinstance(value, int | float) or not math.isfinite(value):
+            raise ConfigError(f"{where}: {key!r} must be a finite number, got {value!r}")
+    if not low < high:
+        raise ConfigError(f"{where}: 'low' must be below 'high', got {low!r} and {high!r}")
+    return float(low), float(high)
+
+
+def outward_bounds(low: float, high: float) -> tuple[float, float]:
+    """``[low, high]`` widened to two significant digits of its larger end (6.981..28.11 becomes 6..29).
+
+    What ``ppsvm split`` proposes as a feature's declared bounds: round numbers an owner can read and confirm (or
+    widen to the range the field allows), never narrower than the data. A constant feature gets one step of width.
+    """
+    if not (math.isfinite(low) and math.isfinite(high) and low <= high):
+        raise ValueError(f"bounds must be finite with low <= high, got {low} and {high}")
+    magnitude = max(abs(low), abs(high))
+    step = 10.0 ** (math.floor(math.log10(magnitude)) - 1) if magnitude > 0 else 1.0
+    # Printed as a person would have written them (the multiplication leaves 0.30000000000000004), then checked:
+    # neither the rounding to a step nor the printing may cut into the data.
+    lower = float(f"{math.floor(low / step) * step:.12g}")
+    while lower > low:
+        lower = float(f"{lower - step:.12g}")
+    upper = float(f"{math.ceil(high / step) * step:.12g}")
+    while upper < high or upper <= lower:
+        upper = float(f"{upper + step:.12g}")
+    return lower, upper

@@ -54,6 +54,7 @@ from ppsvm.core.randomness import derive_B, features_check, key_check_value, ran
 from ppsvm.core.reconstruction import Risk, measure_risk
 from ppsvm.core.release_log import ReleaseLog, create_release_log
 from ppsvm.core.tuning import SEARCHES, Search
+from ppsvm.data.cell import Cell
 from ppsvm.data.schema import numeric_schema
 from ppsvm.data.sources import read_source
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
@@ -151,9 +152,13 @@ class EntityCore:
         self.id_key_check = "" if id_key is None else key_check_value(id_key)
         if id_key is not None:
             self.cell = pseudonymous(self.cell, id_key)
-        # The column block's members must encode alike: same columns, types, categories and imputations.
+        # The column block's members must encode alike: same columns, types, categories, imputations and bounds.
         schema = config.schema or numeric_schema(self.cell.feature_names)
         self.features_check = features_check(self._secret, (*schema.encoded_names, schema.fingerprint()))
+        # Declared bounds: the scaling, agreed in the schema; no extreme of the records leaves, new ones change nothing.
+        self.bounds = schema.declared_bounds()
+        if self.bounds is not None:
+            self.cell = self._within_bounds(self.cell, schema.encoded_names)
         self.scoring: ScoringRecords | None = None
         if config.scoring is not None:
             self.scoring = ScoringRecords(config.scoring, schema, id_key, self.cell.holds)
@@ -199,13 +204,35 @@ class EntityCore:
         )
         return arrays
 
+    def _within_bounds(self, cell: Cell, names: Sequence[str]) -> Cell:
+        """The cell with every value clipped to the declared bounds; how many were is logged here, never sent."""
+        assert self.bounds is not None
+        low, high = self.bounds
+        clipped = []
+        for X in (cell.X_train, cell.X_test):
+            outside = (X < low) | (X > high)
+            clipped.append(outside.sum(axis=0))
+            np.clip(X, low, high, out=X)
+        count = clipped[0] + clipped[1]
+        if count.any():
+            logger.warning(
+                "entity %s: %d value(s) outside the declared bounds were clipped to them (%s); widen "
+                "[[schema.features]] low/high, agreed by the column block, if the field allows such values",
+                self.id,
+                int(count.sum()),
+                ", ".join(f"{names[k]}: {int(count[k])}" for k in np.flatnonzero(count)[:8]),
+            )
+        return cell
+
     @cached_property
     def own_range(self) -> tuple[np.ndarray, np.ndarray]:
-        """Per-feature min and max of the training rows, computed once (every kernel request checks them)."""
+        """The declared bounds, or else the per-feature min and max of the training rows; computed once."""
+        if self.bounds is not None:
+            return self.bounds
         return self.cell.X_train.min(axis=0), self.cell.X_train.max(axis=0)
 
     def feature_range(self, peer: str = "") -> dict[str, np.ndarray]:
-        """Per-feature min and max over the training records (allowed by rule 1), tagged under the secret."""
+        """The declared bounds (or, without them, the training records' per-feature min and max), tagged."""
         self.guard.admit("FeatureRange")
         self.guard.charge("FeatureRange", peer, features=self.cell.n_features)
         low, high = self.own_range
@@ -252,6 +279,15 @@ class EntityCore:
         own = given.index(self.id)
         if not (np.array_equal(lows[own], self.own_range[0]) and np.array_equal(highs[own], self.own_range[1])):
             raise PrivacyError(f"entity {self.id}: the range relayed as its own is not the one it holds")
+        if self.bounds is not None and not all(
+            np.array_equal(low, self.bounds[0]) and np.array_equal(high, self.bounds[1])
+            for low, high in zip(lows, highs, strict=True)
+        ):
+            # A member with validly tagged other bounds could otherwise widen one feature and squash it to a constant.
+            raise PrivacyError(
+                f"entity {self.id}: a member's range differs from the bounds its schema declares; the column block's "
+                "members must declare the same bounds (the features check compares them)"
+            )
         scaling = np.min(lows, axis=0), np.max(highs, axis=0)
         for bound in scaling:
             bound.setflags(write=False)
@@ -435,6 +471,8 @@ class EntityCore:
             rows[held] = self.cell.rows_for_ids([r for r, known in zip(ids, held, strict=True) if known])
         if not held.all():
             rows[~held] = self.scoring.rows([r for r, known in zip(ids, held, strict=True) if not known])
+            if self.bounds is not None:  # a new record beyond the bounds is scored at them, like a training one
+                np.clip(rows, *self.bounds, out=rows)
         return rows
 
     def accept_model(self, model_json: bytes, directory: Path) -> Path:

@@ -508,3 +508,47 @@ def test_a_nonce_of_the_wrong_size_is_refused_before_any_record_is_read(tmp_path
     with pytest.raises(DataError, match="nonce must have 16 to 64 bytes"):
         core.kernel_block("linear", 1, 0.0, RANGES, record_set="train", nonce=nonce)
     assert core.guard.releases_by_rpc["KernelBlock"] == 0
+
+
+# ---------------------------------------------------------------- declared bounds (issue 26)
+
+BOUNDED_SCHEMA = """
+[[schema.features]]
+name = "f1"
+low = -5.0
+high = 5.0
+
+[[schema.features]]
+name = "f2"
+low = 0.0
+high = 40.0
+
+[[schema.features]]
+name = "f3"
+low = -2.0
+high = 3.0
+"""
+
+
+def test_declared_bounds_are_the_scaling_and_clip_what_lies_outside(tmp_path: Path) -> None:
+    """No extreme of the records leaves, new records never move the scaling: r5 (100, -50, 7) is clipped."""
+    core = make_core(tmp_path, entity_settings=BOUNDED_SCHEMA)
+    low, high = np.array([-5.0, 0.0, -2.0]), np.array([5.0, 40.0, 3.0])
+    published = core.feature_range()
+    np.testing.assert_array_equal(published["low"], low)
+    np.testing.assert_array_equal(published["high"], high)
+    np.testing.assert_array_equal(core.cell.X_test[1], [5.0, 0.0, 3.0])
+    ranges = [signed("ent-7", low, high), signed("peer-1", low, high)]
+    K = core.kernel_block("linear", 2, 0.0, ranges, record_set="test")
+    scaled = (np.array([[2.5, 20, 0], [5.0, 0.0, 3.0]]) - low) / (high - low)
+    np.testing.assert_allclose(K, scaled @ derive_B(SECRET, 2, 3).T, rtol=1e-12)
+
+
+def test_a_peer_cannot_squash_a_feature_with_other_bounds_when_bounds_are_declared(tmp_path: Path) -> None:
+    """Issue 26: a colluding peer's validly tagged range with one feature widened 10^6-fold is refused."""
+    core = make_core(tmp_path, entity_settings=BOUNDED_SCHEMA)
+    low, high = np.array([-5.0, 0.0, -2.0]), np.array([5.0, 40.0, 3.0])
+    squashing = signed("peer-1", low, high * np.array([1e6, 1, 1]))
+    with pytest.raises(PrivacyError, match="differs from the bounds its schema declares"):
+        core.kernel_block("gaussian", 2, 0.5, [signed("ent-7", low, high), squashing], record_set="train")
+    assert core.guard.releases_by_rpc["KernelBlock"] == 0

@@ -19,6 +19,7 @@ from hypothesis import strategies as st
 from ppsvm.config import load_entity_config, load_federation
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, SplitResult, split_dataset
+from ppsvm.data.schema import outward_bounds
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.wire.certs import certificate_identity
 
@@ -158,17 +159,12 @@ def test_entity_config_format(dataset: Dataset, tmp_path: Path) -> None:
         'key = "r0c1.key"\n'
         'coordinator = "coordinator"\n'
         "\n"
-        "[[schema.features]]\n"
-        'name = "f4"\n'
-        'type = "number"\n'
-        "\n"
-        "[[schema.features]]\n"
-        'name = "f5"\n'
-        'type = "number"\n'
-        "\n"
-        "[[schema.features]]\n"
-        'name = "f6"\n'
-        'type = "number"\n'
+        + "\n".join(
+            f'[[schema.features]]\nname = "{name}"\ntype = "number"\nlow = {low!r}\nhigh = {high!r}\n'
+            for name in ("f4", "f5", "f6")
+            for column in (dataset.X[:, dataset.feature_names.index(name)],)
+            for low, high in (outward_bounds(float(column.min()), float(column.max())),)
+        )
     )
 
 
@@ -408,3 +404,20 @@ def test_missing_values_are_imputed_from_each_row_blocks_training_records(tmp_pa
             assert missing_rows.size and np.allclose(filled[missing_rows, column], expected, rtol=1e-12)
     manifest = json.loads((tmp_path / "s" / "split.json").read_text())
     assert sum(manifest["imputed"].values()) == int(holes.sum())
+
+
+def test_split_declares_round_bounds_that_cover_every_record_alike_across_a_column_block(
+    dataset: Dataset, tmp_path: Path
+) -> None:
+    """Issue 26: the scaling comes from bounds the column block agrees on, never from who holds which records."""
+    split_dataset(dataset, SplitOptions(rows=3, cols=2, out_dir=tmp_path))
+    for j in range(2):
+        schemas = {load_entity_config(tmp_path / f"r{i}c{j}.toml").schema for i in range(3)}
+        assert len(schemas) == 1
+        (schema,) = schemas
+        assert schema is not None
+        bounds = schema.declared_bounds()
+        assert bounds is not None
+        columns = [dataset.feature_names.index(name) for name in schema.encoded_names]
+        assert (bounds[0] <= dataset.X[:, columns].min(axis=0)).all()
+        assert (bounds[1] >= dataset.X[:, columns].max(axis=0)).all()

@@ -10,7 +10,7 @@ import numpy as np
 import pytest
 
 from ppsvm.data import sources
-from ppsvm.data.schema import Feature, Schema, parse_schema
+from ppsvm.data.schema import Feature, Schema, outward_bounds, parse_schema
 from ppsvm.data.sources import DataSource, parse_data_table, read_source
 from ppsvm.errors import ConfigError, DataError
 
@@ -195,6 +195,11 @@ def test_schema_round_trips_and_fingerprints_what_encodes() -> None:
         ([{"name": "a"}, {"name": "a"}], "declared more than once"),
         ([{"name": " a"}], "'name' must be"),
         ([{"name": "a", "colour": 1}], "unknown key(s) colour"),
+        ([{"name": "a", "low": 0}], "declare both 'low' and 'high'"),
+        ([{"name": "a", "low": 2, "high": 1}], "'low' must be below 'high'"),
+        ([{"name": "a", "low": 0, "high": float("inf")}], "'high' must be a finite number"),
+        ([{"name": "a", "low": True, "high": 3}], "'low' must be a finite number"),
+        ([{"name": "a", "type": "category", "categories": ["x"], "low": 0, "high": 1}], "number features only"),
     ],
 )
 def test_schema_errors_name_the_feature(features: list[dict[str, Any]], message: str) -> None:
@@ -290,3 +295,28 @@ def test_a_bad_row_in_the_scoring_source_never_reaches_a_caller(
     assert "'HIV+' is not a number" in caplog.text and "still serving the 2 records" in caplog.text
     with pytest.raises(DataError, match="'HIV\\+' is not a number"):
         scoring.refresh(force=True, strict=True)  # at start: the entity stops, naming the row
+
+
+def test_declared_bounds_cover_every_encoded_column_and_enter_the_fingerprint() -> None:
+    features = [
+        {"name": "age", "low": 0, "high": 120},
+        {"name": "smoker", "type": "category", "categories": ["never", "former", "current"]},
+    ]
+    schema = parse_schema({"features": features}, "x")
+    low, high = schema.declared_bounds() or (None, None)
+    np.testing.assert_array_equal(low, [0, 0, 0, 0])
+    np.testing.assert_array_equal(high, [120, 1, 1, 1])
+    wider = parse_schema({"features": [{**features[0], "high": 130}, features[1]]}, "x")
+    assert wider.fingerprint() != schema.fingerprint()
+    assert parse_schema({"features": [{"name": "age"}, features[1]]}, "x").declared_bounds() is None
+
+
+@pytest.mark.parametrize(
+    ("low", "high", "expected"),
+    [(6.981, 28.11, (6, 29)), (18, 84, (18, 84)), (0.05263, 0.1634, (0.05, 0.17)), (-3.21, 0.5, (-3.3, 0.5)),
+     (5, 5, (5, 5.1)), (0, 0, (0, 1)), (143.5, 2501, (100, 2600))],
+)  # fmt: skip
+def test_proposed_bounds_are_round_and_never_narrower_than_the_data(low: float, high: float, expected: Any) -> None:
+    proposed = outward_bounds(low, high)
+    assert proposed == expected
+    assert proposed[0] <= low and proposed[1] >= high and proposed[0] < proposed[1]
