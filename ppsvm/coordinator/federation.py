@@ -143,6 +143,7 @@ def kernel_request(
     record_set: pb.RecordSet | None = None,
     ids: pb.RecordIds | None = None,
     nonce: bytes = b"",
+    epoch: int = 0,
 ) -> pb.KernelRequest:
     """A kernel request for one column block, relaying its members' signed ranges, for ``record_set`` or ``ids``.
 
@@ -157,6 +158,7 @@ def kernel_request(
         record_set=record_set,
         ids=ids,
         nonce=nonce,
+        epoch=epoch,
     )
 
 
@@ -297,6 +299,12 @@ class Session:
             widths = {e.id: self.metadata[e.id].n_features for e in members}
             if len(set(widths.values())) != 1:
                 raise DataError(f"column block {j}: entities hold different feature counts {widths}")
+            epoch_groups = self._groups(members, "epoch")
+            if epoch_groups:
+                raise ConfigError(
+                    f"column block {j}: its entities are at different basis epochs ({epoch_groups}), so their B_j "
+                    "differ: every member opens the same epochs (`ppsvm entity epoch --config E.toml --next`)"
+                )
             secret_groups = self._groups(members, "secret_check")
             if secret_groups:
                 raise ConfigError(
@@ -476,7 +484,8 @@ class Session:
         for j, members in signed.items():
             lows = np.vstack([r.low for r in members])
             highs = np.vstack([r.high for r in members])
-            scaling.append(ColumnScaling(j, tuple(lows.min(axis=0).tolist()), tuple(highs.max(axis=0).tolist())))
+            epoch = self.metadata[members[0].entity_id].epoch if self.metadata else 0
+            scaling.append(ColumnScaling(j, tuple(lows.min(axis=0).tolist()), tuple(highs.max(axis=0).tolist()), epoch))
         return tuple(scaling)
 
     def ranges_for(self, scaling: Sequence[ColumnScaling]) -> dict[int, list[pb.SignedRange]]:
@@ -528,10 +537,11 @@ class Session:
             placement[block.row_block] = (total, block)
             total += block.size(part)
         shape = (total, mbar if columns is None else len(columns))
+        epochs = {s.column_block: s.epoch for s in scaling}
         if columns is None:
-            K = self._masked_kernel(kernel, mbar, fetch_mu, ranges, placement, part, shape, replies)
+            K = self._masked_kernel(kernel, mbar, fetch_mu, ranges, epochs, placement, part, shape, replies)
         else:
-            K = self._single_block_kernel(kernel, mbar, fetch_mu, ranges, placement, part, shape, columns)
+            K = self._single_block_kernel(kernel, mbar, fetch_mu, ranges, epochs, placement, part, shape, columns)
         if kernel == "gaussian":
             rescale_gaussian(K, fetch_mu, mu, in_place=True)
         logger.info(
@@ -549,6 +559,7 @@ class Session:
         mbar: int,
         fetch_mu: float,
         ranges: dict[int, list[pb.SignedRange]],
+        epochs: dict[int, int],
         placement: dict[int, tuple[int, RowBlockRecords]],
         part: str,
         shape: tuple[int, int],
@@ -580,6 +591,7 @@ class Session:
                             ranges[entity.column_block],
                             record_set=RECORD_SETS[part],
                             nonce=nonce,
+                            epoch=epochs[entity.column_block],
                         )
                         rounds.append((entity, request, offset, size))
                     continue
@@ -591,7 +603,13 @@ class Session:
                     nonce = new_nonce()
                     for entity in members:
                         request = kernel_request(
-                            kernel, mbar, fetch_mu, ranges[entity.column_block], ids=batch, nonce=nonce
+                            kernel,
+                            mbar,
+                            fetch_mu,
+                            ranges[entity.column_block],
+                            ids=batch,
+                            nonce=nonce,
+                            epoch=epochs[entity.column_block],
                         )
                         rounds.append((entity, request, offset + first, len(batch.ids)))
             return rounds
@@ -642,6 +660,7 @@ class Session:
         mbar: int,
         fetch_mu: float,
         ranges: dict[int, list[pb.SignedRange]],
+        epochs: dict[int, int],
         placement: dict[int, tuple[int, RowBlockRecords]],
         part: str,
         shape: tuple[int, int],
@@ -674,7 +693,14 @@ class Session:
                         kept = where >= 0
                         combine_into(kernel, target, batch[kept], picks, where[kept])
 
-            request = kernel_request(kernel, mbar, fetch_mu, ranges[entity.column_block], record_set=RECORD_SETS[part])
+            request = kernel_request(
+                kernel,
+                mbar,
+                fetch_mu,
+                ranges[entity.column_block],
+                record_set=RECORD_SETS[part],
+                epoch=epochs[entity.column_block],
+            )
             client.kernel_rows(request, len(rows), f"{part} records", fold)
 
         self.each(fetch)
@@ -710,6 +736,7 @@ class Session:
         """
         ranges = self.ranges_for(scaling)
         fetch_mu = self.fetch_width(kernel)
+        epochs = {s.column_block: s.epoch for s in scaling}
         members = [e for row_block in ids_by_row_block for e in self.row_block(row_block)]
         # One round per row block: every entity of it masks the same ordered ids under the same nonce.
         nonces = {row_block: new_nonce() if columns is None else b"" for row_block in ids_by_row_block}
@@ -719,7 +746,13 @@ class Session:
             ids = ids_by_row_block[row_block]
             block_ranges = ranges[client.entity.column_block]
             request = kernel_request(
-                kernel, mbar, fetch_mu, block_ranges, ids=pb.RecordIds(ids=ids), nonce=nonces[row_block]
+                kernel,
+                mbar,
+                fetch_mu,
+                block_ranges,
+                ids=pb.RecordIds(ids=ids),
+                nonce=nonces[row_block],
+                epoch=epochs[client.entity.column_block],
             )
             return client.kernel_block(request, len(ids), "records named by id")
 

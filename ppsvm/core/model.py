@@ -24,11 +24,16 @@ FORMAT_VERSION = 1
 
 @dataclass(frozen=True)
 class ColumnScaling:
-    """Per-feature [low, high] of one column block; features map to (x - low) / (high - low)."""
+    """Per-feature [low, high] of one column block; features map to (x - low) / (high - low).
+
+    ``epoch``: the basis epoch of the column block's B_j the model was trained in (its entities keep serving that
+    epoch's pinned view for the model's predictions after a later epoch is opened).
+    """
 
     column_block: int
     low: tuple[float, ...]
     high: tuple[float, ...]
+    epoch: int = 0
 
     @property
     def n_features(self) -> int:
@@ -118,7 +123,8 @@ class Model:
             if not isinstance(document["mbar"], int) or isinstance(document["mbar"], bool):
                 raise ValueError(f"mbar must be a whole number, got {document['mbar']!r}")
             document["scaling"] = tuple(
-                ColumnScaling(s["column_block"], tuple(s["low"]), tuple(s["high"])) for s in document["scaling"]
+                ColumnScaling(s["column_block"], tuple(s["low"]), tuple(s["high"]), _column_row(s.get("epoch", 0)))
+                for s in document["scaling"]
             )
             document["entities"] = tuple(ModelEntity(**e) for e in document["entities"])
             if document.get("columns") is not None:

@@ -28,8 +28,11 @@ PSEUDONYM_HEX_DIGITS = 32
 MIN_SECRET_BYTES = 16
 
 
-def derive_B(secret: bytes, mbar: int, n_features: int) -> np.ndarray:
-    """The first ``mbar`` rows of column block j's random matrix.
+def derive_B(secret: bytes, mbar: int, n_features: int, epoch: int = 0) -> np.ndarray:
+    """The first ``mbar`` rows of column block j's random matrix in basis epoch ``epoch``.
+
+    A new epoch (another kernel, other bounds, more points: ``ppsvm entity epoch --next``) is a new matrix from
+    the same secret, so moving to it needs no new secret; epoch 0 is the matrix of every earlier version.
 
     Parameters
     ----------
@@ -47,10 +50,11 @@ def derive_B(secret: bytes, mbar: int, n_features: int) -> np.ndarray:
     """
     if len(secret) < MIN_SECRET_BYTES:
         raise ValueError(f"column-block secret has {len(secret)} bytes; at least {MIN_SECRET_BYTES} are needed")
-    if mbar < 1 or n_features < 1:
-        raise ValueError(f"mbar and n_features must be >= 1, got {mbar} and {n_features}")
-    # HMAC-SHA256 as a key-derivation step: B depends on the secret and the width only.
-    seed = hmac.new(secret, _B_LABEL + b"/n=" + str(n_features).encode(), hashlib.sha256).digest()
+    if mbar < 1 or n_features < 1 or epoch < 0:
+        raise ValueError(f"mbar and n_features must be >= 1 and epoch >= 0, got {mbar}, {n_features} and {epoch}")
+    # HMAC-SHA256 as a key-derivation step: B depends on the secret, the width and the epoch only.
+    label = _B_LABEL + b"/n=" + str(n_features).encode() + (b"/epoch=" + str(epoch).encode() if epoch else b"")
+    seed = hmac.new(secret, label, hashlib.sha256).digest()
     rng = np.random.Generator(np.random.PCG64(int.from_bytes(seed, "little")))
     return rng.random((mbar, n_features))
 

@@ -123,6 +123,19 @@ def _float_bytes(values: Sequence[float]) -> bytes:
     return np.asarray(values, dtype=np.float64).tobytes()
 
 
+def entity_guard(config: EntityConfig, n_features: int) -> ReleaseGuard:
+    """The release guard of an entity of ``n_features`` features, replayed from its release log."""
+    assert config.release_log is not None
+    return ReleaseGuard(
+        ReleaseLog(config.release_log, config.id),
+        mode=config.mode,
+        epsilon_total=config.epsilon_total,
+        max_baseline_releases=config.max_baseline_releases,
+        who=config.id,
+        max_points=None if config.non_private_override else n_features - 1,
+    )
+
+
 class EntityCore:
     """An entity's answers to the coordinator. Each public method is one RPC and follows one order.
 
@@ -145,7 +158,7 @@ class EntityCore:
         # One secret per other entity of its row block: its kernel blocks leave only masked (privacy rule 8).
         self._pair_secrets = config.read_pair_secrets()
         # Measured reconstruction risk of a single-block release, per (view fingerprint, mbar): measured once.
-        self._single_block_risk: dict[tuple[str, int], Risk] = {}
+        self._single_block_risk: dict[tuple[str, int, int], Risk] = {}
         self.secret_check = key_check_value(self._secret)
         id_key = config.read_id_key()
         # From here on the entity knows its records only by pseudonym: every id it publishes or is asked about.
@@ -170,17 +183,11 @@ class EntityCore:
         # The last scaling verified and the B_j last derived: a prediction service asks with the same ranges and
         # mbar on every call, and re-checking unchanged state cost a tenth of an entity's CPU per call (issue 14).
         self._verified_scaling: tuple[tuple[Any, ...], tuple[np.ndarray, np.ndarray]] | None = None
-        self._points: tuple[int, np.ndarray] | None = None
+        self._points: tuple[tuple[int, int], np.ndarray] | None = None
         assert config.release_log is not None
         if new_release_log and not config.release_log.exists():
             create_release_log(config.release_log, config.id)
-        self.guard = ReleaseGuard(
-            ReleaseLog(config.release_log, config.id),
-            mode=config.mode,
-            epsilon_total=config.epsilon_total,
-            max_baseline_releases=config.max_baseline_releases,
-            who=config.id,
-        )
+        self.guard = entity_guard(config, self.cell.n_features)
 
     @property
     def id(self) -> str:
@@ -294,11 +301,11 @@ class EntityCore:
         self._verified_scaling = (key, scaling)
         return scaling
 
-    def _random_points(self, mbar: int) -> np.ndarray:
-        """B_j's first ``mbar`` rows, shape (mbar, n_j); kept for the mbar last asked."""
+    def _random_points(self, mbar: int, epoch: int = 0) -> np.ndarray:
+        """B_j's first ``mbar`` rows in basis epoch ``epoch``, shape (mbar, n_j); kept for the last (mbar, epoch)."""
         points = self._points
-        if points is None or points[0] != mbar:
-            points = (mbar, derive_B(self._secret, mbar, self.cell.n_features))
+        if points is None or points[0] != (mbar, epoch):
+            points = ((mbar, epoch), derive_B(self._secret, mbar, self.cell.n_features, epoch))
             points[1].setflags(write=False)
             self._points = points
         return points[1]
@@ -313,6 +320,7 @@ class EntityCore:
         ids: list[str] | None = None,
         peer: str = "",
         nonce: bytes = b"",
+        epoch: int = 0,
     ) -> np.ndarray:
         """This entity's share of its row block's kernel (masked), or its block K(A, B_j') on its own.
 
@@ -375,13 +383,14 @@ class EntityCore:
             peer,
             basis=basis,
             mbar=mbar,
+            epoch=epoch,
             nonce=nonce.hex() if nonce else None,
             records=records,
             rows=count,
             masked=masked,
         )
         if exposed:
-            self._check_single_block(basis, mbar)
+            self._check_single_block(basis, mbar, epoch)
         with self.guard.touching("KernelBlock"):
             ordered_ids = (
                 self.cell.train_ids if records == "train" else self.cell.test_ids if records == "test" else ids or []
@@ -393,7 +402,7 @@ class EntityCore:
                 if records == "test"
                 else self._rows_for_ids(ids or [])
             )
-            scaled, points = scale_to_unit(X, low, high), self._random_points(mbar)
+            scaled, points = scale_to_unit(X, low, high), self._random_points(mbar, epoch)
             if not nonce:
                 return kernel(kernel_name, scaled, points, mu)
             # What every entity of the row block asks under: its column block's scaling is not (each has its own).
@@ -417,7 +426,7 @@ class EntityCore:
         """:func:`ppsvm.core.privacy.exposure_at_defaults` of its records: for the start line (no release)."""
         return exposure_at_defaults(self.cell.X_train, self._secret)
 
-    def _check_single_block(self, basis: Basis, mbar: int) -> None:
+    def _check_single_block(self, basis: Basis, mbar: int, epoch: int) -> None:
         """Refuse a single-block release whose measured reconstruction risk exceeds the limit, unless consented.
 
         The risk is the strongest reconstruction the project knows (:func:`ppsvm.core.reconstruction.measure_risk`:
@@ -425,12 +434,12 @@ class EntityCore:
         measured once per view and mbar after the release was charged: the decision depends on the records,
         so it is recorded like any release, and its figure goes to the entity's own log.
         """
-        key = (basis.fingerprint(), mbar)
+        key = (basis.fingerprint(), mbar, epoch)
         risk = self._single_block_risk.get(key)
         if risk is None:
             with self.guard.touching("KernelBlock"):
                 scaled = np.clip(scale_to_unit(self.cell.X_train, np.array(basis.low), np.array(basis.high)), 0, 1)
-                risk = measure_risk(scaled, self._random_points(mbar), basis.kernel, basis.mu)
+                risk = measure_risk(scaled, self._random_points(mbar, epoch), basis.kernel, basis.mu)
             self._single_block_risk[key] = risk
             logger.warning(
                 "entity %s: its kernel block at %s, mbar = %d, would leave on its own (not combined with its row "

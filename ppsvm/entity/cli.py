@@ -10,12 +10,14 @@ from threadpoolctl import threadpool_limits
 
 from ppsvm.config import EntityConfig, load_entity_config
 from ppsvm.core.release_log import ReleaseLog
+from ppsvm.data.sources import read_source
+from ppsvm.entity.cell import entity_guard
 from ppsvm.entity.guard import ReleaseGuard, epsilon_of
 from ppsvm.entity.server import serve_entity
 from ppsvm.errors import ConfigError
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
-ACTIONS = ("serve", "releases")
+ACTIONS = ("serve", "releases", "epoch")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -32,7 +34,11 @@ def register(subparsers: argparse._SubParsersAction) -> None:
             "--new-release-log ('ppsvm split' creates it). Mutual TLS is on by default: only the coordinator identity "
             "named in the config's [tls] table may call. Prints 'listening on HOST:PORT' once it accepts calls; stops "
             "cleanly on SIGINT/SIGTERM. 'ppsvm entity releases --config E.toml' prints the release log for a "
-            "data-protection officer: time, peer, RPC, records, shapes, basis view and epsilon of every release."
+            "data-protection officer: time, peer, RPC, records, shapes, basis view and epsilon of every release. "
+            "'ppsvm entity epoch --config E.toml' prints its basis epochs (each pins one view of B_j: kernel, width, "
+            "bounds, largest mbar) and with --next opens the next one, which every member of its column block must "
+            "do before a training with another view: refused while the epochs so far leave no point per record "
+            "(privacy rule 3 over its whole life). It may run while the entity serves (the log is shared)."
         ),
     )
     parser.add_argument(
@@ -40,8 +46,10 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="?",
         choices=ACTIONS,
         default="serve",
-        help="serve (the default) or releases (print the release log and the budget, then exit)",
+        help="serve (the default), releases (print the release log and the budget, then exit) or epoch (print "
+        "the basis epochs; --next opens the next)",
     )
+    parser.add_argument("--next", action="store_true", help="with epoch: open the next basis epoch")
     parser.add_argument("--config", required=True, help="the entity's TOML config (private to it)")
     parser.add_argument("--listen", help="HOST:PORT to serve on, overriding the config (port 0 picks a free port)")
     parser.add_argument(
@@ -73,6 +81,10 @@ def run(args: argparse.Namespace) -> int:
         summary = release_summary(config)
         print(json.dumps(summary) if args.json else release_report(summary))
         return 0
+    if args.action == "epoch":
+        return epoch_command(config, open_next=args.next, as_json=args.json)
+    if args.next:
+        raise ConfigError("--next goes with the epoch action: ppsvm entity epoch --config E.toml --next")
     if args.blas_threads < 1:
         raise ConfigError(f"--blas-threads must be at least 1, got {args.blas_threads}")
     # While serving (and restored after, for callers of ppsvm.cli.main in-process). Measured: four entities on two
@@ -86,6 +98,30 @@ def run(args: argparse.Namespace) -> int:
             new_release_log=args.new_release_log,
             metrics_at=metrics_at(args),
         )
+
+
+def epoch_command(config: EntityConfig, *, open_next: bool, as_json: bool) -> int:
+    """Print the entity's basis epochs and, with ``open_next``, open the next one (recorded in its release log)."""
+    n_features = len(config.schema.encoded_names) if config.schema is not None else read_source(config.data).n_features
+    guard = entity_guard(config, n_features)
+    if open_next:
+        epoch = guard.next_epoch(f"operator of {config.id}")
+        print(
+            f"entity {config.id}: opened basis epoch {epoch}; every member of column block {config.column_block} must"
+        )
+    state = guard.state()
+    if as_json:
+        print(json.dumps({key: state[key] for key in ("epoch", "epochs", "points_used", "max_points")}))
+        return 0
+    print(
+        f"entity {config.id}: basis epoch {state['epoch']}; functionals per record released over all epochs: "
+        f"{state['points_used']} of {state['max_points'] if state['max_points'] is not None else 'any (override)'}"
+    )
+    for epoch, pin in state["epochs"].items():
+        print(f"  epoch {epoch}: {pin['view']}, mbar <= {pin['mbar']}")
+    if state["epoch"] not in state["epochs"]:
+        print(f"  epoch {state['epoch']}: no kernel released yet (its first training pins its view)")
+    return 0
 
 
 def release_summary(config: EntityConfig) -> dict[str, Any]:

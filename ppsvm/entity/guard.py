@@ -13,6 +13,11 @@ coordinator that sends any request it likes (possibly helped by one other entity
   Gaussian view adds ||a||^2 to the linear one; a second scaling adds mbar). B_j at any mbar
   is a prefix of one fixed stream, so the pin also covers the largest mbar released: a larger
   one would add points (equations) for every record served before.
+- **Basis epochs** (rule 5). A new view needs a new epoch: B_j derived from the secret and the epoch
+  number, opened by every member's operator (``ppsvm entity epoch --next``, recorded in the log).
+  Each epoch has its own pin; an older epoch keeps serving its pinned view (the deployed model's
+  predictions), never a new one; and the points of all epochs count together per record against
+  rule 3 (``max_points``), with one more when both kernels were served (the Gaussian view adds ||a||^2).
 - **Masks used once** (rule 8). A masked share (secure aggregation) is bound to the
   coordinator's nonce; the entity answers each nonce once, so no mask covers two releases.
 - **Budgets**. DP releases spend integer micro-epsilons of ``epsilon_total``; the
@@ -55,6 +60,8 @@ _SERVES = {
 _SERVES[MIXED] = _SERVES[RANDOM_KERNEL] | _SERVES[DP]
 # Every RPC an entity answers in some mode: the names a release may be recorded under.
 ENTITY_RPCS = _SERVES[MIXED]
+# The log record of an operator opening a new basis epoch (not an RPC: nothing leaves the entity).
+EPOCH_EVENT = "Epoch"
 
 # Below this a DP release is refused: each release costs a log line, and an epsilon that rounds
 # to nothing would let a coordinator ask without end.
@@ -127,21 +134,31 @@ class ReleaseGuard:
     """
 
     def __init__(
-        self, log: ReleaseLog, *, mode: str, epsilon_total: float | None, max_baseline_releases: int, who: str
+        self,
+        log: ReleaseLog,
+        *,
+        mode: str,
+        epsilon_total: float | None,
+        max_baseline_releases: int,
+        who: str,
+        max_points: int | None = None,
     ) -> None:
         if mode not in ENTITY_MODES:
             raise ValueError(f"mode must be one of {', '.join(ENTITY_MODES)}, got {mode!r}")
         self.log = log
         self.mode = mode
         self.who = who
+        # Functionals per record all epochs together may release (n_j - 1, rule 3); None: not counted (override).
+        self.max_points = max_points
         self.total_micro = None if epsilon_total is None else budget_micro(epsilon_total)
         self.max_baseline_releases = max_baseline_releases
         self._lock = threading.Lock()
         self._recount()
 
     def _recount(self) -> None:
-        self.pinned: Basis | None = None
-        self.pinned_mbar = 0  # the largest mbar any kernel release used: the pin covers it
+        self.epoch = 0  # the current basis epoch: the last one its operator opened
+        self.pins: dict[int, Basis] = {}  # per epoch, the view its first kernel release pinned
+        self.pin_mbars: dict[int, int] = {}  # per epoch, the largest mbar released: the pin covers it
         self.nonces: set[str] = set()
         self.spent_micro = 0
         self.baselines = 0
@@ -154,13 +171,36 @@ class ReleaseGuard:
         self.releases_by_rpc[str(record.get("rpc", ""))] += 1
         if record.get("rpc") == "LocalBaseline":
             self.baselines += 1
-        if record.get("rpc") == "KernelBlock":
-            self.pinned_mbar = max(self.pinned_mbar, int(record.get("mbar", 0)))
+        epoch = int(record.get("epoch", 0))
+        if record.get("rpc") == EPOCH_EVENT:
+            self.epoch = max(self.epoch, epoch)
+        if record.get("rpc") == "KernelBlock" and "mbar" in record:
+            self.pin_mbars[epoch] = max(self.pin_mbars.get(epoch, 0), int(record["mbar"]))
         if "nonce" in record:
             self.nonces.add(str(record["nonce"]))
-        if "basis" in record and self.pinned is None:
+        if "basis" in record and epoch not in self.pins:
             view = record["basis"]
-            self.pinned = Basis(view["kernel"], float(view["mu"]), tuple(view["low"]), tuple(view["high"]))
+            self.pins[epoch] = Basis(view["kernel"], float(view["mu"]), tuple(view["low"]), tuple(view["high"]))
+
+    @property
+    def pinned(self) -> Basis | None:
+        """The current epoch's pinned view, None before its first kernel release."""
+        return self.pins.get(self.epoch)
+
+    @property
+    def pinned_mbar(self) -> int:
+        """The largest mbar released in the current epoch (0 before its first kernel release)."""
+        return self.pin_mbars.get(self.epoch, 0)
+
+    def points_used(self, extra: dict[int, tuple[str, int]] | None = None) -> int:
+        """Functionals per record released over all epochs: their mbar, plus one if both kernels were served.
+
+        ``extra``: epoch -> (kernel, mbar) of a release not yet recorded, counted as if it were.
+        """
+        views = {epoch: (self.pins[epoch].kernel, self.pin_mbars.get(epoch, 0)) for epoch in self.pins}
+        views.update(extra or {})
+        kernels = {kernel for kernel, _ in views.values()}
+        return sum(mbar for _, mbar in views.values()) + (1 if len(kernels) > 1 else 0)
 
     @property
     def remaining_micro(self) -> int | None:
@@ -183,6 +223,7 @@ class ReleaseGuard:
         *,
         basis: Basis | None = None,
         mbar: int | None = None,
+        epoch: int = 0,
         nonce: str | None = None,
         epsilon: float | None = None,
         **fields: Any,
@@ -200,8 +241,12 @@ class ReleaseGuard:
             if self.log.refresh():  # another process serving this entity released something: count it too
                 self._recount()
             record: dict[str, Any] = {"rpc": rpc, "peer": peer, **fields, "epsilon_micro": 0}
+            if basis is not None:
+                self._check_epoch(epoch, basis, mbar or 0)
+                if epoch:
+                    record["epoch"] = epoch
             if mbar is not None:
-                self._check_mbar(mbar)
+                self._check_mbar(mbar, epoch)
                 record["mbar"] = mbar
             if nonce is not None:
                 if nonce in self.nonces:
@@ -211,9 +256,9 @@ class ReleaseGuard:
                     )
                 record["nonce"] = nonce
             if basis is not None:
-                self._check_basis(basis)
+                self._check_basis(basis, epoch)
                 record["basis_fingerprint"] = basis.fingerprint()
-                if self.pinned is None:
+                if epoch not in self.pins:
                     record["basis"] = asdict(basis)
             if epsilon is not None:
                 record["epsilon_micro"] = self._check_budget(epsilon)
@@ -226,21 +271,71 @@ class ReleaseGuard:
             self._count(written)
             return written
 
-    def _check_basis(self, basis: Basis) -> None:
-        if self.pinned is not None and basis != self.pinned:
+    def _check_epoch(self, epoch: int, basis: Basis, mbar: int) -> None:
+        if epoch > self.epoch:
             raise PrivacyError(
-                f"entity {self.who} serves its random basis B_j under one view for its whole life, pinned by its first "
-                f"kernel release: {self.pinned.describe()}; this request asks {basis.describe()} (fields kernel, mu, "
-                "scaling). A second view adds equations per record; a new view needs a new column-block secret"
+                f"entity {self.who} is at basis epoch {self.epoch}, and this request asks for epoch {epoch}, which its "
+                "operator has not opened (every member of its column block runs `ppsvm entity epoch --next`)"
+            )
+        if epoch < self.epoch and epoch not in self.pins:
+            raise PrivacyError(
+                f"entity {self.who}: basis epoch {epoch} released no kernel block before epoch {self.epoch} was "
+                "opened; an older epoch only serves the view it pinned (a deployed model's), never a new one"
+            )
+        if epoch not in self.pins and self.max_points is not None:
+            used = self.points_used({epoch: (basis.kernel, mbar)})
+            if used > self.max_points:
+                raise PrivacyError(
+                    f"entity {self.who}: pinning {basis.kernel} with mbar = {mbar} in basis epoch {epoch} would "
+                    f"release {used} functionals per record over all its epochs, more than n_j - 1 = {self.max_points} "
+                    "(privacy rule 3, counted over the entity's whole life). Ask for fewer points"
+                )
+
+    def _check_basis(self, basis: Basis, epoch: int) -> None:
+        pinned = self.pins.get(epoch)
+        if pinned is not None and basis != pinned:
+            raise PrivacyError(
+                f"entity {self.who} serves its random basis B_j under one view per basis epoch, pinned by the epoch's "
+                f"first kernel release: epoch {epoch}, {pinned.describe()}; this request asks {basis.describe()} "
+                "(fields kernel, mu, scaling). A second view adds equations per record; another view needs a new epoch "
+                "(`ppsvm entity epoch --next` at every member of its column block, refused beyond the privacy limits)"
             )
 
-    def _check_mbar(self, mbar: int) -> None:
-        if self.pinned is not None and mbar > self.pinned_mbar:
+    def _check_mbar(self, mbar: int, epoch: int) -> None:
+        pinned = self.pin_mbars.get(epoch)
+        if pinned is not None and epoch in self.pins and mbar > pinned:
             raise PrivacyError(
-                f"entity {self.who} has released kernel blocks of at most mbar = {self.pinned_mbar} random points "
-                f"under its pinned view, and this request asks for {mbar}: more points add equations for every "
-                "record served before. Ask for at most that many"
+                f"entity {self.who} has released kernel blocks of at most mbar = {pinned} random points under the "
+                f"view basis epoch {epoch} pinned, and this request asks for {mbar}: more points add equations for "
+                "every record served before. Ask for at most that many, or open a new epoch"
             )
+
+    def next_epoch(self, who: str) -> int:
+        """Open the next basis epoch (its operator's decision, recorded in the log); returns its number.
+
+        Raises
+        ------
+        PrivacyError
+            The current epoch released no kernel block yet (nothing to move from: any view can still be pinned),
+            or the epochs so far leave no point per record under rule 3.
+        """
+        with self._lock:
+            if self.log.refresh():
+                self._recount()
+            if self.epoch not in self.pins:
+                raise PrivacyError(
+                    f"entity {self.who}: basis epoch {self.epoch} has released no kernel block, so its view is not "
+                    "pinned yet: the next training may use any kernel, bounds and mbar without a new epoch"
+                )
+            used = self.points_used()
+            if self.max_points is not None and used >= self.max_points:
+                raise PrivacyError(
+                    f"entity {self.who}: its epochs so far released {used} functionals per record, n_j - 1 = "
+                    f"{self.max_points} allowed (privacy rule 3 over its whole life): a new epoch could release none. "
+                    "Train with fewer points from the start, or give the column block a new secret and new records"
+                )
+            self._count(self.log.append({"rpc": EPOCH_EVENT, "peer": who, "epoch": self.epoch + 1}))
+            return self.epoch
 
     def _check_budget(self, epsilon: float) -> int:
         if self.total_micro is None:
@@ -283,8 +378,15 @@ class ReleaseGuard:
             "mode": self.mode,
             "releases": len(self.log.records),
             "log_created": self.log.created,
+            "epoch": self.epoch,
             "pinned_basis": None if self.pinned is None else self.pinned.describe(),
             "pinned_mbar": self.pinned_mbar,
+            "epochs": {
+                epoch: {"view": pin.describe(), "mbar": self.pin_mbars.get(epoch, 0)}
+                for epoch, pin in self.pins.items()
+            },
+            "points_used": self.points_used() if self.pins else 0,
+            "max_points": self.max_points,
             "epsilon_total": None if self.total_micro is None else epsilon_of(self.total_micro),
             "epsilon_spent": epsilon_of(self.spent_micro),
             "baseline_releases": self.baselines,

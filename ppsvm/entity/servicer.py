@@ -66,6 +66,7 @@ class EntityServicer(pb_grpc.EntityServicer):
             id_key_check=self.core.id_key_check,
             mode=guard["mode"],
             pinned_basis=guard["pinned_basis"] or "",
+            epoch=guard["epoch"],
             releases=guard["releases"],
             epsilon_total=guard["epsilon_total"] or 0.0,
             epsilon_spent=guard["epsilon_spent"],
@@ -101,6 +102,7 @@ class EntityServicer(pb_grpc.EntityServicer):
             ids=ids,
             peer=_peer(context),
             nonce=request.nonce,
+            epoch=request.epoch,
         )
         logger.info(
             "entity %s: kernel block %s for %s%s",

@@ -60,17 +60,25 @@ def central_model(
     task: str = "classify",
     columns: np.ndarray | None = None,
 ) -> CentralModel:
-    """Pool every cell, scale with the pooled min/max, K against the concatenated B_j, solve the LP.
+    """Pool every cell, scale with the declared bounds, K against the concatenated B_j, solve the LP.
+
+    The bounds are each column block's ``[[schema.features]]`` low/high as its configs declare them (``ppsvm split``
+    proposes them from the data); a split without them scales with the pooled min/max.
 
     With ``columns`` (the product basis), point c is [B_1[columns[c, 0]] ... B_s[columns[c, s-1]]].
     """
     X, y, X_test, y_test = pool_cells(split_dir)
     federation = load_federation(split_dir / "federation.toml")
-    B_blocks = []
+    B_blocks, declared = [], []
     for j in federation.column_blocks:
         config = load_entity_config(split_dir / f"{federation.cell(0, j).id}.toml")
         B_blocks.append(derive_B(config.read_secret(), mbar, _width(split_dir, j)))
-    low, high = X.min(axis=0), X.max(axis=0)
+        declared.append(None if config.schema is None else config.schema.declared_bounds())
+    if all(bounds is not None for bounds in declared):
+        low = np.concatenate([bounds[0] for bounds in declared if bounds is not None])
+        high = np.concatenate([bounds[1] for bounds in declared if bounds is not None])
+    else:
+        low, high = X.min(axis=0), X.max(axis=0)
     B = np.hstack(B_blocks if columns is None else [B_j[columns[:, j]] for j, B_j in enumerate(B_blocks)])
     central = CentralModel(
         np.empty(0), 0.0, task, kernel, mu, B, low, np.where(high > low, high - low, 1.0), X_test, y_test
@@ -212,18 +220,18 @@ def test_product_basis_model_equals_central(federation, kernel: str) -> None:
     assert result["error_rate"] == pytest.approx(central.test_figures()["error_rate"], abs=1e-12)
 
 
-def test_auto_basis_keeps_the_better_cross_validated_basis(federation) -> None:
-    """--basis auto (the default) scores both bases on the same fetched blocks and keeps the lower CV error."""
-    run = federation(1, 4)
-    run.train("--kernel", "gaussian", "--mbar", "3", "--nu", "10", "--mu", str(1.0 / 30))
+def test_auto_basis_is_the_papers_and_the_product_basis_needs_single_blocks(federation) -> None:
+    """--basis auto (the default) is the paper's basis, its blocks combined by secure aggregation; the product basis
+    pairs rows of different B_j's, which masked shares cannot, so it asks for each block on its own (privacy rule 8):
+    refused by a checkerboard's entities without their consent."""
+    run = federation(2, 2, consent=False)
+    run.train("--kernel", "gaussian", "--mbar", "14", "--nu", "10", "--mu", str(1.0 / 30))
     model = Model.load(run.split_dir / "model.json")
-    scores = model.training["tuning"]["basis_scores"]
-    assert set(scores) == {"paper", "product"}
-    chosen = "paper" if scores["paper"] <= scores["product"] else "product"
-    assert model.training["basis"] == chosen
-    assert (model.columns is None) == (chosen == "paper")
-    assert model.training["tuning"]["score"] == scores[chosen]
+    assert model.columns is None and model.training["basis"] == "paper"
     assert run.evaluate()["private"] is True
+    refused = run.train("--kernel", "gaussian", "--mbar", "14", "--nu", "10", "--basis", "product", check=False)
+    assert refused.returncode != 0
+    assert "consent_single_block_release" in refused.stderr and "no-release guess" in refused.stderr
 
 
 def test_serve_predicts_by_record_id(federation) -> None:

@@ -48,7 +48,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class BlockMetadata(_message.Message):
-    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check")
+    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check", "epoch")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     COLUMN_BLOCK_FIELD_NUMBER: _ClassVar[int]
     N_FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -65,6 +65,7 @@ class BlockMetadata(_message.Message):
     EPSILON_TOTAL_FIELD_NUMBER: _ClassVar[int]
     EPSILON_SPENT_FIELD_NUMBER: _ClassVar[int]
     ID_KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     column_block: int
     n_features: int
@@ -81,7 +82,8 @@ class BlockMetadata(_message.Message):
     epsilon_total: float
     epsilon_spent: float
     id_key_check: str
-    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ...) -> None: ...
+    epoch: int
+    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class SignedRange(_message.Message):
     __slots__ = ("entity_id", "low", "high", "tag")
@@ -102,7 +104,7 @@ class Scaling(_message.Message):
     def __init__(self, ranges: _Optional[_Iterable[_Union[SignedRange, _Mapping]]] = ...) -> None: ...
 
 class KernelRequest(_message.Message):
-    __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids", "nonce")
+    __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids", "nonce", "epoch")
     KERNEL_FIELD_NUMBER: _ClassVar[int]
     MBAR_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
@@ -110,6 +112,7 @@ class KernelRequest(_message.Message):
     RECORD_SET_FIELD_NUMBER: _ClassVar[int]
     IDS_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
+    EPOCH_FIELD_NUMBER: _ClassVar[int]
     kernel: KernelKind
     mbar: int
     mu: float
@@ -117,7 +120,8 @@ class KernelRequest(_message.Message):
     record_set: RecordSet
     ids: RecordIds
     nonce: bytes
-    def __init__(self, kernel: _Optional[_Union[KernelKind, str]] = ..., mbar: _Optional[int] = ..., mu: _Optional[float] = ..., scaling: _Optional[_Union[Scaling, _Mapping]] = ..., record_set: _Optional[_Union[RecordSet, str]] = ..., ids: _Optional[_Union[RecordIds, _Mapping]] = ..., nonce: _Optional[bytes] = ...) -> None: ...
+    epoch: int
+    def __init__(self, kernel: _Optional[_Union[KernelKind, str]] = ..., mbar: _Optional[int] = ..., mu: _Optional[float] = ..., scaling: _Optional[_Union[Scaling, _Mapping]] = ..., record_set: _Optional[_Union[RecordSet, str]] = ..., ids: _Optional[_Union[RecordIds, _Mapping]] = ..., nonce: _Optional[bytes] = ..., epoch: _Optional[int] = ...) -> None: ...
 
 class RecordIds(_message.Message):
     __slots__ = ("ids",)
