@@ -107,7 +107,8 @@ def epoch_command(config: EntityConfig, *, open_next: bool, as_json: bool) -> in
     if open_next:
         epoch = guard.next_epoch(f"operator of {config.id}")
         print(
-            f"entity {config.id}: opened basis epoch {epoch}; every member of column block {config.column_block} must"
+            f"entity {config.id}: opened basis epoch {epoch}; every member of column block {config.column_block} "
+            "opens it too before the next training"
         )
     state = guard.state()
     if as_json:

@@ -373,7 +373,13 @@ class ReleaseGuard:
             ) from None
 
     def state(self) -> dict[str, Any]:
-        """The guard's state for audits (nothing in it depends on the records' values)."""
+        """The guard's state for audits (nothing in it depends on the records' values), the log re-read first.
+
+        Another process may have written to the log: an operator opening an epoch while the entity serves.
+        """
+        with self._lock:
+            if self.log.refresh():
+                self._recount()
         return {
             "mode": self.mode,
             "releases": len(self.log.records),
