@@ -657,7 +657,10 @@ def test_f3_forged_second_scaling_is_refused(rk: Split, target: str, colluder: s
         lambda: reconstruct_by_peer_scalings(forged_query(rk, target, colluder, kind, served), low, high, B, name, MU)
     )
     assert error.code() is grpc.StatusCode.PERMISSION_DENIED, error.details()
-    assert "pinned by its first kernel release" in error.details() and "(fields kernel, mu, scaling)" in error.details()
+    assert (
+        "pinned by the epoch's first kernel release" in error.details()
+        and "(fields kernel, mu, scaling)" in error.details()
+    )
     assert len(served) == 1, "only the honest (pinned) scaling may be served"
 
 
@@ -692,7 +695,7 @@ def test_f4_second_kernel_view_is_refused(rk: Split) -> None:
     for entity, kind, mu, pinned in (
         (gaussian, pb.LINEAR, MU, "gaussian mu = "),
         (gaussian, pb.GAUSSIAN, 2 * MU, "gaussian mu = "),
-        (linear, pb.GAUSSIAN, MU, "pinned by its first kernel release: linear"),
+        (linear, pb.GAUSSIAN, MU, "pinned by the epoch's first kernel release: linear"),
     ):
         request = honest_request(rk, kind, N - 1, mu=mu)  # its FeatureRange calls are releases too
         before = entity.metadata().releases

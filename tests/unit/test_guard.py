@@ -133,7 +133,7 @@ def test_a_second_process_serving_the_entity_shares_the_pin_and_the_budget(tmp_p
     second = guard(ReleaseLog(first.log.path, "r0c0"), "mixed", epsilon_total=1.0)
     first.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=1, mbar=1)
     first.charge("DpWeights", "c", epsilon=0.75)
-    with pytest.raises(PrivacyError, match="pinned by its first kernel release"):
+    with pytest.raises(PrivacyError, match="pinned by the epoch's first kernel release"):
         second.charge("KernelBlock", "c", basis=Basis("linear", 0.0, LOW, HIGH), records="train", rows=1, mbar=1)
     with pytest.raises(PrivacyError, match="only 0.25 of 1 remains"):
         second.charge("DpWeights", "c", epsilon=0.5)
@@ -180,7 +180,7 @@ def test_first_kernel_release_pins_the_view_for_every_mbar_and_record_set(tmp_pa
         Basis("gaussian", 0.5, LOW, HIGH),
         Basis("gaussian", 0.25, LOW, (1.0, 3.0, 2.5)),
     ):
-        with pytest.raises(PrivacyError, match="pinned by its first kernel release"):
+        with pytest.raises(PrivacyError, match="pinned by the epoch's first kernel release"):
             g.charge("KernelBlock", "c", basis=other, records="train", rows=10, mbar=1)
     assert len(g.log.records) == 2  # refusals record nothing
 
@@ -316,3 +316,37 @@ def test_a_failure_after_the_charge_stays_charged_and_says_nothing_of_the_data(t
     assert caught.value.__cause__ is None and caught.value.__suppress_context__
     assert g.remaining_micro == 500_000
     assert json.loads(g.log.path.read_text().splitlines()[-1])["epsilon_micro"] == 500_000
+
+
+def test_an_epoch_gives_a_new_pin_and_older_epochs_keep_serving_their_own(tmp_path: Path) -> None:
+    """Issue 26: another kernel after the operator opens the next epoch; the deployed model's view still served."""
+    log = new_log(tmp_path)
+    g = ReleaseGuard(log, mode="random-kernel", epsilon_total=None, max_baseline_releases=8, who="r0c0", max_points=14)
+    linear = Basis("linear", 0.0, LOW, HIGH)
+    with pytest.raises(PrivacyError, match="released no kernel block"):
+        g.next_epoch("operator")  # nothing pinned yet: any view may still be chosen without an epoch
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=5)
+    with pytest.raises(PrivacyError, match="epoch 0, gaussian"):
+        g.charge("KernelBlock", "c", basis=linear, records="train", rows=10, mbar=5)
+    with pytest.raises(PrivacyError, match="has not opened"):
+        g.charge("KernelBlock", "c", basis=linear, records="train", rows=10, mbar=5, epoch=1)
+    assert g.next_epoch("operator") == 1
+    g.charge("KernelBlock", "c", basis=linear, records="train", rows=10, mbar=5, epoch=1)
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="ids", rows=2, mbar=5, epoch=0)  # the old model's rows
+    with pytest.raises(PrivacyError, match="pinned by the epoch's first kernel release"):
+        g.charge("KernelBlock", "c", basis=linear, records="ids", rows=2, mbar=5, epoch=0)
+    restarted = guard(ReleaseLog(log.path, "r0c0"))
+    assert (restarted.epoch, restarted.pinned, restarted.points_used()) == (1, linear, 11)
+
+
+def test_the_points_of_every_epoch_count_together_per_record(tmp_path: Path) -> None:
+    g = ReleaseGuard(
+        new_log(tmp_path), mode="random-kernel", epsilon_total=None, max_baseline_releases=8, who="r0c0", max_points=14
+    )
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=9)
+    g.next_epoch("operator")
+    with pytest.raises(PrivacyError, match="would release 15 functionals"):  # 9 + 5 + 1 for the second kernel
+        g.charge("KernelBlock", "c", basis=Basis("linear", 0.0, LOW, HIGH), records="train", rows=10, mbar=5, epoch=1)
+    g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=5, epoch=1)  # same kernel: 14 points
+    with pytest.raises(PrivacyError, match="could release none"):
+        g.next_epoch("operator")
