@@ -156,9 +156,11 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--dry-run",
         action="store_true",
-        help="DP methods: print, from public facts only, what each entity would be charged, its budget left and the "
-        "expected noise against the bound on the weights, and the verdict; exit 1 if the run would be refused. "
-        "Nothing is computed or spent",
+        help="print, from public facts only, what the training would ask and pin, and exit (1 if it would be refused); "
+        "nothing is computed or spent. Random kernel: per column block its basis epoch, the view the epoch pinned, "
+        "whether this training pins, uses or is refused by it, and the points per record left for later epochs. DP "
+        "methods: what each entity would be charged, its budget left and the expected noise against the bound on "
+        "the weights",
     )
     group.add_argument(
         "--allow-noisy",

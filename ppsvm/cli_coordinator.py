@@ -29,6 +29,7 @@ from ppsvm.cli_arguments import (
     training_flags,
 )
 from ppsvm.constants import HEALTH_DEADLINE_S
+from ppsvm.coordinator.train import plan_text
 from ppsvm.core.kernels import KERNELS
 from ppsvm.errors import ConfigError
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
@@ -179,6 +180,10 @@ def cmd_train(args: argparse.Namespace) -> int:
     """Train a model over the federation (random-kernel, or a DP method), write it, print a summary."""
     if args.method != "random-kernel":
         return _train_dp(args)
+    if args.dry_run:
+        report = federation_from_args(args).plan(**training_flags(args))
+        print(json.dumps(report) if args.json else plan_text(report))
+        return 1 if any(block["verdict"].startswith("refused") for block in report["column_blocks"]) else 0
     model = federation_from_args(args).train(args.model_out, distribute=not args.no_distribute, **training_flags(args))
     summary = {
         "model": str(args.model_out),

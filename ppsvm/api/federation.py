@@ -32,7 +32,7 @@ from ppsvm.coordinator.evaluate import (
 )
 from ppsvm.coordinator.serve import serve_coordinator
 from ppsvm.coordinator.status import ServerStatus, federation_status
-from ppsvm.coordinator.train import TrainOptions, train, train_and_save
+from ppsvm.coordinator.train import TrainOptions, plan, train, train_and_save
 from ppsvm.coordinator.view import write_view
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
@@ -185,6 +185,16 @@ class Federation:
         if model_out is None:
             return train(self.config, options)
         return train_and_save(self.config, options, Path(model_out))
+
+    def plan(self, **flags: Any) -> dict[str, Any]:
+        """What :meth:`train` with the same arguments would ask and pin, from Metadata only (``train --dry-run``).
+
+        Returns
+        -------
+        dict
+            kernel, mu, mbar and, per column block, its epoch, pinned view, verdict and points per record used.
+        """
+        return plan(self.config, train_options(self.config.task, deadline=self.deadline, distribute=False, **flags))
 
     def view(self, out_dir: str | Path, *, kernel: str | None = None, mbar: int | str | None = None) -> dict[str, Any]:
         """Write what the coordinator receives for the training records (``ppsvm coordinator view``).

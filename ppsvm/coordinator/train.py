@@ -7,6 +7,7 @@ import math
 import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -118,7 +119,11 @@ def _basis_warnings(
     if kernel != "gaussian" or basis != "paper" or mbar >= FEW_BASIS_POINTS:
         return []
     narrowest = min(widths)
-    alternatives = ["--kernel linear (each block's columns are summed, so the width limit does not bind)"]
+    alternatives = [
+        "--kernel linear (each block's columns are summed, so the width limit does not bind; once the entities have "
+        "pinned the Gaussian view it needs a new basis epoch, `ppsvm entity epoch --next` at every member, and the "
+        "points of all epochs count together: plan with `coordinator train --dry-run`)"
+    ]
     if len(widths) > 1 and not product_tried:
         alternatives.insert(
             0,
@@ -313,6 +318,82 @@ def check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:
     if not private:
         logger.warning(NOT_PRIVATE_BANNER)
     return private
+
+
+def plan(federation: Federation, options: TrainOptions) -> dict[str, Any]:
+    """What a training with ``options`` would ask each column block for, and what it pins: from Metadata only.
+
+    Nothing is released (Metadata holds shapes and the guards' states). Per column block: its width, basis epoch,
+    the view its epoch pinned and the points per record its epochs used; the verdict (pins a new view, uses the
+    pinned one, or is refused: another kernel or more points than the epoch's pin) and what changing it later costs.
+
+    Returns
+    -------
+    dict
+        kernel, mu (the width entities are asked for), mbar, and "column_blocks": one dict per column block.
+    """
+    with Session(federation, options.deadline) as session:
+        metadata = session.load_metadata()
+        widths = [session.n_features(j) for j in federation.column_blocks]
+        n_train = sum(metadata[session.row_block(i)[0].id].n_train for i in federation.row_blocks)
+        mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
+        report: dict[str, Any] = {
+            "kernel": options.kernel,
+            "mu": session.fetch_width(options.kernel),
+            "mbar": mbar,
+            "column_blocks": [],
+        }
+        for j, width in zip(federation.column_blocks, widths, strict=True):
+            members = session.column_block(j)
+            meta = metadata[members[0].id]
+            pinned_kernel = meta.pinned_basis.split(" ", 1)[0].rstrip(",") if meta.pinned_basis else ""
+            if not meta.pinned_basis:
+                verdict = f"pins {options.kernel} with mbar <= {mbar} for basis epoch {meta.epoch}"
+                used = meta.points_used + mbar + (1 if meta.points_used and options.kernel != pinned_kernel else 0)
+            elif pinned_kernel != options.kernel or mbar > meta.pinned_mbar:
+                verdict = (
+                    f"refused: epoch {meta.epoch} pinned {meta.pinned_basis} with mbar <= {meta.pinned_mbar}; another "
+                    "kernel or more points needs the next epoch (`ppsvm entity epoch --next` at "
+                    f"{', '.join(e.id for e in members)})"
+                )
+                used = meta.points_used
+            else:
+                verdict = f"uses the view epoch {meta.epoch} pinned ({meta.pinned_basis})"
+                used = meta.points_used
+            report["column_blocks"].append(
+                {
+                    "column_block": j,
+                    "features": width,
+                    "epoch": meta.epoch,
+                    "pinned": meta.pinned_basis,
+                    "pinned_mbar": meta.pinned_mbar,
+                    "verdict": verdict,
+                    "points_after": used,
+                    "points_allowed": width - 1,
+                    "entities": [e.id for e in members],
+                }
+            )
+    return report
+
+
+def plan_text(report: dict[str, Any]) -> str:
+    """:func:`plan` for a person."""
+    width = f" at the width entities are asked for, mu = {report['mu']:g}" if report["kernel"] == "gaussian" else ""
+    lines = [f"plan (nothing is released): {report['kernel']} kernel{width}, mbar = {report['mbar']}"]
+    for block in report["column_blocks"]:
+        left = block["points_allowed"] - block["points_after"]
+        lines.append(
+            f"  column block {block['column_block']} ({block['features']} features, epoch {block['epoch']}): "
+            f"{block['verdict']}. Afterwards its epochs have used {block['points_after']} of the "
+            f"{block['points_allowed']} points per record privacy rule 3 allows over its life: "
+            + (
+                f"a later epoch (another kernel, bounds or more points) could use at most {left - 1 if left > 0 else 0}"
+                f" with another kernel, {left} with the same"
+                if left > 0
+                else "no later epoch could be opened (train with fewer points to keep room to change)"
+            )
+        )
+    return "\n".join(lines)
 
 
 def train_and_save(federation: Federation, options: TrainOptions, model_out: Path) -> Model:

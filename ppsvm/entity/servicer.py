@@ -67,6 +67,8 @@ class EntityServicer(pb_grpc.EntityServicer):
             mode=guard["mode"],
             pinned_basis=guard["pinned_basis"] or "",
             epoch=guard["epoch"],
+            pinned_mbar=guard["pinned_mbar"],
+            points_used=guard["points_used"],
             releases=guard["releases"],
             epsilon_total=guard["epsilon_total"] or 0.0,
             epsilon_spent=guard["epsilon_spent"],

@@ -71,7 +71,11 @@ def _epoch(run: RunningFederation, entity_id: str, *flags: str, check: bool = Tr
 
 def test_grow_retrain_and_switch_kernel_without_a_hand_edit(federation) -> None:
     run = federation(2, 2, consent=False)
+    planned = run.train("--kernel", "gaussian", "--mbar", "5", "--dry-run")  # choose before you spend
+    assert "pins gaussian with mbar <= 5 for basis epoch 0" in planned.stdout and "used 5 of the 14" in planned.stdout
     run.train("--kernel", "gaussian", "--mbar", "5")
+    replan = run.train("--kernel", "linear", "--mbar", "5", "--dry-run", check=False)
+    assert replan.returncode == 1 and "refused" in replan.stdout and "ppsvm entity epoch --next" in replan.stdout
     deployed = run.split_dir / "deployed.json"
     (run.split_dir / "model.json").rename(deployed)
     before = run.evaluate("--model", str(deployed))

@@ -48,7 +48,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class BlockMetadata(_message.Message):
-    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check", "epoch")
+    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check", "epoch", "pinned_mbar", "points_used")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     COLUMN_BLOCK_FIELD_NUMBER: _ClassVar[int]
     N_FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -66,6 +66,8 @@ class BlockMetadata(_message.Message):
     EPSILON_SPENT_FIELD_NUMBER: _ClassVar[int]
     ID_KEY_CHECK_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    PINNED_MBAR_FIELD_NUMBER: _ClassVar[int]
+    POINTS_USED_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     column_block: int
     n_features: int
@@ -83,7 +85,9 @@ class BlockMetadata(_message.Message):
     epsilon_spent: float
     id_key_check: str
     epoch: int
-    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ..., epoch: _Optional[int] = ...) -> None: ...
+    pinned_mbar: int
+    points_used: int
+    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ..., epoch: _Optional[int] = ..., pinned_mbar: _Optional[int] = ..., points_used: _Optional[int] = ...) -> None: ...
 
 class SignedRange(_message.Message):
     __slots__ = ("entity_id", "low", "high", "tag")
