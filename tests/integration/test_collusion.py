@@ -448,6 +448,7 @@ def test_a_horizontal_split_refuses_by_default_and_names_the_figures(federation)
     result = running.train(check=False)
     assert result.returncode != 0
     message = " ".join(result.stderr.split())
+    print(message)  # the figures, for -rP
     for words in ("recovers", "no-release guess", "consent_single_block_release"):
         assert words in message, result.stderr
     assert not (running.split_dir / "model.json").exists()

@@ -51,6 +51,9 @@ REVIEWED_FIELDS = {
     # only per-class counts with discrete Laplace noise, charged to the entity's budget, leave.
     "ppsvm.v1.DpHistogramRequest.model_json",
     "ppsvm.v1.DpHistogramRequest.edges",
+    # A secure-aggregation nonce of 16 to 64 bytes (longer is refused before anything is read): only hashed into
+    # the masks' context (ppsvm.core.aggregation.mask_context), never multiplied with a row.
+    "ppsvm.v1.KernelRequest.nonce",
     # Record ids are only dictionary keys into the entity's own rows (Cell.rows_for_ids);
     # an unknown id is refused with INVALID_ARGUMENT.
     "ppsvm.v1.RecordIds.ids",
@@ -160,8 +163,8 @@ def test_no_rpc_to_set_B_or_to_kernel_a_supplied_matrix(entity) -> None:
     request = honest_request(channel, entity_id)
     plain = request.SerializeToString()
     chosen_B = rng.random((MBAR, 15))
-    # Field 99 is far outside the message; field 7 is KernelRequest's next free number.
-    smuggled = plain + unknown_field(99, chosen_B.tobytes()) + unknown_field(7, (1.0 - chosen_B).tobytes())
+    # Field 99 is far outside the message; field 9 is KernelRequest's next free number.
+    smuggled = plain + unknown_field(99, chosen_B.tobytes()) + unknown_field(9, (1.0 - chosen_B).tobytes())
     # The extra bytes really are on the wire and parse as unknown fields of a valid request.
     assert len(smuggled) > len(plain) + chosen_B.nbytes
     parsed = pb.KernelRequest.FromString(smuggled)
