@@ -569,7 +569,9 @@ class Session:
 
         A row block whose entities list the same records in the same order is one round for its record set;
         otherwise its shared records are asked by id, in the coordinator's order, a round per batch (every
-        entity of a round masks the same ordered list, so the masks cancel and the rows match).
+        entity of a round masks the same ordered list, so the masks cancel and the rows match). An entity alone in
+        its row block has nothing to combine with: it is asked for its block as it is (no nonce), which it releases
+        within its measured risk or with its consent.
         """
         K = np.zeros(shape, order="F")
         sums = K.view(np.uint64)
@@ -582,7 +584,7 @@ class Session:
                 size = block.size(part)
                 members = self.row_block(row_block)
                 if all(np.array_equal(order[e.id], np.arange(size)) for e in members):
-                    nonce = new_nonce()
+                    nonce = new_nonce() if len(members) > 1 else b""
                     for entity in members:
                         request = kernel_request(
                             kernel,
@@ -600,7 +602,7 @@ class Session:
                     raise AssertionError(f"row block {row_block}: its {part} ids were dropped before a fetch by id")
                 for first in range(0, size, IDS_PER_ROUND):
                     batch = pb.RecordIds(ids=ids[first : first + IDS_PER_ROUND].tolist())
-                    nonce = new_nonce()
+                    nonce = new_nonce() if len(members) > 1 else b""
                     for entity in members:
                         request = kernel_request(
                             kernel,
@@ -615,13 +617,16 @@ class Session:
             return rounds
 
         locks = {row_block: threading.Lock() for row_block in placement}
+        combined = {row_block for row_block in placement if len(self.row_block(row_block)) > 1}
         if replies is not None:
             for row_block, (_, block) in placement.items():
                 for entity in self.row_block(row_block):
-                    replies[entity.id] = np.zeros((block.size(part), shape[1]), dtype=np.uint64)
+                    dtype = np.uint64 if row_block in combined else np.float64
+                    replies[entity.id] = np.zeros((block.size(part), shape[1]), dtype=dtype)
 
         def fetch(entity: FederationEntity, request: pb.KernelRequest, offset: int, rows: int) -> None:
-            target = sums[offset : offset + rows]
+            # A masked share is added mod 2^64 (unsigned arithmetic wraps); a block alone is K's rows as they are.
+            target = sums[offset : offset + rows] if request.nonce else K[offset : offset + rows]
             first_row = offset - placement[entity.row_block][0]
 
             def fold(start: int, batch: np.ndarray) -> None:
@@ -629,7 +634,10 @@ class Session:
                     replies[entity.id][first_row + start : first_row + start + len(batch)] = batch
                 with locks[entity.row_block]:
                     part_rows = target[start : start + len(batch)]
-                    np.add(part_rows, batch, out=part_rows)  # mod 2^64: unsigned arithmetic wraps
+                    if request.nonce:
+                        np.add(part_rows, batch, out=part_rows)
+                    else:
+                        part_rows[:] = batch
 
             self.clients[entity.id].kernel_rows(request, rows, f"{part} records", fold)
 
@@ -649,7 +657,8 @@ class Session:
                     raise
                 logger.warning("the masked kernel fetch failed (%s); asking again under new nonces", error)
                 sums[:] = 0
-        for row_block, (offset, block) in placement.items():
+        for row_block in combined:
+            offset, block = placement[row_block]
             rows = slice(offset, offset + block.size(part))
             decode_combination(kernel, sums[rows], len(self.row_block(row_block)), f"row block {row_block}")
         return K
@@ -738,8 +747,12 @@ class Session:
         fetch_mu = self.fetch_width(kernel)
         epochs = {s.column_block: s.epoch for s in scaling}
         members = [e for row_block in ids_by_row_block for e in self.row_block(row_block)]
-        # One round per row block: every entity of it masks the same ordered ids under the same nonce.
-        nonces = {row_block: new_nonce() if columns is None else b"" for row_block in ids_by_row_block}
+        # One round per row block: every entity of it masks the same ordered ids under the same nonce (none for the
+        # product basis, or for an entity alone in its row block: nothing to combine with).
+        nonces = {
+            row_block: new_nonce() if columns is None and len(self.row_block(row_block)) > 1 else b""
+            for row_block in ids_by_row_block
+        }
 
         def fetch(client: EntityClient) -> np.ndarray:
             row_block = client.entity.row_block
@@ -760,7 +773,7 @@ class Session:
         result = {}
         for row_block in ids_by_row_block:
             shares = [fetched[e.id] for e in self.row_block(row_block)]
-            if columns is None:
+            if nonces[row_block]:
                 summed = functools.reduce(np.add, shares)  # uint64: mod 2^64
                 combined = decode_combination(kernel, summed, len(shares), f"row block {row_block}")
             else:

@@ -8,7 +8,8 @@ does, and writes what arrived:
   masked shares where its row block combines its blocks by secure aggregation);
 - ``kernel-train.npy``: the assembled kernel K(A, B') at the width the entities were asked for;
 - ``ids-train.txt``: the records of K's rows, one pseudonym a line;
-- ``view.json``: kernel, mbar, mu, each column block's scaling, the row blocks and their entities.
+- ``view.json``: kernel, mbar, mu, each column block's scaling, the row blocks and their entities, and which
+  entities' replies are masked (those of row blocks of two or more).
 
 A privacy reviewer (or a test) then attacks exactly what a coordinator sees. The fetch is a release
 like any other: it is recorded in every entity's log and counts against its pins.
@@ -70,7 +71,10 @@ def write_view(federation: Federation, options: TrainOptions, out_dir: Path) -> 
                 for b in blocks
                 for i in (b.row_block,)
             ],
-            "masked": sorted(entity for entity, reply in replies.items() if reply.dtype == np.uint64),
+            # Combined with a row-block peer's; an entity alone in its row block sends its block as it is.
+            "masked": sorted(
+                e.id for b in blocks if len(session.row_block(b.row_block)) > 1 for e in session.row_block(b.row_block)
+            ),
         }
         ids = np.concatenate([b.train_ids for b in blocks])
     # The replies first: view.json, written last, says the directory is complete.

@@ -429,11 +429,12 @@ def test_control_a_consented_single_block_is_read_back_by_a_column_block_peer(
         for victim in parties.values():
             if victim is colluder:
                 continue
-            # Alone in its row block, the entity has no pair to mask with: its reply decodes to its block as it is.
-            reply = decode_sum(holdings.replies[victim.entity_id].copy())
-            share = holdings.share_of_row_block(victim.row_block)
-            np.testing.assert_allclose(reply, share, rtol=0, atol=1e-9)
-            block = holdings.released(reply)
+            # Alone in its row block, the entity has nothing to combine with: its reply is its block as it is.
+            block = holdings.replies[victim.entity_id]
+            assert block.dtype == np.float64
+            np.testing.assert_allclose(
+                block, holdings.released(holdings.share_of_row_block(victim.row_block)), rtol=1e-12
+            )
             found = attack(block, colluder.B(holdings.mbar), holdings, colluder.X, victim.X)
             findings.append((colluder.entity_id, victim.entity_id, found))
     report = "\n".join(f"{c} -> {v}: {o}" for c, v, o in findings)
@@ -502,8 +503,15 @@ def test_mismatched_record_lists_under_one_nonce_decode_to_noise(cleveland_2x2: 
     mismatched = kernel_call(cleveland_2x2, first.entity_id, request_for(holdings, ranges, first, nonce, [r1, r2]))
     mismatched += kernel_call(cleveland_2x2, second.entity_id, request_for(holdings, ranges, second, nonce, [r2, r1]))
     assert mismatched.dtype == np.uint64
-    beyond = np.abs(decode_sum(mismatched.copy())) > share_bound(2)
-    assert beyond.mean() > 0.9, "the masks of mismatched lists cancelled"
+    decoded = decode_sum(mismatched.copy())
+    # Had the masks cancelled: A's share of r1 plus B's of r2, and A's of r2 plus B's of r1.
+    paired = sum(
+        log_share(holdings.kernel, p.X[rows], p.B(holdings.mbar), holdings.mu)
+        for p, rows in ((first, [0, 1]), (second, [1, 0]))
+    )
+    assert (np.abs(decoded - paired) > 1.0).all(), "the masks of mismatched lists cancelled"
+    # Noise over the whole of Z_2^64 decodes to +-2^21: an entry falls within the bound (2^15) with probability 1/64.
+    assert (np.abs(decoded) > share_bound(2)).mean() >= 0.5
     with pytest.raises(EntityError, match="did not cancel"):
         decode_combination(holdings.kernel, mismatched, 2, "row block 0")
 

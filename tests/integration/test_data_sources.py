@@ -117,7 +117,9 @@ def federation_dir(tmp: Path, name: str, sources: list[str]) -> Path:
         (out / f"r{k}c0.csv").unlink()  # the placeholder's cell: these entities read their own source
         # The placeholder's cell and numeric schema give way to this entity's own source and schema.
         text = re.sub(r'(?m)^data = "r\dc0\.csv"\n', "", config.read_text().split("\n[[schema.features]]")[0])
-        config.write_text(text + source + SCHEMA_TOML)
+        # Three hospitals of one column block (horizontal): each block leaves on its own, so each consents (rule 8);
+        # these tests are about the sources (tests/integration/test_collusion.py checks the refusal without it).
+        config.write_text(text + source + SCHEMA_TOML + "\n[privacy]\nconsent_single_block_release = true\n")
     return out
 
 

@@ -59,7 +59,16 @@ from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.server import create_server
 
 from ..certificates import sign_leaf
-from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, ppsvm_process, pseudonyms, split
+from .conftest import (
+    WDBC,
+    WDBC_OPTIONS,
+    coordinator_channel,
+    ppsvm,
+    ppsvm_process,
+    pseudonyms,
+    split,
+    with_privacy_settings,
+)
 
 TRAIN_FLAGS = ("--kernel", "gaussian", "--mbar", "5", "--nu", "1", "--mu", "0.03")
 PARTIES = ("coordinator", "r0c0", "r0c1", "r1c0", "r1c1")
@@ -125,10 +134,13 @@ class Variant:
 
 
 def write_variant(split_dir: Path, variant: Variant, rows: dict[str, Rows]) -> Path:
-    (split_dir / f"{variant.stem}.csv").write_text(csv_text(variant.edit(rows[variant.base])), encoding="utf-8")
+    edited = variant.edit(rows[variant.base])
+    (split_dir / f"{variant.stem}.csv").write_text(csv_text(edited), encoding="utf-8")
     text = (split_dir / f"{variant.base}.toml").read_text(encoding="utf-8")
-    # Without the split's schema: the edited cell's own header says which columns are features.
-    text = text.split("\n[[schema.features]]")[0]
+    if edited[0] != rows[variant.base][0]:
+        # Without the split's schema (and its declared bounds): the edited cell's own header says which columns
+        # are features.
+        text = text.split("\n[[schema.features]]")[0]
     text = re.sub(r"(?m)^data = .*$", f"data = {toml_string(variant.stem + '.csv')}", text)
     if variant.members is not None:
         text = re.sub(
@@ -142,7 +154,10 @@ def write_variant(split_dir: Path, variant: Variant, rows: dict[str, Rows]) -> P
     log = f"{variant.stem}.releases.jsonl"
     extra = variant.extra if "[privacy]" in variant.extra else variant.extra + "\n[privacy]\n"
     config = split_dir / f"{variant.stem}.toml"
-    config.write_text(text + extra + f"release_log = {toml_string(log)}\n", encoding="utf-8")
+    # These entities take malformed and hostile requests, not the collusion of tests/integration/test_collusion.py:
+    # each consents to blocks on their own (privacy rule 8), so hand-made requests without a nonce are served.
+    consent = "consent_single_block_release = true\n"
+    config.write_text(text + extra + f"release_log = {toml_string(log)}\n{consent}", encoding="utf-8")
     create_release_log(split_dir / log, load_entity_config(config).id)
     return config
 
@@ -273,6 +288,8 @@ def grid(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Grid]:
     ]
     configs = {entity_id: split_dir / f"{entity_id}.toml" for entity_id in rows}
     configs |= {v.stem: write_variant(split_dir, v, rows) for v in variants}
+    for entity_id in rows:  # after the variants, which copy these configs and add a [privacy] table of their own
+        configs[entity_id].write_text(with_privacy_settings(configs[entity_id].read_text(), consent=True))
     started = [stem for stem in configs if stem in rows or next(v for v in variants if v.stem == stem).process]
     entity_of = {stem: load_entity_config(configs[stem]).id for stem in configs}
     with EntityProcesses([configs[stem] for stem in started]) as running:
@@ -561,11 +578,11 @@ def r0c0_train_ids(grid: Grid) -> list[str]:
 
 def honest_request(grid: Grid) -> pb.KernelRequest:
     """What the coordinator would ask r0c0 (15 of 30 features): Gaussian at the one width a coordinator fetches (the
-    entity pins its first view, and the healthy training at the end asks the same), mbar 2, its column block's
-    signed ranges."""
+    entity pins its first view, and the healthy training at the end asks the same), mbar 5 (the pin covers the
+    largest mbar, and that training asks for 5), its column block's signed ranges."""
     ranges = [signed_range(grid, "r0c0"), signed_range(grid, "r1c0")]
     return pb.KernelRequest(
-        kernel=pb.GAUSSIAN, mbar=2, mu=gaussian_fetch_width(30), scaling=pb.Scaling(ranges=ranges), record_set=pb.TRAIN
+        kernel=pb.GAUSSIAN, mbar=5, mu=gaussian_fetch_width(30), scaling=pb.Scaling(ranges=ranges), record_set=pb.TRAIN
     )
 
 
@@ -916,7 +933,13 @@ def handlers(servicer: EntityServicer, garbage: bool) -> dict[str, grpc.RpcMetho
 def honest_kernel(core: EntityCore, request: pb.KernelRequest) -> np.ndarray:
     ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
     return core.kernel_block(
-        KERNEL_NAMES[request.kernel], request.mbar, request.mu, ranges, record_set=RECORD_SET_NAMES[request.record_set]
+        KERNEL_NAMES[request.kernel],
+        request.mbar,
+        request.mu,
+        ranges,
+        record_set=RECORD_SET_NAMES[request.record_set],
+        nonce=request.nonce,
+        epoch=request.epoch,
     )
 
 

@@ -30,9 +30,14 @@ def test_kernel_block_over_4_mb_arrives_equal_to_the_central_kernel(tmp_path: Pa
         K = session.kernel("gaussian", mbar, 1.0 / n, session.column_scaling(), blocks, "train")
     assert K.nbytes > GRPC_MAX_MESSAGE
 
-    # Independent: the cell read from disk, its own min/max, B from the secret, squared distances expanded.
+    # Independent: the cell read from disk, the bounds its schema declares, B from the secret, squared distances
+    # expanded.
     X_train = pool_cells(split.federation_path.parent)[0]
-    B = derive_B(load_entity_config(split.entity_config_paths[0]).read_secret(), mbar, n)
-    scaled = (X_train - X_train.min(axis=0)) / (X_train.max(axis=0) - X_train.min(axis=0))
+    config = load_entity_config(split.entity_config_paths[0])
+    B = derive_B(config.read_secret(), mbar, n)
+    assert config.schema is not None
+    bounds = config.schema.declared_bounds()
+    assert bounds is not None
+    scaled = (X_train - bounds[0]) / (bounds[1] - bounds[0])
     squared = (scaled**2).sum(axis=1)[:, None] - 2 * scaled @ B.T + (B**2).sum(axis=1)[None, :]
     np.testing.assert_allclose(K, np.exp(-squared / n), rtol=0, atol=1e-12)

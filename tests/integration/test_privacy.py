@@ -122,8 +122,11 @@ def test_no_data_row_and_no_B_entry_leaves_an_entity(spied) -> None:
         )
         # Entities publish Gaussian blocks at the one width the coordinator fetches (1/n), not the model's.
         fetched_at = gaussian_fetch_width(sum(len(block.low) for block in model.scaling))
-        published = gaussian_kernel(scaled[:1], B, fetched_at)
-        assert published.tobytes() in wire, "positive control: the spy must see the kernel rows"
+        alone = gaussian_kernel(scaled[:1], B, fetched_at)
+        # A 2 x 2 checkerboard combines each row block's blocks by secure aggregation (privacy rule 8): the entity's
+        # block on its own never leaves, only its masked share does; positive control: the spy saw the shares.
+        assert alone.tobytes() not in wire and np.log(alone).tobytes() not in wire, f"{entity_id} sent its block"
+        assert len(wire) >= len(X) * MBAR * 8, "positive control: the spy must see the masked kernel shares"
         for row in (*X, *scaled):
             assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
         for value in _float_bytes(B):
