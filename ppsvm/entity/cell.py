@@ -159,6 +159,7 @@ class EntityCore:
         self._pair_secrets = config.read_pair_secrets()
         # Measured reconstruction risk of a single-block release, per (view fingerprint, mbar): measured once.
         self._single_block_risk: dict[tuple[str, int, int], Risk] = {}
+        self._set_digests: dict[str, bytes] = {}
         self.secret_check = key_check_value(self._secret)
         id_key = config.read_id_key()
         # From here on the entity knows its records only by pseudonym: every id it publishes or is asked about.
@@ -407,7 +408,7 @@ class EntityCore:
                 return kernel(kernel_name, scaled, points, mu)
             # What every entity of the row block asks under: its column block's scaling is not (each has its own).
             view = {"kernel": kernel_name, "mu": basis.mu.hex(), "mbar": mbar}
-            context = mask_context(nonce, records_digest(ordered_ids), view)
+            context = mask_context(nonce, self._records_digest(records, ordered_ids), view)
             share = log_share(kernel_name, scaled, points, mu)
             out = share.view(np.uint64)  # the masked batches overwrite the share row by row, in place
             start = 0
@@ -425,6 +426,16 @@ class EntityCore:
     def exposure_at_defaults(self) -> Risk:
         """:func:`ppsvm.core.privacy.exposure_at_defaults` of its records: for the start line (no release)."""
         return exposure_at_defaults(self.cell.X_train, self._secret)
+
+    def _records_digest(self, records: str, ids: Sequence[str] | np.ndarray) -> bytes:
+        """:func:`records_digest` of the ordered ids, kept for the training and held-out sets (0.7 s at a million ids,
+        and they do not change while the entity runs)."""
+        if records == "ids":
+            return records_digest(list(ids))
+        digest = self._set_digests.get(records)
+        if digest is None:
+            digest = self._set_digests[records] = records_digest(np.asarray(ids))
+        return digest
 
     def _check_single_block(self, basis: Basis, mbar: int, epoch: int) -> None:
         """Refuse a single-block release whose measured reconstruction risk exceeds the limit, unless consented.

@@ -691,7 +691,7 @@ def test_absurd_kernel_request_gets_a_clear_status_and_the_entity_keeps_serving(
         assert len(refused.value.details()) < 1000  # a bounded message, whatever the request's size
         assert decode_arrays(stub.KernelBlock(honest, timeout=CALL_TIMEOUT_S))["kernel"].shape == (
             len(r0c0_train_ids(grid)),
-            2,
+            honest.mbar,
         )
     grid.assert_serving("r0c0")
 
