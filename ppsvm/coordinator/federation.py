@@ -167,6 +167,49 @@ def new_nonce() -> bytes:
     return secrets.token_bytes(NONCE_BYTES)
 
 
+@dataclass(frozen=True)
+class KernelFetch:
+    """One assembly's requests: the view every entity is asked under, the record set, where each row block's rows go.
+
+    Attributes
+    ----------
+    mu : float
+        The width the entities are asked for (:meth:`Session.fetch_width`), 0 for linear.
+    ranges : dict
+        Column block -> its members' signed ranges, to relay.
+    epochs : dict
+        Column block -> the basis epoch to ask for.
+    placement : dict
+        Row block -> (its first row in K, its records).
+    shape : (int, int)
+        K's shape.
+    """
+
+    kernel: KernelName
+    mbar: int
+    mu: float
+    ranges: dict[int, list[pb.SignedRange]]
+    epochs: dict[int, int]
+    placement: dict[int, tuple[int, RowBlockRecords]]
+    part: str
+    shape: tuple[int, int]
+
+    def request(
+        self, entity: FederationEntity, *, ids: pb.RecordIds | None = None, nonce: bytes = b""
+    ) -> pb.KernelRequest:
+        """The request to ``entity``: its column block's ranges and epoch, for the record set or for ``ids``."""
+        return kernel_request(
+            self.kernel,
+            self.mbar,
+            self.mu,
+            self.ranges[entity.column_block],
+            record_set=RECORD_SETS[self.part] if ids is None else None,
+            ids=ids,
+            nonce=nonce,
+            epoch=self.epochs[entity.column_block],
+        )
+
+
 def decode_combination(kernel: KernelName, total: np.ndarray, n_shares: int, where: str) -> np.ndarray:
     """The row block's kernel from the sum of its masked shares (uint64, added mod 2^64), in place.
 
@@ -538,10 +581,8 @@ class Session:
             total += block.size(part)
         shape = (total, mbar if columns is None else len(columns))
         epochs = {s.column_block: s.epoch for s in scaling}
-        if columns is None:
-            K = self._masked_kernel(kernel, mbar, fetch_mu, ranges, epochs, placement, part, shape, replies)
-        else:
-            K = self._single_block_kernel(kernel, mbar, fetch_mu, ranges, epochs, placement, part, shape, columns)
+        fetch = KernelFetch(kernel, mbar, fetch_mu, ranges, epochs, placement, part, shape)
+        K = self._masked_kernel(fetch, replies) if columns is None else self._single_block_kernel(fetch, columns)
         if kernel == "gaussian":
             rescale_gaussian(K, fetch_mu, mu, in_place=True)
         logger.info(
@@ -553,18 +594,7 @@ class Session:
         )
         return K
 
-    def _masked_kernel(
-        self,
-        kernel: KernelName,
-        mbar: int,
-        fetch_mu: float,
-        ranges: dict[int, list[pb.SignedRange]],
-        epochs: dict[int, int],
-        placement: dict[int, tuple[int, RowBlockRecords]],
-        part: str,
-        shape: tuple[int, int],
-        replies: dict[str, np.ndarray] | None = None,
-    ) -> np.ndarray:
+    def _masked_kernel(self, fetch: KernelFetch, replies: dict[str, np.ndarray] | None = None) -> np.ndarray:
         """K by secure aggregation: each row block's masked shares are added mod 2^64 into K's own memory.
 
         A row block whose entities list the same records in the same order is one round for its record set;
@@ -573,7 +603,8 @@ class Session:
         its row block has nothing to combine with: it is asked for its block as it is (no nonce), which it releases
         within its measured risk or with its consent.
         """
-        K = np.zeros(shape, order="F")
+        kernel, part, placement = fetch.kernel, fetch.part, fetch.placement
+        K = np.zeros(fetch.shape, order="F")
         sums = K.view(np.uint64)
 
         def plan() -> list[tuple[FederationEntity, pb.KernelRequest, int, int]]:
@@ -585,17 +616,7 @@ class Session:
                 members = self.row_block(row_block)
                 if all(np.array_equal(order[e.id], np.arange(size)) for e in members):
                     nonce = new_nonce() if len(members) > 1 else b""
-                    for entity in members:
-                        request = kernel_request(
-                            kernel,
-                            mbar,
-                            fetch_mu,
-                            ranges[entity.column_block],
-                            record_set=RECORD_SETS[part],
-                            nonce=nonce,
-                            epoch=epochs[entity.column_block],
-                        )
-                        rounds.append((entity, request, offset, size))
+                    rounds += [(entity, fetch.request(entity, nonce=nonce), offset, size) for entity in members]
                     continue
                 ids = block.train_ids if part == "train" else block.test_ids
                 if len(ids) != size:
@@ -603,17 +624,10 @@ class Session:
                 for first in range(0, size, IDS_PER_ROUND):
                     batch = pb.RecordIds(ids=ids[first : first + IDS_PER_ROUND].tolist())
                     nonce = new_nonce() if len(members) > 1 else b""
-                    for entity in members:
-                        request = kernel_request(
-                            kernel,
-                            mbar,
-                            fetch_mu,
-                            ranges[entity.column_block],
-                            ids=batch,
-                            nonce=nonce,
-                            epoch=epochs[entity.column_block],
-                        )
-                        rounds.append((entity, request, offset + first, len(batch.ids)))
+                    rounds += [
+                        (entity, fetch.request(entity, ids=batch, nonce=nonce), offset + first, len(batch.ids))
+                        for entity in members
+                    ]
             return rounds
 
         locks = {row_block: threading.Lock() for row_block in placement}
@@ -622,9 +636,9 @@ class Session:
             for row_block, (_, block) in placement.items():
                 for entity in self.row_block(row_block):
                     dtype = np.uint64 if row_block in combined else np.float64
-                    replies[entity.id] = np.zeros((block.size(part), shape[1]), dtype=dtype)
+                    replies[entity.id] = np.zeros((block.size(part), fetch.shape[1]), dtype=dtype)
 
-        def fetch(entity: FederationEntity, request: pb.KernelRequest, offset: int, rows: int) -> None:
+        def receive(entity: FederationEntity, request: pb.KernelRequest, offset: int, rows: int) -> None:
             # A masked share is added mod 2^64 (unsigned arithmetic wraps); a block alone is K's rows as they are.
             target = sums[offset : offset + rows] if request.nonce else K[offset : offset + rows]
             first_row = offset - placement[entity.row_block][0]
@@ -645,7 +659,7 @@ class Session:
             try:
                 self._gather(
                     {
-                        (e.id, str(n)): self._pool.submit(fetch, e, request, offset, rows)
+                        (e.id, str(n)): self._pool.submit(receive, e, request, offset, rows)
                         for n, (e, request, offset, rows) in enumerate(plan())
                     }
                 )
@@ -663,27 +677,17 @@ class Session:
             decode_combination(kernel, sums[rows], len(self.row_block(row_block)), f"row block {row_block}")
         return K
 
-    def _single_block_kernel(
-        self,
-        kernel: KernelName,
-        mbar: int,
-        fetch_mu: float,
-        ranges: dict[int, list[pb.SignedRange]],
-        epochs: dict[int, int],
-        placement: dict[int, tuple[int, RowBlockRecords]],
-        part: str,
-        shape: tuple[int, int],
-        columns: np.ndarray,
-    ) -> np.ndarray:
+    def _single_block_kernel(self, fetch: KernelFetch, columns: np.ndarray) -> np.ndarray:
         """K of the product basis, from each entity's block on its own (each entity's consent decides).
 
         Its columns pair different rows of the B_j's, so they cannot be formed from masked shares; and they
         reveal the per-block terms up to a constant, so a single-block release is what they are.
         """
-        K = assembly_start(kernel, shape)
+        kernel, part, placement = fetch.kernel, fetch.part, fetch.placement
+        K = assembly_start(kernel, fetch.shape)
         locks = {row_block: threading.Lock() for row_block in placement}
 
-        def fetch(client: EntityClient) -> None:
+        def receive(client: EntityClient) -> None:
             entity = client.entity
             offset, block = placement[entity.row_block]
             order = block.train_order if part == "train" else block.test_order
@@ -702,17 +706,9 @@ class Session:
                         kept = where >= 0
                         combine_into(kernel, target, batch[kept], picks, where[kept])
 
-            request = kernel_request(
-                kernel,
-                mbar,
-                fetch_mu,
-                ranges[entity.column_block],
-                record_set=RECORD_SETS[part],
-                epoch=epochs[entity.column_block],
-            )
-            client.kernel_rows(request, len(rows), f"{part} records", fold)
+            client.kernel_rows(fetch.request(entity), len(rows), f"{part} records", fold)
 
-        self.each(fetch)
+        self.each(receive)
         return K
 
     def fetch_width(self, kernel: KernelName) -> float:

@@ -25,6 +25,7 @@ import json
 import secrets
 import subprocess
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -127,31 +128,32 @@ def with_view(running: Running) -> Running:
     return running
 
 
-@pytest.fixture(scope="module")
-def cleveland_2x2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    running = start(tmp_path_factory.mktemp("c22") / "split", CLEVELAND, CLEVELAND_OPTIONS, 2, 2, consent=False)
+@contextmanager
+def viewed(directory: Path, data: Path, options: list[str], rows: int, cols: int) -> Iterator[Running]:
+    """A split of ``data`` at the defaults, without consent, its entities running and its view written."""
+    running = start(directory, data, options, rows, cols, consent=False)
     try:
         yield with_view(running)
     finally:
         running.processes.stop()
+
+
+@pytest.fixture(scope="module")
+def cleveland_2x2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
+    with viewed(tmp_path_factory.mktemp("c22") / "split", CLEVELAND, CLEVELAND_OPTIONS, 2, 2) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def cleveland_2x3(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    running = start(tmp_path_factory.mktemp("c23") / "split", CLEVELAND, CLEVELAND_OPTIONS, 2, 3, consent=False)
-    try:
-        yield with_view(running)
-    finally:
-        running.processes.stop()
+    with viewed(tmp_path_factory.mktemp("c23") / "split", CLEVELAND, CLEVELAND_OPTIONS, 2, 3) as running:
+        yield running
 
 
 @pytest.fixture(scope="module")
 def wdbc_2x2(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Running]:
-    running = start(tmp_path_factory.mktemp("w22") / "split", WDBC, WDBC_OPTIONS, 2, 2, consent=False)
-    try:
-        yield with_view(running)
-    finally:
-        running.processes.stop()
+    with viewed(tmp_path_factory.mktemp("w22") / "split", WDBC, WDBC_OPTIONS, 2, 2) as running:
+        yield running
 
 
 @pytest.fixture

@@ -22,7 +22,7 @@ from ppsvm.core.model import Model
 from ppsvm.errors import EntityError
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
-from .conftest import RunningFederation, ppsvm, start_entity_process
+from .conftest import RunningFederation, ppsvm, pseudonyms, start_entity_process
 
 pytestmark = pytest.mark.slow
 
@@ -81,7 +81,7 @@ def test_grow_retrain_and_switch_kernel_without_a_hand_edit(federation) -> None:
     before = run.evaluate("--model", str(deployed))
 
     # A hospital's monthly growth: new records, one beyond the declared bounds; its entities restart.
-    _grow(run, row_block=0, count=5, scale_first=50.0)
+    grown = _grow(run, row_block=0, count=5, scale_first=50.0)
     for entity_id in ("r0c0", "r0c1"):
         _restart(run, entity_id)
     retrained = run.train("--kernel", "gaussian", "--mbar", "5")
@@ -91,6 +91,13 @@ def test_grow_retrain_and_switch_kernel_without_a_hand_edit(federation) -> None:
     assert (
         run.evaluate("--model", str(deployed))["error_rate"] == before["error_rate"]
     )  # the deployed model still works
+    # ... and scores records by id, the grown ones too (their pseudonyms, as the coordinator holds them).
+    (run.split_dir / "ids.txt").write_text("\n".join(pseudonyms(run.split_dir, grown)) + "\n")
+    out = run.split_dir / "predictions.csv"
+    ppsvm("coordinator", "predict", "--federation", str(run.federation_path), "--model", str(deployed),
+          "--ids", str(run.split_dir / "ids.txt"), "--out", str(out))  # fmt: skip
+    answers = list(csv.DictReader(out.open()))
+    assert len(answers) == len(grown) and all(row["status"] == "ok" for row in answers), answers
 
     # More points than the epoch pinned: refused, whoever asks.
     raised = run.train("--kernel", "gaussian", "--mbar", "9", check=False)
