@@ -10,7 +10,7 @@ One synthetic dataset (``benchmarks._shared.synthetic`` with n = 40 features, ea
 is split 2 x 2 (two row blocks, two column blocks of n_j = 20 features: every row block combines two entities' blocks)
 by each tree's own ``split_dataset`` with the same seed; then the same fixed column-block secrets, record-id key and
 (current tree only) pair secrets are written into both, so both trees assemble the same kernel. Per run, a coordinator
-process importing that tree's ``ppsvm`` (PYTHONPATH set to the tree) starts the four entities as real
+process run in that tree's directory (it imports ``ppsvm`` from there first) starts the four entities as real
 ``python -m ppsvm entity`` processes of that tree on loopback (mutual TLS) and times ``train()`` once: Gaussian kernel,
 basis "paper", mbar = 19, nu = 1, mu = 1/n (the width entities serve: no rescaling), no tuning, distribute=False.
 Measured there:
@@ -108,7 +108,7 @@ MiB = 2**20
 _FOLD_ROWS = 8192
 
 
-# --- workers: run with PYTHONPATH set to one tree, so every ppsvm import comes from it -----------------------------
+# --- workers: run in one tree's directory, so every ppsvm import comes from it ------------------------------------
 
 
 def _check_tree(tree: Path) -> str:
@@ -117,7 +117,7 @@ def _check_tree(tree: Path) -> str:
 
     where = Path(ppsvm.__file__).resolve()
     if not where.is_relative_to(tree.resolve()):
-        raise SystemExit(f"ppsvm imported from {where}, not from the tree {tree}: check PYTHONPATH and the cwd")
+        raise SystemExit(f"ppsvm imported from {where}, not from the tree {tree}: check the working directory")
     return str(where)
 
 
@@ -292,11 +292,15 @@ def worktree(ref: str, parent: Path) -> Iterator[Path]:
 
 
 def run_in(tree: Path, *args: str) -> str:
-    """Run this file with ``args`` in a fresh process whose ``ppsvm`` (and ``benchmarks``) come from ``tree``."""
-    environment = {**os.environ, "PYTHONPATH": str(tree)}
-    # cwd = the tree: `python -m ppsvm` (the entities) puts the cwd first on sys.path.
-    command = [sys.executable, str(THIS_FILE), *args]
-    return subprocess.run(command, cwd=tree, env=environment, stdout=subprocess.PIPE, text=True, check=True).stdout
+    """Run this file with ``args`` in a fresh process whose ``ppsvm`` (and ``benchmarks``) come from ``tree``.
+
+    ``python -c`` and ``python -m`` (the entities) look in their working directory first, before the installed
+    (editable) ppsvm: with the tree as the working directory, every import comes from it (checked by _check_tree).
+    """
+    argv = [str(THIS_FILE), *args]
+    launcher = f"import runpy, sys; sys.argv = {argv!r}; runpy.run_path({str(THIS_FILE)!r}, run_name='__main__')"
+    command = [sys.executable, "-c", launcher]
+    return subprocess.run(command, cwd=tree, stdout=subprocess.PIPE, text=True, check=True).stdout
 
 
 def make_data(rows: int, seed: int, path: Path) -> None:

@@ -41,7 +41,8 @@ def test_bundles_made_apart_train_a_private_model(tmp_path: Path) -> None:
         for group, fingerprint in re.findall(r"^\s+(\S+): (\S+)\s", out, re.MULTILINE):
             fingerprints.setdefault(group, set()).add(fingerprint)
     ppsvm("org", "join", "--bundle", str(org / "coordinator"), "--published", published)
-    assert set(fingerprints) == {"column-block-0", "column-block-1", "record-ids"}
+    # Each column block's secret, the record-id key, and a secret per pair of a row block (secure aggregation).
+    assert set(fingerprints) == {"column-block-0", "column-block-1", "record-ids", "pair-r0c0-r0c1", "pair-r1c0-r1c1"}
     assert all(len(values) == 1 for values in fingerprints.values()), fingerprints
 
     coordinator = load_federation(org / "coordinator" / "federation.toml")
