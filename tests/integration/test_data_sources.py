@@ -101,7 +101,7 @@ def write_sql(url: str, rows: list[tuple[Any, ...]], name: str = "patients") -> 
     engine.dispose()
 
 
-def federation_dir(tmp: Path, name: str, sources: list[str]) -> Path:
+def federation_dir(tmp: Path, name: str, sources: list[str], schema: str = SCHEMA_TOML) -> Path:
     """A 3 x 1 federation (certificates, secret, configs from `split_dataset`) whose entities read ``sources``.
 
     The same column-block secret in every directory (copied from one split), so B and the kernels agree.
@@ -119,7 +119,7 @@ def federation_dir(tmp: Path, name: str, sources: list[str]) -> Path:
         text = re.sub(r'(?m)^data = "r\dc0\.csv"\n', "", config.read_text().split("\n[[schema.features]]")[0])
         # Three hospitals of one column block (horizontal): each block leaves on its own, so each consents (rule 8);
         # these tests are about the sources (tests/integration/test_collusion.py checks the refusal without it).
-        config.write_text(text + source + SCHEMA_TOML + "\n[privacy]\nconsent_single_block_release = true\n")
+        config.write_text(text + source + schema + "\n[privacy]\nconsent_single_block_release = true\n")
     return out
 
 
@@ -281,3 +281,51 @@ def test_new_records_inserted_after_training_are_scored(
     assert lines[0] == ["id", "decision", "prediction", "status"]
     assert [(line[0], line[3]) for line in lines[1:]] == [("n0001", "ok"), ("n9999", "not found"), (rows[0][0], "ok")]
     np.testing.assert_allclose([float(lines[1][1]), float(lines[3][1])], [want[0], want[1]], rtol=0, atol=1e-10)
+
+
+# --- a federation that lives: a hospital's records grow, it restarts, the coordinator retrains -------------------
+
+# The same features with the bounds the hospitals agreed (issue 26): the numbers lie in [0, 1] by construction.
+BOUNDED_SCHEMA_TOML = "".join(
+    line + ("\nlow = 0.0\nhigh = 1.0" if line.startswith('name = "x') or line == 'name = "bmi"' else "") + "\n"
+    for line in SCHEMA_TOML.strip().splitlines()
+)
+
+
+def test_a_hospital_grows_and_the_federation_retrains_without_an_edit(
+    rows: list[tuple[Any, ...]], tmp_path: Path
+) -> None:
+    """Three hospitals on SQLite, Parquet and CSV with declared bounds; one adds 40 training records, one of them
+    beyond the bounds (clipped), and restarts: the coordinator retrains with no edit and no new secret, and the
+    deployed model evaluates as before."""
+    url = f"sqlite:///{tmp_path / 'hospital.db'}"
+    write_sql(url, rows[:ROWS_PER_ENTITY])
+    write_parquet(tmp_path / "entity1.parquet", rows[ROWS_PER_ENTITY : 2 * ROWS_PER_ENTITY])
+    write_csv(tmp_path / "entity2.csv", rows[2 * ROWS_PER_ENTITY :])
+    sources = [
+        data_table("sql", f'url = "{url}"\ntable = "patients"'),
+        data_table("parquet", 'path = "../entity1.parquet"'),
+        data_table("csv", 'path = "../entity2.csv"'),
+    ]
+    split_dir = federation_dir(tmp_path, "living", sources, BOUNDED_SCHEMA_TOML)
+    planned = load_federation(split_dir / "federation.toml")
+    configs = [split_dir / f"{e.id}.toml" for e in planned.entities]
+    live = split_dir / "federation.live.toml"
+    options = ["--kernel", "gaussian", "--mbar", str(MBAR), "--mu", str(MU), "--nu", str(NU)]
+    with EntityProcesses(configs) as running:
+        live.write_text(federation_at_addresses(planned, running.addresses))
+        ppsvm("coordinator", "train", "--federation", str(live), "--model-out", str(split_dir / "m0.json"), *options)
+        before = ppsvm("coordinator", "evaluate", "--federation", str(live), "--model", str(split_dir / "m0.json"),
+                       "--json").stdout  # fmt: skip
+    grown = [(f"g{k:04d}", *row[1:7], "train") for k, row in enumerate(records(seed=12)[:40])]
+    grown[0] = (grown[0][0], 97.0, *grown[0][2:])  # x0 far beyond its bound: clipped at the entity, counted there
+    insert(url, "patients", grown)
+    with EntityProcesses(configs) as running:  # every hospital restarted, the grown one re-reads its table
+        live.write_text(federation_at_addresses(planned, running.addresses))
+        ppsvm("coordinator", "train", "--federation", str(live), "--model-out", str(split_dir / "m1.json"), *options)
+        after = ppsvm("coordinator", "evaluate", "--federation", str(live), "--model", str(split_dir / "m0.json"),
+                      "--json").stdout  # fmt: skip
+    m0, m1 = (json.loads((split_dir / f"m{k}.json").read_text()) for k in (0, 1))
+    assert m1["training"]["n_train"] == m0["training"]["n_train"] + 40
+    assert m1["scaling"] == m0["scaling"]  # the declared bounds: new records never move the scaling
+    assert json.loads(after.splitlines()[-1])["error_rate"] == json.loads(before.splitlines()[-1])["error_rate"]
