@@ -54,7 +54,8 @@ FEDERATION_FILE = "federation.toml"
 MANIFEST_FILE = "split.json"
 # Files a previous split may have left that this one does not rewrite.
 _SPLIT_OUTPUT = re.compile(
-    r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head)|column-block-\d+\.secret|record-ids\.key"
+    r"r\d+c\d+\.(csv|toml|pem|key|releases\.jsonl|releases\.jsonl\.head|releases\.jsonl\.served)"
+    r"|column-block-\d+\.secret|record-ids\.key"
     r"|pair-r\d+c\d+-r\d+c\d+\.secret"
 )
 # The federation's record-id key: every entity holds it, the coordinator never does (ids leave as pseudonyms).

@@ -59,6 +59,7 @@ from ppsvm.data.schema import numeric_schema
 from ppsvm.data.sources import read_source
 from ppsvm.entity.guard import MIN_EPSILON, MIXED, Basis, ReleaseGuard, epsilon_of
 from ppsvm.entity.records import ScoringRecords, pseudonymous
+from ppsvm.entity.served import ServedRecords, served_path
 from ppsvm.errors import CallCancelled, ConfigError, DataError, PrivacyError
 from ppsvm.files import write_atomic
 
@@ -189,6 +190,7 @@ class EntityCore:
         if new_release_log and not config.release_log.exists():
             create_release_log(config.release_log, config.id)
         self.guard = entity_guard(config, self.cell.n_features)
+        self.served = ServedRecords(served_path(config.release_log), self._secret)
 
     @property
     def id(self) -> str:
@@ -392,17 +394,13 @@ class EntityCore:
         )
         if exposed:
             self._check_single_block(basis, mbar, epoch)
+        named = self._served_rows(ids or []) if records == "ids" else None
         with self.guard.touching("KernelBlock"):
             ordered_ids = (
                 self.cell.train_ids if records == "train" else self.cell.test_ids if records == "test" else ids or []
             )
-            X = (
-                self.cell.X_train
-                if records == "train"
-                else self.cell.X_test
-                if records == "test"
-                else self._rows_for_ids(ids or [])
-            )
+            X = self.cell.X_train if records == "train" else self.cell.X_test if records == "test" else named
+            assert X is not None
             scaled, points = scale_to_unit(X, low, high), self._random_points(mbar, epoch)
             if not nonce:
                 return kernel(kernel_name, scaled, points, mu)
@@ -480,6 +478,24 @@ class EntityCore:
             f"pair secrets), a smaller mbar, DP mode, or its operator's consent ([privacy] {SINGLE_BLOCK_CONSENT_KEY} "
             "= true)"
         )
+
+    def _served_rows(self, ids: list[str]) -> np.ndarray:
+        """The rows of records named by id, refused when one of them changed since it was served (issue 26).
+
+        A changed record served again would be a second view of it (2 x mbar equations); the caller hears that a
+        record changed, never which. The fingerprints are written before any row leaves.
+        """
+        with self.guard.touching("KernelBlock"):
+            rows = self._rows_for_ids(ids)
+            changed = self.served.changed(ids, rows)
+        if changed:
+            raise PrivacyError(
+                f"entity {self.id}: a record changed since its last release: the same id with other values would be "
+                "a second view of it. A changed record is served again only as a new record (a new id)"
+            )
+        with self.guard.touching("KernelBlock"):
+            self.served.remember(ids, rows)
+        return rows
 
     def _rows_for_ids(self, ids: list[str]) -> np.ndarray:
         """Feature rows of ids passed by ``Cell.check_ids``, from the cell or the scoring source, in order."""

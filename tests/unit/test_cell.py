@@ -552,3 +552,18 @@ def test_a_peer_cannot_squash_a_feature_with_other_bounds_when_bounds_are_declar
     with pytest.raises(PrivacyError, match="differs from the bounds its schema declares"):
         core.kernel_block("gaussian", 2, 0.5, [signed("ent-7", low, high), squashing], record_set="train")
     assert core.guard.releases_by_rpc["KernelBlock"] == 0
+
+
+def test_a_record_that_changed_since_it_was_served_is_refused_as_a_second_view(tmp_path: Path) -> None:
+    """Issue 26: the same id with other values would give a second kernel row (2 x mbar equations for one record);
+    the entity refuses it, also after a restart, and says only that a record changed."""
+    core = make_core(tmp_path)
+    first = core.kernel_block("linear", 2, 0.0, RANGES, ids=["r4", "r1"])
+    assert first.shape == (2, 2)
+    edited = CELL.replace("r4,1,train,-4.0,30,1", "r4,1,train,-4.0,30,1.2")
+    restarted = make_core(tmp_path, edited)  # the same release log and fingerprints, the edited cell
+    with pytest.raises(PrivacyError, match="a record changed since its last release") as refused:
+        restarted.kernel_block("linear", 2, 0.0, RANGES, ids=["r1", "r4"])
+    assert "r4" not in str(refused.value) and "r1" not in str(refused.value)
+    again = restarted.kernel_block("linear", 2, 0.0, RANGES, ids=["r1"])  # an unchanged record is served as before
+    np.testing.assert_array_equal(again, first[1:])
