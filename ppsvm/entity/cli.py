@@ -6,10 +6,12 @@ import argparse
 import json
 from typing import Any
 
+import numpy as np
 from threadpoolctl import threadpool_limits
 
-from ppsvm.config import EntityConfig, load_entity_config
+from ppsvm.config import EntityConfig, load_entity_config, toml_document
 from ppsvm.core.release_log import ReleaseLog
+from ppsvm.data.schema import numeric_schema, outward_bounds
 from ppsvm.data.sources import read_source
 from ppsvm.entity.cell import entity_guard
 from ppsvm.entity.guard import ReleaseGuard, epsilon_of
@@ -17,7 +19,7 @@ from ppsvm.entity.server import serve_entity
 from ppsvm.errors import ConfigError
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
-ACTIONS = ("serve", "releases", "epoch")
+ACTIONS = ("serve", "releases", "epoch", "bounds")
 
 
 def register(subparsers: argparse._SubParsersAction) -> None:
@@ -46,8 +48,9 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         nargs="?",
         choices=ACTIONS,
         default="serve",
-        help="serve (the default), releases (print the release log and the budget, then exit) or epoch (print "
-        "the basis epochs; --next opens the next)",
+        help="serve (the default), releases (print the release log and the budget, then exit), epoch (print "
+        "the basis epochs; --next opens the next) or bounds (print its schema with bounds proposed from its own "
+        "records, rounded outwards, for the column block's members to compare and agree on; nothing leaves)",
     )
     parser.add_argument("--next", action="store_true", help="with epoch: open the next basis epoch")
     parser.add_argument("--config", required=True, help="the entity's TOML config (private to it)")
@@ -83,6 +86,9 @@ def run(args: argparse.Namespace) -> int:
         return 0
     if args.action == "epoch":
         return epoch_command(config, open_next=args.next, as_json=args.json)
+    if args.action == "bounds":
+        print(proposed_bounds(config), end="")
+        return 0
     if args.next:
         raise ConfigError("--next goes with the epoch action: ppsvm entity epoch --config E.toml --next")
     if args.blas_threads < 1:
@@ -98,6 +104,31 @@ def run(args: argparse.Namespace) -> int:
             new_release_log=args.new_release_log,
             metrics_at=metrics_at(args),
         )
+
+
+def proposed_bounds(config: EntityConfig) -> str:
+    """The entity's ``[[schema.features]]`` with each number feature's bounds proposed from its own records.
+
+    Rounded outwards (:func:`ppsvm.data.schema.outward_bounds`). The members of a column block compare their
+    proposals and all declare the same bounds, the widest of them or the range the field allows; the features
+    check refuses a column block whose members declare different ones. Printed here only: nothing leaves.
+    """
+    cell = read_source(config.data, config.schema)
+    schema = config.schema or numeric_schema(cell.feature_names)
+    X = np.vstack([cell.X_train, cell.X_test])
+    names = schema.encoded_names
+    tables = []
+    for feature in schema.features:
+        entry = feature.as_dict()
+        if feature.type == "number":
+            column = X[:, names.index(feature.name)]
+            entry["low"], entry["high"] = outward_bounds(float(column.min()), float(column.max()))
+        tables.append(("[[schema.features]]", entry))
+    return toml_document(
+        f"bounds proposed by entity {config.id} from its {len(X)} records, rounded outwards: agree on them with the "
+        "other members of its column block (the widest, or what the field allows), then declare them in [schema]",
+        tables,
+    )
 
 
 def epoch_command(config: EntityConfig, *, open_next: bool, as_json: bool) -> int:

@@ -567,3 +567,18 @@ def test_a_record_that_changed_since_it_was_served_is_refused_as_a_second_view(t
     assert "r4" not in str(refused.value) and "r1" not in str(refused.value)
     again = restarted.kernel_block("linear", 2, 0.0, RANGES, ids=["r1"])  # an unchanged record is served as before
     np.testing.assert_array_equal(again, first[1:])
+
+
+def test_an_entity_proposes_round_bounds_from_its_own_records_for_its_column_block_to_agree_on(tmp_path: Path) -> None:
+    """`ppsvm entity bounds`: the schema with outward-rounded bounds of every record (held-out ones too)."""
+    import tomllib
+
+    from ppsvm.data.schema import parse_schema
+    from ppsvm.entity.cli import proposed_bounds
+
+    make_core(tmp_path)
+    proposal = parse_schema(tomllib.loads(proposed_bounds(load_entity_config(tmp_path / "entity.toml")))["schema"], "x")
+    assert proposal.encoded_names == ("f1", "f2", "f3")
+    low, high = proposal.declared_bounds() or (None, None)
+    np.testing.assert_array_equal(low, [-10.0, -50.0, -1.0])  # two significant digits of the larger end (100)
+    np.testing.assert_array_equal(high, [100.0, 30.0, 7.0])
