@@ -48,6 +48,7 @@ EXAMPLE_FILES = {
         "r0c0.key",
         "column-block-0.secret",
         "record-ids.key",
+        "pair-r0c0-r0c1.secret",
     },
     "coordinator": {"kustomization.yaml", "federation.toml", "ca.pem", "coordinator.pem", "coordinator.key"},
 }
@@ -58,6 +59,7 @@ ENTITY_SECRET = {
     "entity.key": "r0c0.key",
     "column-block.secret": "column-block-0.secret",
     "record-ids.key": "record-ids.key",
+    "pair-r0c1.secret": "pair-r0c0-r0c1.secret",
 }
 COORDINATOR_SECRET = {"ca.pem": "ca.pem", "coordinator.pem": "coordinator.pem", "coordinator.key": "coordinator.key"}
 
@@ -159,8 +161,8 @@ def assert_not_in(render_text: str, objects: list[dict[str, Any]], private: Path
 def private_demo_files(allowed: set[str]) -> list[Path]:
     """Every key and secret in the demo's bundles but the ``allowed`` ones (compared by content)."""
     files = sorted([*DEMO.glob("*/*.key"), *DEMO.glob("*/*.secret")])
-    # 4 entities' TLS keys, the coordinator's, the client's, the record-id key, 2 column-block secrets
-    assert len({f.read_bytes() for f in files}) == 9, files
+    # 4 entities' TLS keys, the coordinator's, the client's, the record-id key, 2 column-block secrets, 2 pair secrets
+    assert len({f.read_bytes() for f in files}) == 11, files
     allowed_contents = {(DEMO / name).read_bytes() for name in allowed}
     return [f for f in files if f.read_bytes() not in allowed_contents]
 
@@ -243,6 +245,7 @@ def without_paths(config: EntityConfig) -> EntityConfig:
         data=dataclasses.replace(config.data, path=None),
         secret_file=None,
         id_key_file=None,
+        pair_secret_files=tuple((peer, Path()) for peer, _ in config.pair_secret_files),
         source=Path(),
         tls=None,
         release_log=None,
@@ -256,7 +259,8 @@ def test_entity_secret_holds_its_own_key_and_column_block_secret_only() -> None:
     assert set(files) == {"entity.toml", *ENTITY_SECRET}
     for key, demo_name in ENTITY_SECRET.items():
         assert files[key] == (DEMO / "r0c0" / demo_name).read_bytes(), key
-    for private in private_demo_files({"r0c0/r0c0.key", "r0c0/column-block-0.secret", "r0c0/record-ids.key"}):
+    own = {"r0c0/r0c0.key", "r0c0/column-block-0.secret", "r0c0/record-ids.key", "r0c0/pair-r0c0-r0c1.secret"}
+    for private in private_demo_files(own):
         assert_not_in(text, objects, private)
     for cell in DEMO.glob("*/*.csv"):  # records live on the data volume, in no manifest
         record = cell.read_text(encoding="utf-8").splitlines()[1]

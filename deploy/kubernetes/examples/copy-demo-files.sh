@@ -11,14 +11,14 @@ cd "$(dirname "$0")/../../.."
 PYTHON="${PYTHON:-.venv/bin/python}"
 demo=docker/demo
 out=deploy/kubernetes/examples
-for name in ca.pem r0c0.pem r0c0.key column-block-0.secret record-ids.key; do
+for name in ca.pem r0c0.pem r0c0.key column-block-0.secret record-ids.key pair-r0c0-r0c1.secret; do
     cp "$demo/r0c0/$name" "$out/r0c0/"
 done
 for name in ca.pem coordinator.pem coordinator.key; do
     cp "$demo/coordinator/$name" "$out/coordinator/"
 done
 chmod 600 "$out/r0c0/r0c0.key" "$out/r0c0/column-block-0.secret" "$out/r0c0/record-ids.key" \
-    "$out/coordinator/coordinator.key"
+    "$out/r0c0/pair-r0c0-r0c1.secret" "$out/coordinator/coordinator.key"
 PYTHONPATH=. "$PYTHON" - <<'PY'
 import dataclasses
 import tomllib
@@ -33,6 +33,8 @@ entity, tls = config["entity"], config["tls"]
 entity["data"] = "/data/" + entity["data"]
 entity["secret_file"] = "column-block.secret"
 entity["id_key_file"] = "record-ids.key"
+# The secret r0c0 shares with its row-block peer r0c1 (secure aggregation), under the Secret's fixed name.
+entity["pair_secrets"] = {peer: f"pair-{peer}.secret" for peer in entity.get("pair_secrets", {})}
 tls.update(cert="entity.pem", key="entity.key")
 privacy = config.setdefault("privacy", {})
 privacy["release_log"] = f"/var/lib/ppsvm/releases/{entity['id']}.releases.jsonl"
