@@ -112,7 +112,8 @@ def test_the_compose_healthcheck_passes_against_a_demo_entity_and_fails_without_
     of docker/demo/r0c0's files and the port this entity bound): SERVING, exit 0. With its release log removed the
     entity could record nothing: NOT_SERVING, exit 1."""
     demo = REPO / "docker" / "demo" / "r0c0"
-    for name in ("r0c0.toml", "r0c0.csv", "column-block-0.secret", "record-ids.key", "ca.pem", "r0c0.pem", "r0c0.key"):
+    files = ("r0c0.toml", "r0c0.csv", "column-block-0.secret", "pair-r0c0-r0c1.secret", "record-ids.key", "ca.pem")
+    for name in (*files, "r0c0.pem", "r0c0.key"):  # what docker-compose.yml mounts into r0c0's container
         shutil.copy(demo / name, tmp_path / name)
     with (tmp_path / "entity.log").open("w") as log:
         process, address = start_entity_process(
