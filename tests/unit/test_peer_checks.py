@@ -96,6 +96,7 @@ class Probe:
         self.release = threading.Event()
         self.entered = threading.Semaphore(0)
         self.stream_ended: list[float] = []  # seconds from a stream's start to its worker leaving it
+        self.streams_completed = 0  # streams whose every message the transport took: their reader never stalled
         self.callers: list[set[str]] = []
 
     def unary(self, request: bytes, context: grpc.ServicerContext) -> bytes:
@@ -113,6 +114,7 @@ class Probe:
         try:
             for _ in range(50):
                 yield CHUNK
+            self.streams_completed += 1
         finally:
             self.stream_ended.append(time.monotonic() - started)
 
@@ -351,6 +353,10 @@ def test_a_stalled_reader_is_cut_off_and_its_worker_freed() -> None:
             if len(probe.stream_ended) == 3:
                 break
             time.sleep(0.05)
+        if probe.streams_completed:
+            # As in the control below (seen in a loaded default run): the loopback transport took a whole stream in
+            # 0.25 s, so that reader never stalled and this run shows nothing either way.
+            pytest.skip(f"a stalled reader's stream was absorbed by the transport ({probe.stream_ended} s)")
         assert len(probe.stream_ended) == 3 and timeout <= max(probe.stream_ended) < timeout + 2.0, probe.stream_ended
         served_after = _fresh_call_seconds(address, deadline=CALL_TIMEOUT_S)
         assert served_after is not None and served_after < 1.0
