@@ -61,7 +61,7 @@ from benchmarks._shared import machine_info, table, write_json
 from ppsvm.core.aggregation import log_share
 from ppsvm.core.kernels import KernelName
 from ppsvm.core.randomness import derive_B
-from ppsvm.core.reconstruction import no_release_guess, reconstruct
+from ppsvm.core.reconstruction import Recovery, reconstruct, score_recovery
 from ppsvm.data.dataset import load_dataset
 from ppsvm.data.partition import feature_blocks
 from ppsvm.data.shipped import TABLE1_DATASETS
@@ -70,7 +70,6 @@ from ppsvm.experiments.adult import load_adult_attributes
 NAME = "collusion"
 TOLERANCE = 0.05
 # A value within TOLERANCE counts as recovered; the slack keeps a guess exactly TOLERANCE away from failing on rounding.
-_SLACK = 1e-9
 DATASETS = ("cleveland", "pima", "wdbc", "ionosphere", "adult")
 SHAPES = ((2, 1), (1, 2), (2, 2), (2, 3))
 KERNELS: tuple[KernelName, ...] = ("gaussian", "linear")
@@ -86,34 +85,19 @@ _SOLVE_STARTS = 2
 _ANCHOR_WEIGHT = 1e-3
 
 
-@dataclass(frozen=True)
-class Score:
-    """Share of values within TOLERANCE and of whole records, for an attack and for the no-release guess."""
-
-    recovered: float
-    whole: float
-    baseline: float
-    baseline_whole: float
-
-    @property
-    def gain(self) -> float:
-        return self.recovered - self.baseline
-
-    def as_dict(self) -> dict[str, float]:
-        return {
-            "recovered": self.recovered,
-            "whole": self.whole,
-            "baseline": self.baseline,
-            "baseline_whole": self.baseline_whole,
-            "gain": self.gain,
-        }
-
-
-def score(guess: np.ndarray, truth: np.ndarray, prior: np.ndarray) -> Score:
+def score(guess: np.ndarray, truth: np.ndarray, prior: np.ndarray) -> Recovery:
     """How much of ``truth`` (m, n) ``guess`` gets within TOLERANCE, beside the no-release guess from ``prior``."""
-    hit = np.abs(guess - truth) <= TOLERANCE + _SLACK
-    base = np.abs(no_release_guess(prior, TOLERANCE) - truth) <= TOLERANCE + _SLACK
-    return Score(float(hit.mean()), float(hit.all(axis=1).mean()), float(base.mean()), float(base.all(axis=1).mean()))
+    return score_recovery(guess, truth, prior, TOLERANCE)
+
+
+def as_dict(found: Recovery) -> dict[str, float]:
+    return {
+        "recovered": found.recovered,
+        "whole": found.whole,
+        "baseline": found.baseline,
+        "baseline_whole": found.baseline_whole,
+        "gain": found.gain,
+    }
 
 
 # --- data and partitions ----------------------------------------------------------------------------------------
@@ -316,7 +300,7 @@ def configuration(p: Partition, victims: int, seed: int) -> dict[str, Any]:
     aggregate = p.combination(0)[rows]
     attack = {}
 
-    def run(points: np.ndarray, released: np.ndarray) -> Score:
+    def run(points: np.ndarray, released: np.ndarray) -> Recovery:
         return score(reconstruct(released, points, p.kernel, p.mu, prior, seed=seed), truth, prior)
 
     if p.rows >= 2:
@@ -328,18 +312,18 @@ def configuration(p: Partition, victims: int, seed: int) -> dict[str, Any]:
             peer_aggregate = run(p.B[0], p.released(aggregate))
             learned = score(learned_inverse(p.combination(1), p.cells[1][0], aggregate, prior), truth, prior)
         attack["column_peer"] = {
-            "single": peer_single.as_dict(),
-            "aggregate": peer_aggregate.as_dict(),
-            "aggregate_learned": None if learned is None else learned.as_dict(),
+            "single": as_dict(peer_single),
+            "aggregate": as_dict(peer_aggregate),
+            "aggregate_learned": None if learned is None else as_dict(learned),
         }
     unknown_single = run(stand_in, single)
     if p.cols >= 2:
         # The row-block peer subtracts its own share: with two column blocks the victim's block is left.
         remaining = p.combination(0, without=1)[rows]
         row_aggregate = unknown_single if p.cols == 2 else run(stand_in, p.released(remaining))
-        attack["row_peer"] = {"single": unknown_single.as_dict(), "aggregate": row_aggregate.as_dict()}
+        attack["row_peer"] = {"single": as_dict(unknown_single), "aggregate": as_dict(row_aggregate)}
     coordinator_aggregate = unknown_single if p.cols == 1 else run(stand_in, p.released(aggregate))
-    attack["coordinator"] = {"single": unknown_single.as_dict(), "aggregate": coordinator_aggregate.as_dict()}
+    attack["coordinator"] = {"single": as_dict(unknown_single), "aggregate": as_dict(coordinator_aggregate)}
     return attack
 
 
@@ -367,7 +351,7 @@ def known_samples(p: Partition, victims: int, seed: int) -> dict[str, Any]:
         estimate = solve_B(p.kernel, truth_all[known], single[known], p.mu, seed)
         guess = reconstruct(single[rest], estimate, p.kernel, p.mu, prior, seed=seed)
         error = float(np.abs(estimate - p.B[0]).max())
-        block.append({"k": k, "B_error": error, **score(guess, truth_all[rest], prior).as_dict()})
+        block.append({"k": k, "B_error": error, **as_dict(score(guess, truth_all[rest], prior))})
     for k in sorted({n0 + 1, n, n + 1, n + 3}):
         known, rest = order[:k], order[k:][:victims]
         estimate = solve_B(p.kernel, whole[known], p.released(combined[known]), p.mu, seed)
@@ -377,8 +361,8 @@ def known_samples(p: Partition, victims: int, seed: int) -> dict[str, Any]:
             {
                 "k": k,
                 "B_error": float(np.abs(estimate - B_whole).max()),
-                "solve_B": score(guess, truth_all[rest], prior).as_dict(),
-                "learned": score(learned, truth_all[rest], prior).as_dict(),
+                "solve_B": as_dict(score(guess, truth_all[rest], prior)),
+                "learned": as_dict(score(learned, truth_all[rest], prior)),
             }
         )
     return {"n_0": n0, "n": n, "block": block, "aggregate": aggregate}

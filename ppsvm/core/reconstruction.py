@@ -256,6 +256,31 @@ class Risk:
         )
 
 
+@dataclass(frozen=True)
+class Recovery:
+    """Shares of a victim's values (and whole records) an attack's guess gets within a tolerance, beside the same
+    shares for :func:`no_release_guess` from the attacker's prior."""
+
+    recovered: float
+    whole: float
+    baseline: float
+    baseline_whole: float
+
+    @property
+    def gain(self) -> float:
+        return self.recovered - self.baseline
+
+
+def score_recovery(guess: np.ndarray, truth: np.ndarray, prior: np.ndarray, tolerance: float = 0.05) -> Recovery:
+    """How much of ``truth`` (m, n) ``guess`` (m, n) gets within ``tolerance``, and the no-release guess from
+    ``prior`` (m_p, n): the comparison privacy rule 9 asks for, in scaled units."""
+    hit = np.abs(guess - truth) <= tolerance + _COMPARE_SLACK
+    base = np.abs(no_release_guess(prior, tolerance) - truth) <= tolerance + _COMPARE_SLACK
+    return Recovery(
+        float(hit.mean()), float(hit.all(axis=1).mean()), float(base.mean()), float(base.all(axis=1).mean())
+    )
+
+
 def measure_risk(
     X_scaled: np.ndarray,
     B: np.ndarray,
@@ -310,15 +335,12 @@ def measure_risk(
     half = len(X) // 2
     prior, victims = X[order[:half]], X[order[half:]][:max_victims]
     block = gaussian_kernel(victims, B, mu) if kernel == "gaussian" else linear_kernel(victims, B)
-    guess = reconstruct(block, B, kernel, mu, prior, seed=seed)
-    hit = np.abs(guess - victims) <= tolerance + _COMPARE_SLACK
-    base = np.abs(no_release_guess(prior, tolerance) - victims) <= tolerance + _COMPARE_SLACK
-    recovered, baseline = float(hit.mean()), float(base.mean())
+    found = score_recovery(reconstruct(block, B, kernel, mu, prior, seed=seed), victims, prior, tolerance)
     return Risk(
-        recovered=recovered,
-        baseline=baseline,
-        gain=recovered - baseline,
-        records_whole=float(hit.all(axis=1).mean()),
+        recovered=found.recovered,
+        baseline=found.baseline,
+        gain=found.gain,
+        records_whole=found.whole,
         mbar=mbar,
         kernel=kernel,
         n_victims=len(victims),

@@ -39,7 +39,7 @@ from ppsvm.coordinator.federation import Session, decode_combination, kernel_req
 from ppsvm.core.aggregation import decode_sum, log_share, share_bound
 from ppsvm.core.kernels import kernel, scale_to_unit
 from ppsvm.core.randomness import derive_B
-from ppsvm.core.reconstruction import no_release_guess, reconstruct
+from ppsvm.core.reconstruction import Recovery, reconstruct, score_recovery
 from ppsvm.data.cell import Cell
 from ppsvm.data.sources import read_source
 from ppsvm.entity.records import pseudonymous
@@ -68,7 +68,6 @@ MARGIN = 0.05  # issue 25: no more than the no-release guess + 0.05
 # on single blocks at mbar = n_j - 1, 0.4-0.5 at 2 x 3's mbar = 3; WDBC 2 x 2: about 0.6.
 CONTROL_GAIN = 0.25
 TIMEOUT = 60.0
-_SLACK = 1e-9
 
 
 # --- a federation started for the module -------------------------------------------------------------------------
@@ -247,29 +246,15 @@ def entities(running: Running, holdings: Holdings) -> dict[str, Entity]:
     return {entity_id: Entity.read(running, entity_id, holdings) for entity_id in running.entity_ids}
 
 
-@dataclass(frozen=True)
-class Outcome:
-    """Share of a victim's values within TOLERANCE: the attack's, and the no-release guess's from the same prior."""
-
-    recovered: float
-    baseline: float
-    whole: float
-
-    @property
-    def gain(self) -> float:
-        return self.recovered - self.baseline
-
-    def __str__(self) -> str:
-        return f"recovered {self.recovered:.3f} (whole records {self.whole:.3f}), no-release guess {self.baseline:.3f}"
+def outcome(guess: np.ndarray, truth: np.ndarray, prior: np.ndarray) -> Recovery:
+    return score_recovery(guess, truth, prior, TOLERANCE)
 
 
-def outcome(guess: np.ndarray, truth: np.ndarray, prior: np.ndarray) -> Outcome:
-    hit = np.abs(guess - truth) <= TOLERANCE + _SLACK
-    base = np.abs(no_release_guess(prior, TOLERANCE) - truth) <= TOLERANCE + _SLACK
-    return Outcome(float(hit.mean()), float(base.mean()), float(hit.all(axis=1).mean()))
+def describe(found: Recovery) -> str:
+    return f"recovered {found.recovered:.3f} (whole records {found.whole:.3f}), no-release guess {found.baseline:.3f}"
 
 
-def attack(released: np.ndarray, B: np.ndarray, holdings: Holdings, prior: np.ndarray, truth: np.ndarray) -> Outcome:
+def attack(released: np.ndarray, B: np.ndarray, holdings: Holdings, prior: np.ndarray, truth: np.ndarray) -> Recovery:
     guess = reconstruct(released, B, holdings.kernel, holdings.mu, np.clip(prior, 0.0, 1.0))
     return outcome(guess, truth, np.clip(prior, 0.0, 1.0))
 
@@ -310,7 +295,7 @@ def test_a_column_block_peer_recovers_no_more_than_the_no_release_guess(checkerb
             on_single = attack(alone, B, holdings, colluder.X, victim.X)
             findings.append((colluder.entity_id, victim.entity_id, on_aggregate, on_single))
     assert len(findings) == len(parties)
-    report = "\n".join(f"{c} -> {v}: aggregate {a}; single block {s}" for c, v, a, s in findings)
+    report = "\n".join(f"{c} -> {v}: aggregate {describe(a)}; single block {describe(s)}" for c, v, a, s in findings)
     print(report)  # the figures, for -rP
     for colluder_id, victim_id, on_aggregate, on_single in findings:
         assert on_aggregate.recovered <= on_aggregate.baseline + MARGIN, f"{colluder_id} -> {victim_id}\n{report}"
@@ -345,7 +330,7 @@ def test_a_row_block_peer_recovers_no_more_than_the_no_release_guess(checkerboar
                     attack(holdings.released(remaining), stand_in, holdings, similar, victim.X),
                 )
             )
-    report = "\n".join(f"{c} -> {v}: {o}" for c, v, o in findings)
+    report = "\n".join(f"{c} -> {v}: {describe(o)}" for c, v, o in findings)
     print(report)  # the figures, for -rP
     assert len(findings) == len(parties) * (cols - 1)
     for colluder_id, victim_id, found in findings:
@@ -399,7 +384,7 @@ def test_a_column_block_peer_learning_from_its_own_rows_recovers_no_more_than_th
                 colluder.X,
             )
             findings.append((colluder.entity_id, victim.entity_id, outcome(guess, victim.X, colluder.X)))
-    report = "\n".join(f"{c} -> {v}: {o}" for c, v, o in findings)
+    report = "\n".join(f"{c} -> {v}: {describe(o)}" for c, v, o in findings)
     print(report)  # the figures, for -rP
     for colluder_id, victim_id, found in findings:
         assert found.recovered <= found.baseline + MARGIN, f"{colluder_id} -> {victim_id}\n{report}"
@@ -439,7 +424,7 @@ def test_control_a_consented_single_block_is_read_back_by_a_column_block_peer(
             )
             found = attack(block, colluder.B(holdings.mbar), holdings, colluder.X, victim.X)
             findings.append((colluder.entity_id, victim.entity_id, found))
-    report = "\n".join(f"{c} -> {v}: {o}" for c, v, o in findings)
+    report = "\n".join(f"{c} -> {v}: {describe(o)}" for c, v, o in findings)
     print(report)  # the figures, for -rP
     for colluder_id, victim_id, found in findings:
         assert found.gain > CONTROL_GAIN and found.whole > 0.5, f"{colluder_id} -> {victim_id}\n{report}"
