@@ -78,16 +78,19 @@ class RowBlockRecords:
         asked by id (the masks of secure aggregation cancel only over one ordered list), so its ids stay.
         """
         empty = np.empty(0, dtype=str)
-
-        def needed(ids: np.ndarray, order: dict[str, np.ndarray]) -> np.ndarray:
-            same = all(np.array_equal(rows, np.arange(len(ids))) for rows in order.values())
-            return empty if same else ids
-
         return replace(
             self,
-            train_ids=needed(self.train_ids, self.train_order),
-            test_ids=needed(self.test_ids, self.test_order),
+            train_ids=empty if self.listed_alike("train") else self.train_ids,
+            test_ids=empty if self.listed_alike("test") else self.test_ids,
             score_ids=empty,
+        )
+
+    def listed_alike(self, part: str) -> bool:
+        """Whether every entity lists the training ("train") or held-out ("test") records in this very order."""
+        size = self.size(part)
+        return all(
+            np.array_equal(rows, np.arange(size))
+            for rows in (self.train_order if part == "train" else self.test_order).values()
         )
 
 
@@ -611,10 +614,9 @@ class Session:
             """Every entity's request, each round under a fresh nonce: (entity, request, first row of K, rows)."""
             rounds = []
             for row_block, (offset, block) in placement.items():
-                order = block.train_order if part == "train" else block.test_order
                 size = block.size(part)
                 members = self.row_block(row_block)
-                if all(np.array_equal(order[e.id], np.arange(size)) for e in members):
+                if block.listed_alike(part):
                     nonce = new_nonce() if len(members) > 1 else b""
                     rounds += [(entity, fetch.request(entity, nonce=nonce), offset, size) for entity in members]
                     continue
