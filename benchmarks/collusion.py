@@ -200,7 +200,7 @@ def snap(guess: np.ndarray, prior: np.ndarray) -> np.ndarray:
 
 
 def learned_inverse(
-    train_rows: np.ndarray, train_values: np.ndarray, rows: np.ndarray, prior: np.ndarray
+    train_rows: np.ndarray, train_values: np.ndarray, rows: np.ndarray, prior: np.ndarray, *, ridge: float = _RIDGE
 ) -> np.ndarray:
     """Ridge regression from kernel rows (summed shares) to values, fitted on known pairs, applied to ``rows``.
 
@@ -214,6 +214,8 @@ def learned_inverse(
         The victims' summed shares.
     prior : ndarray, shape (m_p, n)
         Records whose seen values the guesses are snapped to.
+    ridge : float
+        Ridge relative to the mean diagonal of the standardised normal equations (default _RIDGE).
 
     Returns
     -------
@@ -223,9 +225,9 @@ def learned_inverse(
     spread = np.where(spread > 0, spread, 1.0)
     Z = np.hstack([np.ones((len(train_rows), 1)), (train_rows - centre) / spread])
     normal = Z.T @ Z
-    ridge = _RIDGE * max(float(np.trace(normal)) / len(normal), 1.0) * np.eye(len(normal))
-    ridge[0, 0] = 0.0  # the intercept is not shrunk
-    W = np.linalg.solve(normal + ridge, Z.T @ train_values)
+    penalty = ridge * max(float(np.trace(normal)) / len(normal), 1.0) * np.eye(len(normal))
+    penalty[0, 0] = 0.0  # the intercept is not shrunk
+    W = np.linalg.solve(normal + penalty, Z.T @ train_values)
     guess = np.hstack([np.ones((len(rows), 1)), (rows - centre) / spread]) @ W
     return snap(guess, prior)
 
