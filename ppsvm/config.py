@@ -51,6 +51,14 @@ DEFAULT_SINGLE_BLOCK_MAX_GAIN = 0.05
 # Which protocol an entity serves for its records (ppsvm.entity.guard enforces it per RPC).
 ENTITY_MODES = ("random-kernel", "dp", "mixed")
 DEFAULT_MAX_BASELINE_RELEASES = 8
+# Releases one caller may make a minute (ppsvm.entity.guard's token bucket: a minute's worth at once, then this
+# rate), each a log line of about 250 bytes: at most 2.4 GB of log a day at this default, against 12 GB measured
+# without it (issue 27). Measured per entity on 2 loaded cores: a training makes a few (one per part, or per 20,000
+# records when entities list them differently), scoring by id about 10 a second (1,000 for a million records), the
+# prediction service one per batch, about 70 a second for a client asking record by record.
+DEFAULT_MAX_RELEASES_PER_MINUTE = 6000
+# The release log's file system must keep this much free for a release to be recorded (and answered).
+DEFAULT_MIN_FREE_DISK_MB = 64
 
 
 @dataclass(frozen=True)
@@ -91,6 +99,12 @@ class EntityConfig:
         epsilon_total is set, else "random-kernel"); "mixed" serves both and voids the DP guarantee.
     max_baseline_releases : int
         ``[privacy] max_baseline_releases``: how many times it answers LocalBaseline in its life.
+    max_releases_per_minute : int
+        ``[privacy] max_releases_per_minute``: releases one caller may make a minute (one minute's worth at
+        once, then that rate); beyond it a call is refused with when to retry, before anything is written. 0: no limit.
+    min_free_disk_mb : int
+        ``[privacy] min_free_disk_mb``: below this much free space on the release log's file system the entity
+        records (hence answers) no release and its health check says NOT_SERVING. 0: no floor.
     non_private_weights : bool
         Allow releasing SVM weights without noise (NOT PRIVATE; benchmarks only).
     continuous_noise : bool
@@ -131,6 +145,8 @@ class EntityConfig:
     release_log: Path | None = None
     mode: str = "random-kernel"
     max_baseline_releases: int = DEFAULT_MAX_BASELINE_RELEASES
+    max_releases_per_minute: int = DEFAULT_MAX_RELEASES_PER_MINUTE
+    min_free_disk_mb: int = DEFAULT_MIN_FREE_DISK_MB
     non_private_weights: bool = False
     continuous_noise: bool = False
     schema: Schema | None = None
@@ -293,6 +309,8 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         "release_log",
         "mode",
         "max_baseline_releases",
+        "max_releases_per_minute",
+        "min_free_disk_mb",
         SINGLE_BLOCK_CONSENT_KEY,
         SINGLE_BLOCK_GAIN_KEY,
     )
@@ -337,6 +355,10 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         release_log=base / _get(privacy, "release_log", str, f"{path} [privacy]", release_log_name(entity_id)),
         mode=_mode(privacy, epsilon_total, path),
         max_baseline_releases=_max_baselines(privacy, path),
+        max_releases_per_minute=_count_at_least_zero(
+            privacy, "max_releases_per_minute", DEFAULT_MAX_RELEASES_PER_MINUTE, path
+        ),
+        min_free_disk_mb=_count_at_least_zero(privacy, "min_free_disk_mb", DEFAULT_MIN_FREE_DISK_MB, path),
         non_private_weights=_get(privacy, NON_PRIVATE_WEIGHTS_KEY, bool, f"{path} [privacy]", False),
         continuous_noise=_get(privacy, CONTINUOUS_NOISE_KEY, bool, f"{path} [privacy]", False),
         pair_secret_files=_pair_secrets(table, entity_id, where, base),
@@ -415,6 +437,13 @@ def _max_baselines(privacy: dict[str, Any], path: Path) -> int:
     value = _get(privacy, "max_baseline_releases", int, f"{path} [privacy]", DEFAULT_MAX_BASELINE_RELEASES)
     if value < 0:
         raise ConfigError(f"{path} [privacy]: 'max_baseline_releases' must be >= 0, got {value}")
+    return value
+
+
+def _count_at_least_zero(privacy: dict[str, Any], key: str, default: int, path: Path) -> int:
+    value = _get(privacy, key, int, f"{path} [privacy]", default)
+    if value < 0:
+        raise ConfigError(f"{path} [privacy]: {key!r} must be >= 0 (0: no limit), got {value}")
     return value
 
 

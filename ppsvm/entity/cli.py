@@ -180,7 +180,7 @@ def release_summary(config: EntityConfig) -> dict[str, Any]:
         "release_log": str(config.release_log),
         **guard.state(),
         "epsilon_remaining": None if remaining is None else epsilon_of(remaining),
-        "releases": list(log.records),
+        "releases": list(log.releases()),
     }
 
 

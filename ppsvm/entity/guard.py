@@ -19,12 +19,20 @@ coordinator that sends any request it likes (possibly helped by one other entity
   predictions), never a new one; and the points of all epochs count together per record against
   rule 3 (``max_points``), with one more when both kernels were served (the Gaussian view adds ||a||^2).
 - **Masks used once** (rule 8). A masked share (secure aggregation) is bound to the
-  coordinator's nonce; the entity answers each nonce once, so no mask covers two releases.
+  coordinator's nonce; the entity answers each nonce once, so no mask covers two releases
+  (:class:`UsedNonces`: 8 bytes a nonce answered).
 - **Budgets**. DP releases spend integer micro-epsilons of ``epsilon_total``; the
   entity-alone figures are capped at ``max_baseline_releases``.
 - **Charged before computed** (rule 6). A release is written to the append-only log
   before the records are touched; if the computation then fails, the caller gets a fixed
   message naming the RPC, never anything derived from the data, and the charge stays.
+- **A rate per caller**. Each release costs a log line (216-276 bytes, an fsync): a caller gets
+  ``[privacy] max_releases_per_minute`` of them, a token bucket that holds one minute's worth and
+  refills at that rate (0: no limit). Beyond it the call is refused (RESOURCE_EXHAUSTED, with when to
+  retry) before anything is written; a refused call costs nothing.
+
+Memory does not grow with the releases: the log is streamed when replayed, the guard keeps sums,
+counters and pins (bounded by the RPC names and the epochs), and the nonces as 64-bit fingerprints.
 
 Requests are validated from the request alone by the caller (:mod:`ppsvm.entity.cell`) before
 :meth:`ReleaseGuard.charge`.
@@ -36,26 +44,34 @@ import hashlib
 import json
 import logging
 import math
+import os
 import threading
+import time
+from array import array
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from dataclasses import asdict, dataclass
 from fractions import Fraction
 from typing import Any
 
-from ppsvm.config import ENTITY_MODES
+import numpy as np
+
+from ppsvm.config import DEFAULT_MAX_RELEASES_PER_MINUTE, ENTITY_MODES
 from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog
-from ppsvm.errors import CallCancelled, PrivacyError, ReleaseFailed
+from ppsvm.errors import CallCancelled, CallLimitError, PrivacyError, ReleaseFailed
 
 logger = logging.getLogger(__name__)
 
 RANDOM_KERNEL, DP, MIXED = ENTITY_MODES
 # The RPCs each mode answers. Metadata holds shapes and keyed checks only (n is public under the
-# replace-one neighbouring relation of the DP guarantee); AcceptModel receives, it releases nothing.
+# replace-one neighbouring relation of the DP guarantee); AcceptModel receives, it releases nothing;
+# LogDigest answers the digest of a line of the release log (what was released, never a record).
 _SERVES = {
-    RANDOM_KERNEL: frozenset({"Metadata", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "LocalBaseline"}),
-    DP: frozenset({"Metadata", "AcceptModel", "DpWeights", "DpEvaluate", "DpScoreHistogram"}),
+    RANDOM_KERNEL: frozenset(
+        {"Metadata", "LogDigest", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "LocalBaseline"}
+    ),
+    DP: frozenset({"Metadata", "LogDigest", "AcceptModel", "DpWeights", "DpEvaluate", "DpScoreHistogram"}),
 }
 _SERVES[MIXED] = _SERVES[RANDOM_KERNEL] | _SERVES[DP]
 # Every RPC an entity answers in some mode: the names a release may be recorded under.
@@ -66,6 +82,11 @@ EPOCH_EVENT = "Epoch"
 # Below this a DP release is refused: each release costs a log line, and an epsilon that rounds
 # to nothing would let a coordinator ask without end.
 MIN_EPSILON = 1e-3
+
+
+# Caller buckets kept beyond this many are dropped once full again (a full bucket is a new caller's): plaintext
+# callers are told apart by address, so their number is not bounded by the certificates.
+_BUCKETS_KEPT = 256
 
 
 def epsilon_micro(epsilon: float) -> int:
@@ -119,6 +140,68 @@ class Basis:
         return f"{self.kernel}{width}, scaling {self.fingerprint()}"
 
 
+class UsedNonces:
+    """The nonces an entity has answered, as keyed 64-bit fingerprints: 8 bytes a nonce.
+
+    A sorted array holds them; the ones added since its last merge wait in a set of at most ``MERGE_EVERY``,
+    merged in one pass (a replay gathers them all and sorts once). A fingerprint can only make a fresh nonce look
+    used, never a used one fresh: the cost of a collision is a refusal, asked again under another nonce, with
+    probability n / 2^64 among n nonces. The key is drawn per process, so no coordinator can aim two nonces at one
+    fingerprint.
+    """
+
+    MERGE_EVERY = 4096
+
+    def __init__(self) -> None:
+        self._key = os.urandom(16)
+        self._sorted = np.empty(0, dtype=np.uint64)
+        self._pending: set[int] = set()
+        self._loading: array[int] | None = None
+
+    def _fingerprint(self, nonce: str) -> int:
+        return int.from_bytes(hashlib.blake2b(nonce.encode("utf-8"), digest_size=8, key=self._key).digest(), "little")
+
+    def __contains__(self, nonce: object) -> bool:
+        if not isinstance(nonce, str):
+            return False
+        value = self._fingerprint(nonce)
+        if value in self._pending:
+            return True
+        at = int(np.searchsorted(self._sorted, np.uint64(value)))
+        return at < len(self._sorted) and int(self._sorted[at]) == value
+
+    def __len__(self) -> int:
+        return len(self._sorted) + len(self._pending) + (len(self._loading) if self._loading is not None else 0)
+
+    @property
+    def nbytes(self) -> int:
+        """Bytes of the sorted array (the pending set adds at most MERGE_EVERY small ints)."""
+        return int(self._sorted.nbytes)
+
+    def add(self, nonce: str) -> None:
+        if self._loading is not None:
+            self._loading.append(self._fingerprint(nonce))
+            return
+        self._pending.add(self._fingerprint(nonce))
+        if len(self._pending) >= self.MERGE_EVERY:
+            self._merge(np.fromiter(self._pending, dtype=np.uint64, count=len(self._pending)))
+            self._pending.clear()
+
+    @contextmanager
+    def loading(self) -> Iterator[None]:
+        """Add many (a replay): gathered 8 bytes each and merged once at the end."""
+        self._loading = array("Q")
+        try:
+            yield
+            self._merge(np.frombuffer(self._loading, dtype=np.uint64))
+        finally:
+            self._loading = None
+
+    def _merge(self, values: np.ndarray) -> None:
+        values = np.sort(values)
+        self._sorted = np.insert(self._sorted, np.searchsorted(self._sorted, values), values)
+
+
 class ReleaseGuard:
     """Admission, the basis pin and the budgets of one entity, replayed from and recorded in its release log.
 
@@ -131,6 +214,12 @@ class ReleaseGuard:
     max_baseline_releases : int
     who : str
         The entity id, for messages.
+    max_points : int or None
+        Functionals per record all epochs together may release (n_j - 1, rule 3); None: not counted.
+    max_releases_per_minute : int
+        Releases one caller may make a minute (a bucket of that many, refilled at that rate); 0: no limit.
+    clock : callable
+        Seconds, monotonic (tests pass their own).
     """
 
     def __init__(
@@ -142,9 +231,13 @@ class ReleaseGuard:
         max_baseline_releases: int,
         who: str,
         max_points: int | None = None,
+        max_releases_per_minute: int = DEFAULT_MAX_RELEASES_PER_MINUTE,
+        clock: Callable[[], float] = time.monotonic,
     ) -> None:
         if mode not in ENTITY_MODES:
             raise ValueError(f"mode must be one of {', '.join(ENTITY_MODES)}, got {mode!r}")
+        if max_releases_per_minute < 0:
+            raise ValueError(f"max_releases_per_minute must be >= 0, got {max_releases_per_minute}")
         self.log = log
         self.mode = mode
         self.who = who
@@ -152,6 +245,13 @@ class ReleaseGuard:
         self.max_points = max_points
         self.total_micro = None if epsilon_total is None else budget_micro(epsilon_total)
         self.max_baseline_releases = max_baseline_releases
+        self.max_releases_per_minute = max_releases_per_minute
+        self._clock = clock
+        self._buckets: dict[str, tuple[float, float]] = {}  # caller -> (tokens, when last counted)
+        self.rate_refusals = 0  # for the metrics
+        # Computations that failed after their release was charged: only faults that do not depend on the records
+        # (memory, the disk) should be able to, since each such failure answers a bit about them (issue 27).
+        self.failures_after_charge = 0
         self._lock = threading.Lock()
         self._recount()
 
@@ -159,11 +259,17 @@ class ReleaseGuard:
         self.epoch = 0  # the current basis epoch: the last one its operator opened
         self.pins: dict[int, Basis] = {}  # per epoch, the view its first kernel release pinned
         self.pin_mbars: dict[int, int] = {}  # per epoch, the largest mbar released: the pin covers it
-        self.nonces: set[str] = set()
+        self.nonces = UsedNonces()
         self.spent_micro = 0
         self.baselines = 0
         self.releases_by_rpc: Counter[str] = Counter()  # for the metrics, without reading the log per scrape
-        for record in self.log.records:
+        with self.nonces.loading():
+            for record in self.log.releases():
+                self._count(record)
+
+    def _catch_up(self) -> None:
+        """Count what another process serving this entity released since we looked (an operator's epoch)."""
+        for record in self.log.refresh():
             self._count(record)
 
     def _count(self, record: dict[str, Any]) -> None:
@@ -232,14 +338,20 @@ class ReleaseGuard:
 
         Raises
         ------
+        CallLimitError
+            ``peer`` made its ``max_releases_per_minute`` releases of the last minute (the text says when to retry).
         PrivacyError
             Another basis view than the pinned one or an mbar above the pinned one, a nonce answered
             before, a DP budget that does not cover ``epsilon`` (or no budget), or no entity-alone
-            releases left. Nothing is recorded then.
+            releases left.
+        ConfigError
+            The release log cannot record it (its disk: below the floor, or an append failed).
+
+        Nothing is recorded, and nothing counted against the rate, when any of these is raised.
         """
         with self._lock:
-            if self.log.refresh():  # another process serving this entity released something: count it too
-                self._recount()
+            self._catch_up()  # another process serving this entity released something: count it too
+            bucket = self._rate(peer)
             record: dict[str, Any] = {"rpc": rpc, "peer": peer, **fields, "epsilon_micro": 0}
             if basis is not None:
                 self._check_epoch(epoch, basis, mbar or 0)
@@ -269,7 +381,39 @@ class ReleaseGuard:
                 )
             written = self.log.append(record)
             self._count(written)
+            if bucket is not None:
+                caller, tokens, now = bucket
+                self._buckets[caller] = (tokens - 1, now)
             return written
+
+    def _rate(self, peer: str) -> tuple[str, float, float] | None:
+        """The caller's bucket as of now, refused when it holds less than one release; None without a limit.
+
+        Raises
+        ------
+        CallLimitError
+            The caller made its releases of the last minute; the text says when one more is allowed.
+        """
+        limit = self.max_releases_per_minute
+        if not limit:
+            return None
+        now, caller, per_second = self._clock(), _caller(peer), limit / 60.0
+        tokens, then = self._buckets.get(caller, (float(limit), now))
+        tokens = min(float(limit), tokens + max(0.0, now - then) * per_second)
+        if tokens < 1.0:
+            self.rate_refusals += 1
+            wait = math.ceil((1.0 - tokens) / per_second * 10) / 10
+            raise CallLimitError(
+                f"entity {self.who} records at most {limit} releases a minute from one caller ([privacy] "
+                f"max_releases_per_minute) and this caller has made them: retry in {wait:.1f} s"
+            )
+        if len(self._buckets) > _BUCKETS_KEPT:
+            self._buckets = {
+                key: (held, when)
+                for key, (held, when) in self._buckets.items()
+                if held + max(0.0, now - when) * per_second < limit
+            }
+        return caller, tokens, now
 
     def _check_epoch(self, epoch: int, basis: Basis, mbar: int) -> None:
         if epoch > self.epoch:
@@ -320,8 +464,7 @@ class ReleaseGuard:
             or the epochs so far leave no point per record under rule 3.
         """
         with self._lock:
-            if self.log.refresh():
-                self._recount()
+            self._catch_up()
             if self.epoch not in self.pins:
                 raise PrivacyError(
                     f"entity {self.who}: basis epoch {self.epoch} has released no kernel block, so its view is not "
@@ -366,6 +509,7 @@ class ReleaseGuard:
             logger.info("entity %s: %s stopped, its caller having gone (charged as a release)", self.who, rpc)
             raise
         except Exception:
+            self.failures_after_charge += 1
             logger.exception("entity %s: %s failed after touching the records (charged as a release)", self.who, rpc)
             raise ReleaseFailed(
                 f"entity {self.who}: {rpc} failed after reading its records; the attempt is charged as a release "
@@ -376,13 +520,17 @@ class ReleaseGuard:
         """The guard's state for audits (nothing in it depends on the records' values), the log re-read first.
 
         Another process may have written to the log: an operator opening an epoch while the entity serves.
+        ``releases`` and ``chain_head`` (hex SHA-256 of the log's last line) are read together, and ``chain_root``
+        names the log (its creation line's digest): a coordinator that saw a longer chain notices a log put back.
         """
         with self._lock:
-            if self.log.refresh():
-                self._recount()
+            self._catch_up()
+            releases, head = self.log.head
         return {
             "mode": self.mode,
-            "releases": len(self.log.records),
+            "releases": releases,
+            "chain_head": head,
+            "chain_root": self.log.root,
             "log_created": self.log.created,
             "epoch": self.epoch,
             "pinned_basis": None if self.pinned is None else self.pinned.describe(),
@@ -398,3 +546,11 @@ class ReleaseGuard:
             "baseline_releases": self.baselines,
             "max_baseline_releases": self.max_baseline_releases,
         }
+
+
+def _caller(peer: str) -> str:
+    """Whom a rate is counted for: the certificate name, or for a plaintext call its address without the port (each
+    new connection has another)."""
+    if peer.startswith(("ipv4:", "ipv6:")):
+        return peer.rsplit(":", 1)[0]
+    return peer

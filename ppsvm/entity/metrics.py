@@ -25,7 +25,14 @@ class EntityCollector(Collector):
     - ``ppsvm_entity_epsilon_spent{entity}``: DP budget spent;
     - ``ppsvm_entity_epsilon_budget{entity}`` and ``ppsvm_entity_epsilon_remaining{entity}``: the budget and
       what is left (only with ``[privacy] epsilon_total``);
-    - ``ppsvm_entity_baseline_releases_remaining{entity}``: entity-alone figures it may still release.
+    - ``ppsvm_entity_baseline_releases_remaining{entity}``: entity-alone figures it may still release;
+    - ``ppsvm_entity_releases_refused_rate_total{entity}`` and ``ppsvm_entity_releases_refused_disk_total{entity}``:
+      releases refused since the process started because the caller was over ``[privacy] max_releases_per_minute``,
+      or because the log could not take them (below ``min_free_disk_mb``, or after a failed append);
+    - ``ppsvm_entity_release_log_write_failures_total{entity}``: appends the operating system refused (no space, a
+      file-size limit, an I/O error) since the process started;
+    - ``ppsvm_entity_failures_after_charge_total{entity}``: computations on the records that failed after their
+      release was charged, since the process started (the caller got the fixed text).
     """
 
     def __init__(self, entity_id: str, column_block: int, guard: ReleaseGuard) -> None:
@@ -69,3 +76,29 @@ class EntityCollector(Collector):
         )
         baselines.add_metric([entity], max(0, guard.max_baseline_releases - guard.baselines))
         yield baselines
+        for reason, count, text in (
+            ("rate", guard.rate_refusals, "the caller was over [privacy] max_releases_per_minute"),
+            ("disk", guard.log.disk_refusals, "its release log could not take them (the floor, a failed append)"),
+        ):
+            refused = CounterMetricFamily(
+                f"ppsvm_entity_releases_refused_{reason}",
+                f"Releases refused since the entity started: {text}.",
+                labels=["entity"],
+            )
+            refused.add_metric([entity], count)
+            yield refused
+        failures = CounterMetricFamily(
+            "ppsvm_entity_release_log_write_failures",
+            "Appends to the release log the operating system refused since the entity started.",
+            labels=["entity"],
+        )
+        failures.add_metric([entity], guard.log.write_failures)
+        yield failures
+        after_charge = CounterMetricFamily(
+            "ppsvm_entity_failures_after_charge",
+            "Computations on the records that failed after their release was charged (memory, disk) since the "
+            "entity started: each is a bug to look at, since a failure that depends on the records answers a bit.",
+            labels=["entity"],
+        )
+        after_charge.add_metric([entity], guard.failures_after_charge)
+        yield after_charge

@@ -47,7 +47,8 @@ def start_entity(
         tls=tls,
         allowed_peers={config.coordinator_identity},
         services=(ENTITY_SERVICE,),
-        # An entity that cannot record a release can release nothing: it says so rather than refuse every call.
+        # An entity that cannot record a release can release nothing: it says so rather than refuse every call
+        # (its log gone or read-only, its disk below the floor, or an append failed until the file is writable).
         readiness=core.guard.log.unwritable,
         metrics=metrics,
     )

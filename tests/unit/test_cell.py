@@ -394,14 +394,14 @@ def test_local_baseline_tunes_by_leave_one_out_and_refuses_it_on_large_cells(tmp
     small = make_core(tmp_path / "small", "\n".join(lines[:41]) + "\n")
     figures = small.local_baseline("classify", "gaussian", None, None, 0, search="uniform-design", leave_one_out=True)
     assert figures["n_train"] == 36 and 0.0 <= figures["error_rate"] <= 1.0
-    record = small.guard.log.records[-1]
+    record = list(small.guard.log.releases())[-1]
     assert record["search"] == "uniform-design" and record["leave_one_out"] is True  # the log says how it was tuned
     large = make_core(tmp_path / "large", "\n".join(lines) + "\n")
     with pytest.raises(DataError, match="leave-one-out tuning is for cells of at most 200 training records"):
         large.local_baseline("classify", "linear", None, None, 0, leave_one_out=True)
     with pytest.raises(DataError, match="search must be one of grid, uniform-design, got 'random'"):
         small.local_baseline("classify", "linear", None, None, 0, search="random")  # type: ignore[arg-type]
-    assert len(large.guard.log.records) == 0  # refused before anything was released
+    assert large.guard.log.count == 0  # refused before anything was released
 
 
 # ---------------------------------------------------------------- privacy rule 8: combined, or consented

@@ -424,7 +424,7 @@ def test_first_start_job_creates_the_release_log_once(tmp_path: Path) -> None:
     first = subprocess.run(script, capture_output=True, text=True, timeout=60, check=False)
     assert first.returncode == 0, first.stderr
     log = tmp_path / "releases" / "r0c0.releases.jsonl"
-    assert ReleaseLog(log, "r0c0").records == ()
+    assert ReleaseLog(log, "r0c0").count == 0
     again = subprocess.run(script, capture_output=True, text=True, timeout=60, check=False)
     assert again.returncode != 0 and "already exists" in again.stderr
-    assert ReleaseLog(log, "r0c0").records == ()
+    assert ReleaseLog(log, "r0c0").count == 0

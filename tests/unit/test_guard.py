@@ -8,9 +8,13 @@ from pathlib import Path
 
 import pytest
 
+from ppsvm.config import DEFAULT_MAX_RELEASES_PER_MINUTE, DEFAULT_MIN_FREE_DISK_MB, load_entity_config
 from ppsvm.core.release_log import HEAD_SLOT, MICRO_PER_EPSILON, ReleaseLog, create_release_log
 from ppsvm.entity.guard import MIN_EPSILON, Basis, ReleaseGuard, epsilon_micro
-from ppsvm.errors import ConfigError, PrivacyError, ReleaseFailed
+from ppsvm.entity.metrics import EntityCollector
+from ppsvm.errors import CallLimitError, ConfigError, PrivacyError, ReleaseFailed
+
+from .files import write
 
 LOW, HIGH = (0.0, 1.0, -2.0), (1.0, 3.0, 2.0)
 GAUSSIAN = Basis("gaussian", 0.25, LOW, HIGH)
@@ -43,16 +47,16 @@ def test_create_refuses_to_replace_a_history(tmp_path: Path) -> None:
     log.append({"rpc": "Records", "peer": "coordinator"})
     with pytest.raises(ConfigError, match="already exists"):
         create_release_log(log.path, "r0c0")
-    assert len(ReleaseLog(log.path, "r0c0").records) == 1
+    assert ReleaseLog(log.path, "r0c0").count == 1
 
 
 def test_records_survive_a_restart_in_order(tmp_path: Path) -> None:
     log = new_log(tmp_path)
     for k in range(3):
         log.append({"rpc": "Records", "peer": f"p{k}"})
-    again = ReleaseLog(log.path, "r0c0")
-    assert [r["peer"] for r in again.records] == ["p0", "p1", "p2"]
-    assert [r["seq"] for r in again.records] == [1, 2, 3]
+    again = list(ReleaseLog(log.path, "r0c0").releases())
+    assert [r["peer"] for r in again] == ["p0", "p1", "p2"]
+    assert [r["seq"] for r in again] == [1, 2, 3]
 
 
 @pytest.mark.parametrize("tamper", ["edit", "drop-middle", "swap", "truncate-line", "other-entity"])
@@ -106,7 +110,7 @@ def test_a_head_slot_torn_by_a_crash_leaves_the_other_slot_to_check_against(tmp_
     assert json.loads(data[HEAD_SLOT:])["seq"] == 3
     data[10:40] = b"\0" * 30  # release 4's slot torn mid-write
     head.write_bytes(bytes(data))
-    assert len(ReleaseLog(log.path, "r0c0").records) == 4  # release 3's slot: the log is not shorter
+    assert ReleaseLog(log.path, "r0c0").count == 4  # release 3's slot: the log is not shorter
     lines = log.path.read_bytes().splitlines(keepends=True)
     log.path.write_bytes(b"".join(lines[:3]))  # and a cut behind release 3 is still found
     with pytest.raises(ConfigError, match="ends at release 2, but its head file records release 3"):
@@ -122,7 +126,7 @@ def test_a_head_of_one_unpadded_record_is_read_and_then_kept_in_slots(tmp_path: 
     head.write_text(json.dumps({"seq": 2, "digest": log._last_digest}) + "\n")
     again = ReleaseLog(log.path, "r0c0")
     again.append({"rpc": "KernelBlock", "peer": "c"})  # seq 3 goes to slot 1; slot 0 still holds the old record
-    assert len(ReleaseLog(log.path, "r0c0").records) == 3
+    assert ReleaseLog(log.path, "r0c0").count == 3
     log.path.write_bytes(b"".join(log.path.read_bytes().splitlines(keepends=True)[:3]))
     with pytest.raises(ConfigError, match="ends at release 2, but its head file records release 3"):
         ReleaseLog(log.path, "r0c0")
@@ -137,7 +141,7 @@ def test_a_second_process_serving_the_entity_shares_the_pin_and_the_budget(tmp_p
         second.charge("KernelBlock", "c", basis=Basis("linear", 0.0, LOW, HIGH), records="train", rows=1, mbar=1)
     with pytest.raises(PrivacyError, match="only 0.25 of 1 remains"):
         second.charge("DpWeights", "c", epsilon=0.5)
-    assert len(ReleaseLog(first.log.path, "r0c0").records) == 2
+    assert ReleaseLog(first.log.path, "r0c0").count == 2
 
 
 # ------------------------------------------------------------------ modes
@@ -182,7 +186,7 @@ def test_first_kernel_release_pins_the_view_for_every_mbar_and_record_set(tmp_pa
     ):
         with pytest.raises(PrivacyError, match="pinned by the epoch's first kernel release"):
             g.charge("KernelBlock", "c", basis=other, records="train", rows=10, mbar=1)
-    assert len(g.log.records) == 2  # refusals record nothing
+    assert g.log.count == 2  # refusals record nothing
 
 
 def test_the_pin_covers_the_largest_mbar_and_survives_a_restart(tmp_path: Path) -> None:
@@ -197,7 +201,7 @@ def test_the_pin_covers_the_largest_mbar_and_survives_a_restart(tmp_path: Path) 
     assert restarted.pinned_mbar == 3
     with pytest.raises(PrivacyError, match="at most mbar = 3"):
         restarted.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=4)
-    assert len(restarted.log.records) == 2
+    assert restarted.log.count == 2
 
 
 def test_a_nonce_is_answered_once_even_after_a_restart(tmp_path: Path) -> None:
@@ -350,3 +354,126 @@ def test_the_points_of_every_epoch_count_together_per_record(tmp_path: Path) -> 
     g.charge("KernelBlock", "c", basis=GAUSSIAN, records="train", rows=10, mbar=5, epoch=1)  # same kernel: 14 points
     with pytest.raises(PrivacyError, match="could release none"):
         g.next_epoch("operator")
+
+
+# ------------------------------------------------------------------ the rate per caller
+
+
+class Clock:
+    """A monotonic clock the test moves by hand."""
+
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+def rated(tmp_path: Path, per_minute: int, clock: Clock, mode: str = "random-kernel") -> ReleaseGuard:
+    return ReleaseGuard(
+        new_log(tmp_path),
+        mode=mode,
+        epsilon_total=None,
+        max_baseline_releases=8,
+        who="r0c0",
+        max_releases_per_minute=per_minute,
+        clock=clock,
+    )
+
+
+def test_a_caller_over_its_rate_is_refused_with_when_to_retry_and_nothing_written(tmp_path: Path) -> None:
+    clock = Clock()
+    g = rated(tmp_path, 3, clock)
+    for _ in range(3):  # a minute's worth at once
+        g.charge("Records", "coordinator")
+    before = g.log.path.read_bytes()
+    with pytest.raises(CallLimitError) as refused:
+        g.charge("Records", "coordinator")
+    text = str(refused.value)
+    assert text == (
+        "entity r0c0 records at most 3 releases a minute from one caller ([privacy] max_releases_per_minute) and "
+        "this caller has made them: retry in 20.0 s"
+    )
+    assert g.log.path.read_bytes() == before and g.log.count == 3 and g.rate_refusals == 1
+    g.charge("Records", "auditor")  # another caller counts apart
+    clock.now += 17.7
+    with pytest.raises(CallLimitError, match=r"retry in 2\.3 s"):
+        g.charge("Records", "coordinator")
+    clock.now += 2.3
+    g.charge("Records", "coordinator")  # one more a third of a minute later, and not two
+    with pytest.raises(CallLimitError):
+        g.charge("Records", "coordinator")
+    assert g.log.count == 5 and g.rate_refusals == 3
+
+
+def test_refused_calls_spend_no_rate_and_zero_means_unlimited(tmp_path: Path) -> None:
+    clock = Clock()
+    (tmp_path / "a").mkdir()
+    g = rated(tmp_path / "a", 2, clock)
+    for _ in range(5):  # refused by the guard: nothing written, nothing counted
+        with pytest.raises(PrivacyError):
+            g.charge("DpWeights", "coordinator", epsilon=1.0)
+    g.charge("Records", "coordinator")
+    g.charge("Records", "coordinator")
+    assert g.log.count == 2
+    (tmp_path / "b").mkdir()
+    free = rated(tmp_path / "b", 0, clock)
+    for _ in range(200):
+        free.charge("Records", "coordinator")
+    assert free.log.count == 200 and free.rate_refusals == 0
+
+
+def test_plaintext_callers_are_counted_by_address_not_by_connection(tmp_path: Path) -> None:
+    clock = Clock()
+    g = rated(tmp_path, 1, clock)
+    g.charge("Records", "ipv4:127.0.0.1:50100")
+    with pytest.raises(CallLimitError):
+        g.charge("Records", "ipv4:127.0.0.1:50101")  # a new connection is the same caller
+    g.charge("Records", "ipv6:[::1]:50102")
+
+
+def test_callers_long_gone_are_forgotten(tmp_path: Path) -> None:
+    clock = Clock()
+    g = rated(tmp_path, 2, clock)
+    for k in range(300):
+        g.charge("Records", f"ipv4:10.0.{k // 250}.{k % 250}:1")
+    clock.now += 60  # every bucket full again: as good as new
+    g.charge("Records", "coordinator")
+    assert len(g._buckets) <= 2
+
+
+def test_the_limits_are_entity_settings(tmp_path: Path) -> None:
+    base = '[entity]\nid = "r0c0"\ndata = "r0c0.csv"\ncolumn_block = 0\nsecret_file = "s.hex"\n'
+    config = load_entity_config(write(tmp_path / "a.toml", base))
+    assert (config.max_releases_per_minute, config.min_free_disk_mb) == (
+        DEFAULT_MAX_RELEASES_PER_MINUTE,
+        DEFAULT_MIN_FREE_DISK_MB,
+    )
+    text = base + "[privacy]\nmax_releases_per_minute = 0\nmin_free_disk_mb = 512\n"
+    config = load_entity_config(write(tmp_path / "b.toml", text))
+    assert (config.max_releases_per_minute, config.min_free_disk_mb) == (0, 512)
+    for key in ("max_releases_per_minute", "min_free_disk_mb"):
+        with pytest.raises(ConfigError, match=f"'{key}' must be >= 0"):
+            load_entity_config(write(tmp_path / "c.toml", base + f"[privacy]\n{key} = -1\n"))
+
+
+def test_the_metrics_count_refusals_for_rate_and_disk(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    clock = Clock()
+    g = rated(tmp_path, 1, clock)
+    g.charge("Records", "coordinator")
+    with pytest.raises(CallLimitError):
+        g.charge("Records", "coordinator")
+    g.log.min_free_disk_mb = 1 << 40  # more than any disk has
+    with pytest.raises(ConfigError, match="cannot record releases"):
+        g.charge("Records", "auditor")
+    families = {family.name: family for family in EntityCollector("r0c0", 0, g).collect()}
+    values = {
+        name: family.samples[0].value
+        for name, family in families.items()
+        if name.startswith(("ppsvm_entity_releases_refused", "ppsvm_entity_release_log"))
+    }
+    assert values == {
+        "ppsvm_entity_releases_refused_rate": 1,
+        "ppsvm_entity_releases_refused_disk": 1,
+        "ppsvm_entity_release_log_write_failures": 0,
+    }

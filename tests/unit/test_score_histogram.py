@@ -211,7 +211,7 @@ def test_the_release_is_charged_with_its_epsilon(core: EntityCore) -> None:
     before = core.remaining_budget()
     assert before is not None
     histogram(core, random_model(np.random.default_rng(7)), np.array([-1.0, 0.0, 1.0]), 0.25, peer="coordinator")
-    record = core.guard.log.records[-1]
+    record = list(core.guard.log.releases())[-1]
     assert record["rpc"] == "DpScoreHistogram" and record["peer"] == "coordinator"
     assert record["epsilon_micro"] == epsilon_micro(0.25) and record["rows"] == N_TRAIN and record["bins"] == 4
     assert core.remaining_budget() == pytest.approx(before - 0.25)
@@ -230,7 +230,7 @@ def test_a_failure_after_the_charge_stays_charged_and_names_no_data(
         "entity ent-1: DpScoreHistogram failed after reading its records; the attempt is charged as a release "
         "and its cause is in the entity's own log only"
     )
-    assert [r["rpc"] for r in core.guard.log.records] == ["DpScoreHistogram"]
+    assert [r["rpc"] for r in core.guard.log.releases()] == ["DpScoreHistogram"]
 
 
 # ---------------------------------------------------------------- refusals, before any charge
@@ -292,7 +292,7 @@ def test_a_random_kernel_entity_refuses_it(tmp_path: Path) -> None:
     core = make_core(tmp_path, cell_text(*random_records(0)), "")
     with pytest.raises(PrivacyError, match="serves the random-kernel protocol and refuses DpScoreHistogram"):
         core.dp_score_histogram(GOOD, np.array([0.0]), 1.0)
-    assert not core.guard.log.records
+    assert core.guard.log.count == 0
 
 
 def test_a_cell_without_labels_is_refused(tmp_path: Path) -> None:
@@ -302,4 +302,4 @@ def test_a_cell_without_labels_is_refused(tmp_path: Path) -> None:
     core = make_core(tmp_path, text)
     with pytest.raises(DataError, match="holds no labels"):
         core.dp_score_histogram(GOOD, np.array([0.0]), 1.0)
-    assert not core.guard.log.records
+    assert core.guard.log.count == 0
