@@ -111,6 +111,14 @@ class EntityClient:
     def metadata(self) -> pb.BlockMetadata:
         return self._call("Metadata", lambda: self.stub.Metadata(pb.Empty(), timeout=self.deadline))
 
+    def log_digest(self, release: int) -> str:
+        """The SHA-256 (hex) of release number ``release``'s line in the entity's release log."""
+        request = pb.LogDigestRequest(release=release)
+        reply = self._call("LogDigest", lambda: self.stub.LogDigest(request, timeout=self.deadline))
+        if reply.release != release:
+            raise EntityError(f"{self.name} answered LogDigest for release {reply.release}, not {release}")
+        return str(reply.digest)
+
     def records(self) -> dict[str, np.ndarray]:
         """train_ids, test_ids and, where held, train_labels and test_labels."""
         arrays = self._arrays("Records", self.stub.Records, pb.Empty(), ("train_ids", "test_ids"))

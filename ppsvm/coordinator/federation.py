@@ -19,6 +19,7 @@ import numpy as np
 from ppsvm.config import Federation, FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.client import EntityClient
+from ppsvm.coordinator.logs_seen import check_logs_seen, logs_seen_path
 from ppsvm.core.aggregation import decode_sum, share_bound
 from ppsvm.core.kernels import (
     KernelName,
@@ -30,7 +31,7 @@ from ppsvm.core.kernels import (
 )
 from ppsvm.core.model import ColumnScaling
 from ppsvm.data.cell import repeated_id
-from ppsvm.errors import ConfigError, DataError, EntityError
+from ppsvm.errors import ConfigError, DataError, EntityError, PpsvmError
 from ppsvm.wire.proto_names import KERNEL_KINDS, RECORD_SETS
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.tls import choose_tls
@@ -255,7 +256,9 @@ class Session:
     def __enter__(self) -> Session:
         return self
 
-    def __exit__(self, *exc: object) -> None:
+    def __exit__(self, kind: type[BaseException] | None, *exc: object) -> None:
+        if kind is None and self.metadata:
+            self._remember_logs()
         self._pool.shutdown(wait=False, cancel_futures=True)
         for client in self.clients.values():
             client.close()
@@ -365,6 +368,21 @@ class Session:
                     f"{feature_groups}), so the assembled kernel would compare unlike features; every entity of a "
                     "column block must list the same feature columns, with the same names, in the same order"
                 )
+        self._check_logs(metadata)
+
+    def _check_logs(self, metadata: Mapping[str, pb.BlockMetadata]) -> None:
+        """:func:`check_logs_seen`: refuse an entity whose release log went back behind what this coordinator saw."""
+        check_logs_seen(
+            logs_seen_path(self.federation.source), metadata, lambda entity_id, n: self.clients[entity_id].log_digest(n)
+        )
+
+    def _remember_logs(self) -> None:
+        """At the end of a session that went well, remember the logs with this session's own releases in them: a
+        backup restored from before them is then seen too. A failure here is logged, not raised (the work is done)."""
+        try:
+            self._check_logs(self.each(lambda c: c.metadata()))
+        except PpsvmError as error:
+            logger.warning("the entities' release logs at the end of this session were not remembered: %s", error)
 
     def fingerprint(self) -> str:
         """SHA-256 (hex) of what a model trained here depends on, from the entities' Metadata.

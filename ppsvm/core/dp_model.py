@@ -22,6 +22,13 @@ from ppsvm.core.model import Model
 from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document, write_model_file
 from ppsvm.errors import ConfigError
 
+# With these bounds (and rho's, ppsvm.core.fourier.MAX_RHO_ROW_L1) every decision value is a finite number
+# for every record: |w' zhat(x)| <= ||w||_1, and the public-only sum is at most 2 ||c||_1. A model beyond them
+# is refused when read, so an entity never evaluates one whose failure would depend on a record (issue 27).
+MAX_WEIGHTS_L1 = 1e12
+MAX_THRESHOLD = 1e12
+MAX_KERNEL_WIDTH = 1e12
+
 FORMAT = "ppsvm-dp-model"
 FORMAT_VERSION = 1
 METHODS = ("dp-hybrid", "private-svm", "public-only")
@@ -148,6 +155,30 @@ class DpModel:
         numbers += [v for row in (*self.rho, *self.basis) for v in row]
         if not np.isfinite(numbers).all():
             raise ConfigError(f"{source}: every number in the model must be finite")
+        self._check_bounds(source)
+
+    def _check_bounds(self, source: str) -> None:
+        """Refuse a model whose decision could fail, or be infinite, on some record (see MAX_WEIGHTS_L1)."""
+        from ppsvm.core.fourier import MAX_RHO_ROW_L1, SCALED_BOX
+
+        limits = (
+            ("high >= low for every feature", all(h >= lo for lo, h in zip(self.low, self.high, strict=True))),
+            (
+                f"rho rows of absolute sum <= {MAX_RHO_ROW_L1:g}",
+                all(sum(map(abs, r)) <= MAX_RHO_ROW_L1 for r in self.rho),
+            ),
+            (f"weights of absolute sum <= {MAX_WEIGHTS_L1:g}", sum(map(abs, self.weights)) <= MAX_WEIGHTS_L1),
+            (
+                f"dual coefficients of absolute sum <= {MAX_WEIGHTS_L1:g}",
+                sum(map(abs, self.dual_coef)) <= MAX_WEIGHTS_L1,
+            ),
+            (f"|threshold| <= {MAX_THRESHOLD:g}", abs(self.threshold) <= MAX_THRESHOLD),
+            (f"kernel_width in (0, {MAX_KERNEL_WIDTH:g}]", 0 < self.kernel_width <= MAX_KERNEL_WIDTH),
+            (f"basis values within +-{SCALED_BOX:g}", all(abs(v) <= SCALED_BOX for r in self.basis for v in r)),
+        )
+        broken = [rule for rule, kept in limits if not kept]
+        if broken:
+            raise ConfigError(f"{source}: the model must have {'; '.join(broken)}")
 
     def save(self, path: str | Path) -> None:
         """Write atomically: a temporary file in the same directory, fsync, then rename."""

@@ -27,6 +27,11 @@ MAX_FREQUENCY_PAIRS = 2_000
 MAX_FREQUENCY_ITERATIONS = 500
 # Tolerance on the learned-rho objective (relative decrease and projected gradient).
 FREQUENCY_TOL = 1e-12
+# Bounds that keep rho'x finite for every record, whatever a model or request says: scaled values are
+# clipped to [-SCALED_BOX, SCALED_BOX] (:func:`apply_scaling`) and rho's rows have absolute sum at most
+# MAX_RHO_ROW_L1, so |rho'x| <= 1e12. Checked from the request alone, before any record is read.
+SCALED_BOX = 1e6
+MAX_RHO_ROW_L1 = 1e6
 
 
 # --- random Fourier features ----------------------------------------------------------------------
@@ -293,11 +298,14 @@ def public_scaling(X_public: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
 
 
 def apply_scaling(X: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-    """Map features to [0, 1] by the public range: (x - low) / (high - low).
+    """Map features to [0, 1] by the public range: (x - low) / (high - low), clipped to the box +-SCALED_BOX.
 
-    Private values outside the public range land outside [0, 1] and are kept, not clipped:
-    zhat has norm 1 whatever its input, so the DP bounds hold. A feature constant on the
-    public data is only shifted (divisor 1).
+    Private values outside the public range land outside [0, 1] and are kept up to the box: zhat has
+    norm 1 whatever its input, so the DP bounds hold. A feature constant on the public data is only
+    shifted (divisor 1). The result is finite for every record and every finite scaling, so nothing
+    computed from it can fail on what a record holds: a subnormal span that would overflow lands on the
+    box (an inf / inf that would be NaN lands on 0), since whether it overflowed is a fact about the
+    record (issue 27: bisecting such a span read a feature's maximum exactly from a failure).
 
     Parameters
     ----------
@@ -307,14 +315,17 @@ def apply_scaling(X: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarra
     Returns
     -------
     ndarray, shape (m, d)
+        Entries in [-SCALED_BOX, SCALED_BOX].
     """
     A = as_matrix(X, "X")
     lo = as_vector(low, "low", A.shape[1])
     hi = as_vector(high, "high", A.shape[1])
     if (hi < lo).any():
         raise DataError("high < low for some feature: pass public_scaling's (low, high) in that order")
-    span = np.where(hi > lo, hi - lo, 1.0)
-    return (A - lo) / span
+    with np.errstate(over="ignore", invalid="ignore"):
+        span = np.where(hi > lo, hi - lo, 1.0)
+        scaled = (A - lo) / span
+    return np.clip(np.nan_to_num(scaled, nan=0.0, posinf=SCALED_BOX, neginf=-SCALED_BOX), -SCALED_BOX, SCALED_BOX)
 
 
 @dataclass(frozen=True)

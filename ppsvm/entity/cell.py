@@ -43,7 +43,7 @@ from ppsvm.core.aggregation import (
 )
 from ppsvm.core.dp import MECHANISMS, NON_PRIVATE, Release, is_mechanism, private_weights
 from ppsvm.core.dp_model import DpModel, parse_any_model
-from ppsvm.core.fourier import apply_scaling, fourier_features
+from ppsvm.core.fourier import MAX_RHO_ROW_L1, apply_scaling, fourier_features
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.local_svm import fit_local
 from ppsvm.core.lp import Task
@@ -70,15 +70,20 @@ logger = logging.getLogger(__name__)
 _BASELINE_BASIS_ROWS = 300
 # Leave-one-out costs one fit per record and point searched: fine for the papers' cells of about 25 records.
 LEAVE_ONE_OUT_MAX_ROWS = 200
-# Bounds a DpWeights request must keep, checked before any record is read. With the scaled rows
-# clipped to [-SCALED_BOX, SCALED_BOX] and rho's rows of absolute sum <= MAX_RHO_ROW_L1, rho'x is
-# finite for every record, so no failure can depend on what the records hold.
+# A fixed nu or mu of LocalBaseline must lie in these ranges (a decade or more beyond the tuning grids): HiGHS
+# stopped as "unbounded" on some cells and not others at nu >= 1e8 with mu = 1e-9, a failure that would tell the
+# requester about the records (issue 27). Within them, hostile-request scans found no failure.
+BASELINE_NU_RANGE = (1e-9, 1e5)
+BASELINE_MU_RANGE = (1e-8, 1e4)
+# Digits of the entity-alone figures: decimals of the rates (an error rate of 0.123), significant ones of the
+# RMSE, which has the labels' units (4.56).
+BASELINE_DIGITS = 3
+# Bounds a DpWeights request must keep, checked before any record is read (with rho's, MAX_RHO_ROW_L1 of
+# ppsvm.core.fourier, which keeps rho'x finite for every record: no failure can depend on what they hold).
 # C above ~1000 makes the SVM solver slow to certify its duality gap, and a solver that gives up fails on
 # the records (charged, with a fixed text, but a failure all the same): refused from the request instead.
 MAX_DP_C = 1e3
 MAX_DP_FREQUENCIES = 10_000
-MAX_RHO_ROW_L1 = 1e6
-SCALED_BOX = 1e6
 # Mechanisms whose noise is drawn in floating point (Laplace is drawn exactly on a grid).
 CONTINUOUS_NOISE_MECHANISMS = ("output-gamma", "objective")
 
@@ -128,10 +133,11 @@ def entity_guard(config: EntityConfig, n_features: int) -> ReleaseGuard:
     """The release guard of an entity of ``n_features`` features, replayed from its release log."""
     assert config.release_log is not None
     return ReleaseGuard(
-        ReleaseLog(config.release_log, config.id),
+        ReleaseLog(config.release_log, config.id, min_free_disk_mb=config.min_free_disk_mb),
         mode=config.mode,
         epsilon_total=config.epsilon_total,
         max_baseline_releases=config.max_baseline_releases,
+        max_releases_per_minute=config.max_releases_per_minute,
         who=config.id,
         max_points=None if config.non_private_override else n_features - 1,
     )
@@ -525,6 +531,19 @@ class EntityCore:
             raise DataError(f"entity {self.id}: epsilon must be a finite number >= {MIN_EPSILON:g}, got {epsilon}")
         return epsilon
 
+    def log_digest(self, release: int) -> str:
+        """The chain digest of release number ``release`` of its log (0: the creation line), for a coordinator's
+        rollback check.
+
+        It says nothing about the records: the line it digests is the guard's record of a release (its RPC, peer,
+        shapes and charge), and the digest of the latest one is in Metadata anyway.
+        """
+        self.guard.admit("LogDigest")
+        releases = self.guard.state()["releases"]
+        if not 0 <= release <= releases:
+            raise DataError(f"entity {self.id}: its release log holds releases 0 to {releases}; asked for {release}")
+        return self.guard.log.digest_at(release)
+
     def remaining_budget(self) -> float | None:
         """The DP budget left (epsilon), None without one."""
         micro = self.guard.remaining_micro
@@ -632,9 +651,8 @@ class EntityCore:
         return release, self.remaining_budget()
 
     def _zhat(self, rho: np.ndarray, low: np.ndarray, high: np.ndarray) -> np.ndarray:
-        """zhat of the training rows; the scaled values are clipped to a fixed box so that rho'x stays finite."""
-        scaled = np.clip(apply_scaling(self.cell.X_train, low, high), -SCALED_BOX, SCALED_BOX)
-        return fourier_features(scaled, rho)
+        """zhat of the training rows (their scaled values clipped to a fixed box, so rho'x stays finite)."""
+        return fourier_features(apply_scaling(self.cell.X_train, low, high), rho)
 
     def dp_evaluate(
         self, model_json: bytes, epsilon: float, peer: str = "", source: IntegerSource | None = None
@@ -772,17 +790,27 @@ class EntityCore:
         Returns
         -------
         dict
-            n_train, n_test (shapes) and error_rate/auc (classify) or relative_error/rmse (regress):
+            n_train, n_test (shapes) and error_rate/auc (classify) or relative_error/rmse (regress), rounded to
+            BASELINE_DIGITS; the task must be the one the cell's labels make (+-1: classify):
             nothing else about the cell or the model trained on it leaves the entity.
         """
         self.guard.admit("LocalBaseline")
-        for name, value in (("nu", nu), ("mu", mu)):
-            if value is not None and not (math.isfinite(value) and value > 0):
-                raise DataError(f"entity {self.id}: {name} must be a finite number > 0 (or 0 to tune), got {value}")
+        for name, value, (low, high) in (("nu", nu, BASELINE_NU_RANGE), ("mu", mu, BASELINE_MU_RANGE)):
+            if value is not None and not (math.isfinite(value) and low <= value <= high):
+                raise DataError(
+                    f"entity {self.id}: {name} must be a number in [{low:g}, {high:g}] (or 0 to tune), got {value}"
+                )
         cell = self.cell
         if cell.y_train is None or cell.y_test is None:
             raise DataError(f"entity {self.id} holds no labels, so it cannot train alone")
-        # Labels are published by Records in this mode, so this check tells the requester nothing new.
+        # Labels are published by Records in this mode, so these checks tell the requester nothing new. The task
+        # is the labels': a regression figure of a +-1 cell is a 64-bit function of its records that, with a
+        # fixed nu, picked one unknown held-out label out of 2,002 candidates (issue 27).
+        labels_task = (
+            "classify" if np.isin(np.concatenate([cell.y_train, cell.y_test]), (-1.0, 1.0)).all() else "regress"
+        )
+        if task != labels_task:
+            raise DataError(f"entity {self.id}: its labels make its task {labels_task!r}; it does not answer {task!r}")
         if task == "classify" and len(np.unique(cell.y_train)) < 2:
             raise DataError(f"entity {self.id}: its training records are all of one class, so it cannot train alone")
         if len(cell.test_ids) == 0:
@@ -828,4 +856,9 @@ class EntityCore:
                 progress=stop_if_unwanted,
             )
             figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
-        return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), **figures}
+        # Rounded to what a person reads: the bits beyond them are a function of the records, not a finding.
+        readable = {
+            name: float(f"{value:.{BASELINE_DIGITS}g}") if name == "rmse" else round(value, BASELINE_DIGITS)
+            for name, value in figures.items()
+        }
+        return {"n_train": len(cell.train_ids), "n_test": len(cell.test_ids), **readable}

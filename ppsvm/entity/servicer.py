@@ -70,9 +70,15 @@ class EntityServicer(pb_grpc.EntityServicer):
             pinned_mbar=guard["pinned_mbar"],
             points_used=guard["points_used"],
             releases=guard["releases"],
+            chain_head=guard["chain_head"],
+            chain_root=guard["chain_root"],
             epsilon_total=guard["epsilon_total"] or 0.0,
             epsilon_spent=guard["epsilon_spent"],
         )
+
+    @unary_handler
+    def LogDigest(self, request: pb.LogDigestRequest, context: grpc.ServicerContext) -> pb.LogDigestReply:
+        return pb.LogDigestReply(release=request.release, digest=self.core.log_digest(request.release))
 
     @stream_handler
     def Records(self, request: pb.Empty, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:

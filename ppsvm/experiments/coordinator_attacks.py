@@ -22,6 +22,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from dataclasses import replace
 
 import numpy as np
 
@@ -257,6 +258,80 @@ def threshold_model(feature: int, t: float, n: int, span: float = 1e3) -> bytes:
         weights=(0.0, 1.0),
     )
     return model.to_json().encode("utf-8")
+
+
+def overflow_model(feature: int, t: float, n: int) -> bytes:
+    """A DP model file whose scaling of ``feature`` overflows exactly on records with x_feature > t (t > 0).
+
+    low_f = 0 and high_f = t / DBL_MAX, so x / (high - low) exceeds DBL_MAX exactly when x > t. An entity that
+    failed on a non-finite scaled value answered "failed" exactly when some record lay above t: bisection on t
+    read the feature's maximum (issue 27). Everything else is :func:`threshold_model`'s.
+    """
+    low, high, rho = np.zeros(n), np.ones(n), np.zeros((1, n))
+    high[feature], rho[0, feature] = t / np.finfo(np.float64).max, 1.0
+    model = DpModel(
+        method="dp-hybrid",
+        mechanism="laplace",
+        epsilon=1.0,
+        private=True,
+        low=tuple(low.tolist()),
+        high=tuple(high.tolist()),
+        kernel_width=1.0,
+        C=1.0,
+        rho=tuple(map(tuple, rho.tolist())),
+        weights=(0.0, 1.0),
+    )
+    return model.to_json().encode("utf-8")
+
+
+def overflowed(X: np.ndarray, model_json: bytes) -> bool:
+    """The bit the old entities answered: whether scaling ``X`` (m, n) by the model overflowed on some record."""
+    model = DpModel.from_json(model_json.decode("utf-8"))
+    span = np.asarray(model.high) - np.asarray(model.low)
+    with np.errstate(over="ignore"):
+        scaled = (X - np.asarray(model.low)) / np.where(span > 0, span, 1.0)
+    return not bool(np.isfinite(scaled).all())
+
+
+def hostile_dp_models(n: int) -> list[DpModel]:
+    """DP model files a hostile coordinator may send for cells of ``n`` features: every number as extreme as the
+    entity's bounds allow (:mod:`ppsvm.core.dp_model`), in spans, frequencies, weights, widths and basis values.
+
+    Spans: subnormal (x / span overflows for almost any x), the threshold probe's, one that overflows itself, none
+    (divisor 1, shifted by 1e308). Each with the mildest model, with rho and weights at their limits, and (public-only)
+    with the widest and narrowest kernel widths and a basis on the box's corners.
+    """
+    from ppsvm.core.dp_model import MAX_KERNEL_WIDTH, MAX_THRESHOLD, MAX_WEIGHTS_L1
+    from ppsvm.core.fourier import MAX_RHO_ROW_L1, SCALED_BOX
+
+    top, tiny = float(np.finfo(np.float64).max), 5e-324
+    spans = [(0.0, tiny), (0.0, 1.0 / top), (-top, top), (1e308, 1e308)]
+    mild = DpModel(
+        method="dp-hybrid",
+        mechanism="laplace",
+        epsilon=1.0,
+        private=True,
+        low=(0.0,) * n,
+        high=(1.0,) * n,
+        kernel_width=1.0,
+        C=1.0,
+        rho=((1.0,) * n,),
+        weights=(0.3, -0.7),
+    )
+    # At the limit (n equal parts whose float sum may round above it: a hair below each).
+    rho_edge = ((MAX_RHO_ROW_L1 / n * (1 - 1e-12),) * n, (-MAX_RHO_ROW_L1,) + (0.0,) * (n - 1))
+    corners = ((SCALED_BOX,) * n, (-SCALED_BOX,) * n)
+    models = []
+    for low, high in spans:
+        box = replace(mild, low=(low,) * n, high=(high,) * n)
+        models.append(box)
+        models.append(replace(box, rho=rho_edge, weights=(MAX_WEIGHTS_L1 / 4,) * 4, threshold=MAX_THRESHOLD))
+        public = replace(box, method="public-only", mechanism="public", epsilon=None, private=False, rho=(), weights=())
+        dual = (MAX_WEIGHTS_L1 / 2, -MAX_WEIGHTS_L1 / 2)
+        models += [
+            replace(public, kernel_width=width, basis=corners, dual_coef=dual) for width in (MAX_KERNEL_WIDTH, tiny)
+        ]
+    return models
 
 
 _UNIT_STEPS = 2**53  # numpy's uniform doubles are k / 2^53

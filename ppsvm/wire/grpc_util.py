@@ -70,7 +70,8 @@ def abort(context: grpc.ServicerContext, error: PpsvmError) -> NoReturn:
 def _abort(context: grpc.ServicerContext, name: str, error: Exception) -> NoReturn:
     if not isinstance(error, PpsvmError):
         logger.exception("%s failed", name)
-        context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error ({type(error).__name__}); see the server log")
+        # Nothing of the exception leaves: its class or text could say what the server's host or data hold.
+        context.abort(grpc.StatusCode.INTERNAL, f"{name}: internal error; see the server log")
     logger.warning("%s refused: %s", name, error)
     abort(context, error)
 

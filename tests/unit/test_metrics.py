@@ -109,7 +109,7 @@ def test_no_label_carries_a_record_id_or_a_value(served: Served) -> None:
     entities = set(served.registries)
     allowed = {
         "service": {ENTITY_SERVICE, HEALTH_SERVICE},
-        "method": {"Metadata", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "Check"},
+        "method": {"Metadata", "LogDigest", "Records", "FeatureRange", "KernelBlock", "AcceptModel", "Check"},
         "peer": {"coordinator"},
         "code": {code.name for code in grpc.StatusCode},
         "entity": entities,

@@ -48,7 +48,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class BlockMetadata(_message.Message):
-    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check", "epoch", "pinned_mbar", "points_used")
+    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check", "epoch", "pinned_mbar", "points_used", "chain_head", "chain_root")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     COLUMN_BLOCK_FIELD_NUMBER: _ClassVar[int]
     N_FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -68,6 +68,8 @@ class BlockMetadata(_message.Message):
     EPOCH_FIELD_NUMBER: _ClassVar[int]
     PINNED_MBAR_FIELD_NUMBER: _ClassVar[int]
     POINTS_USED_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_HEAD_FIELD_NUMBER: _ClassVar[int]
+    CHAIN_ROOT_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     column_block: int
     n_features: int
@@ -87,7 +89,23 @@ class BlockMetadata(_message.Message):
     epoch: int
     pinned_mbar: int
     points_used: int
-    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ..., epoch: _Optional[int] = ..., pinned_mbar: _Optional[int] = ..., points_used: _Optional[int] = ...) -> None: ...
+    chain_head: str
+    chain_root: str
+    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ..., epoch: _Optional[int] = ..., pinned_mbar: _Optional[int] = ..., points_used: _Optional[int] = ..., chain_head: _Optional[str] = ..., chain_root: _Optional[str] = ...) -> None: ...
+
+class LogDigestRequest(_message.Message):
+    __slots__ = ("release",)
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    release: int
+    def __init__(self, release: _Optional[int] = ...) -> None: ...
+
+class LogDigestReply(_message.Message):
+    __slots__ = ("release", "digest")
+    RELEASE_FIELD_NUMBER: _ClassVar[int]
+    DIGEST_FIELD_NUMBER: _ClassVar[int]
+    release: int
+    digest: str
+    def __init__(self, release: _Optional[int] = ..., digest: _Optional[str] = ...) -> None: ...
 
 class SignedRange(_message.Message):
     __slots__ = ("entity_id", "low", "high", "tag")

@@ -39,6 +39,11 @@ class EntityStub:
                 request_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.Empty.SerializeToString,
                 response_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.BlockMetadata.FromString,
                 _registered_method=True)
+        self.LogDigest = channel.unary_unary(
+                '/ppsvm.v1.Entity/LogDigest',
+                request_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.LogDigestRequest.SerializeToString,
+                response_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.LogDigestReply.FromString,
+                _registered_method=True)
         self.Records = channel.unary_stream(
                 '/ppsvm.v1.Entity/Records',
                 request_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.Empty.SerializeToString,
@@ -86,6 +91,14 @@ class EntityServicer:
 
     def Metadata(self, request, context):
         """Missing associated documentation comment in .proto file."""
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def LogDigest(self, request, context):
+        """The chain digest of an earlier release: a coordinator that saw the log end at that release checks that
+        today's log still passes through it (no rollback). Releases nothing about the records.
+        """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
@@ -156,6 +169,11 @@ def add_EntityServicer_to_server(servicer, server):
                     request_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.Empty.FromString,
                     response_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.BlockMetadata.SerializeToString,
             ),
+            'LogDigest': grpc.unary_unary_rpc_method_handler(
+                    servicer.LogDigest,
+                    request_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.LogDigestRequest.FromString,
+                    response_serializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.LogDigestReply.SerializeToString,
+            ),
             'Records': grpc.unary_stream_rpc_method_handler(
                     servicer.Records,
                     request_deserializer=ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.Empty.FromString,
@@ -224,6 +242,33 @@ class Entity:
             '/ppsvm.v1.Entity/Metadata',
             ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.Empty.SerializeToString,
             ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.BlockMetadata.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def LogDigest(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/ppsvm.v1.Entity/LogDigest',
+            ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.LogDigestRequest.SerializeToString,
+            ppsvm_dot_wire_dot_rpc_dot_ppsvm__pb2.LogDigestReply.FromString,
             options,
             channel_credentials,
             insecure,
