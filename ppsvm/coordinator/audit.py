@@ -225,7 +225,8 @@ def _entity_config(config: EntityConfig, federation: Federation) -> list[Finding
                 FAIL,
                 "guard",
                 f"{where}: its release log {config.release_log} is missing: the entity will not "
-                "start (restore it; only an entity that never served starts a new one)",
+                "start. Put back its latest copy (an older one would give back spent budget, and coordinators refuse "
+                "a log that went backwards); only an entity that never served starts a new one",
             )
         )
     return found

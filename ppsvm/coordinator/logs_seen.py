@@ -14,6 +14,7 @@ The memory is one JSON file: ``$PPSVM_STATE_DIR/logs-seen.json`` when that varia
 
 from __future__ import annotations
 
+import contextlib
 import fcntl
 import json
 import logging
@@ -21,7 +22,7 @@ import os
 from collections.abc import Callable, Mapping
 from datetime import UTC, datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from ppsvm.errors import ConfigError, EntityError
 from ppsvm.files import write_atomic
@@ -47,8 +48,8 @@ def check_logs_seen(path: Path, metadata: Mapping[str, pb.BlockMetadata], digest
     Parameters
     ----------
     path : Path
-        The memory (:func:`logs_seen_path`); created when missing. When it cannot be written the check still
-        runs against what it holds, and a warning says that the heads seen now are not remembered.
+        The memory (:func:`logs_seen_path`); created when missing. Where it cannot be written (a read-only
+        volume) the check runs against what it holds, and one warning says the heads seen now are not remembered.
     metadata : mapping of entity id to BlockMetadata
         Every entity's answer of this session.
     digest_at : callable (entity id, release number) -> hex digest
@@ -61,12 +62,13 @@ def check_logs_seen(path: Path, metadata: Mapping[str, pb.BlockMetadata], digest
     """
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        lock = path.with_name(path.name + ".lock").open("a")
+        lock: TextIO | None = path.with_name(path.name + ".lock").open("a")
     except OSError as exc:
-        logger.warning("cannot open %s (%s): entities' release logs are checked against nothing", path, exc.strerror)
-        return
-    with lock:
-        fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # two coordinators of one machine read and write in turn
+        lock = None  # a read-only place (a prediction service's mounted volume): check, do not remember
+        _warn_once(path, f"cannot write beside {path} ({exc.strerror}): the release logs seen now are not remembered")
+    with lock if lock is not None else contextlib.nullcontext():
+        if lock is not None:
+            fcntl.flock(lock.fileno(), fcntl.LOCK_EX)  # two coordinators of one machine read and write in turn
         seen = _read(path)
         now = datetime.now(UTC).isoformat(timespec="seconds")
         updated = dict(seen)
@@ -80,11 +82,21 @@ def check_logs_seen(path: Path, metadata: Mapping[str, pb.BlockMetadata], digest
                 if meta.releases == before["releases"]:
                     continue
             updated[key] = {"releases": meta.releases, "head": meta.chain_head, "seen": now}
-        if updated != seen:
+        if lock is not None and updated != seen:
             try:
                 write_atomic(path, json.dumps(updated, indent=1, sort_keys=True) + "\n")
             except OSError as exc:
-                logger.warning("cannot write %s (%s): the release logs seen now are not remembered", path, exc.strerror)
+                _warn_once(path, f"cannot write {path} ({exc.strerror}): the release logs seen now are not remembered")
+
+
+_WARNED: set[Path] = set()
+
+
+def _warn_once(path: Path, text: str) -> None:
+    """A warning per memory file and process: a prediction service checks on every batch."""
+    if path not in _WARNED:
+        _WARNED.add(path)
+        logger.warning("%s", text)
 
 
 def _read(path: Path) -> dict[str, Any]:

@@ -82,10 +82,17 @@ def test_a_memory_that_is_not_what_it_wrote_is_refused_by_name(tmp_path: Path) -
         check_logs_seen(path, {"e1": meta(1, "c1")}, Chain({}))
 
 
-def test_a_memory_that_cannot_be_written_checks_against_nothing_and_says_so(
+def test_a_memory_that_cannot_be_written_is_still_checked_and_says_once_that_it_remembers_nothing(
     tmp_path: Path, caplog: pytest.LogCaptureFixture
 ) -> None:
-    blocked = tmp_path / "file"
-    blocked.write_text("")
-    check_logs_seen(blocked / "seen.json", {"e1": meta(1, "c1")}, Chain({}))
-    assert "checked against nothing" in caplog.text
+    path = tmp_path / "read-only" / "seen.json"
+    check_logs_seen(path, {"e1": meta(5, "c5")}, Chain({}))
+    lock = path.with_name("seen.json.lock")
+    lock.unlink()
+    lock.mkdir()  # cannot be opened for writing, even by root: as on a read-only volume
+    with pytest.raises(EntityError, match="went back from 5 releases"):
+        check_logs_seen(path, {"e1": meta(2, "c2")}, Chain({}))
+    check_logs_seen(path, {"e1": meta(6, "c6")}, Chain({5: "c5"}))
+    check_logs_seen(path, {"e1": meta(7, "c7")}, Chain({5: "c5"}))
+    assert caplog.text.count("are not remembered") == 1
+    assert json.loads(path.read_text())[f"e1 {ROOT}"]["releases"] == 5
