@@ -41,7 +41,7 @@ import pytest
 
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
 from ppsvm.core.dp_model import DpModel
-from ppsvm.core.fourier import apply_scaling, fourier_features
+from ppsvm.core.fourier import fourier_features
 from ppsvm.core.kernels import kernel, scale_to_unit
 from ppsvm.core.privacy import MIXED_MODE_WARNING
 from ppsvm.core.randomness import derive_B, range_tag
@@ -342,9 +342,12 @@ def old_dp_weights_outcome(cell: Cell, request: pb.DpRequest) -> str:
     Returns "ok" or the old error text, "X has non-finite values in K rows (first: row r)".
     """
     rho = np.asarray(request.rho).reshape(request.n_frequencies, len(request.low))
+    low, high = np.asarray(request.low), np.asarray(request.high)
     try:
         with np.errstate(over="ignore", invalid="ignore"):
-            fourier_features(apply_scaling(cell.X_train, np.asarray(request.low), np.asarray(request.high)), rho)
+            # The old apply_scaling, which kept what overflowed (it clips to a box since issue 27).
+            scaled = (cell.X_train - low) / np.where(high > low, high - low, 1.0)
+            fourier_features(scaled, rho)
     except DataError as error:
         return str(error)
     return "ok"
