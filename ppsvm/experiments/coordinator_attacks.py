@@ -243,21 +243,7 @@ def threshold_model(feature: int, t: float, n: int, span: float = 1e3) -> bytes:
     bytes
         The model file's UTF-8 JSON.
     """
-    low, high, rho = np.zeros(n), np.ones(n), np.zeros((1, n))
-    low[feature], high[feature], rho[0, feature] = t, t + span, 1.0
-    model = DpModel(
-        method="dp-hybrid",
-        mechanism="laplace",
-        epsilon=1.0,
-        private=True,
-        low=tuple(low.tolist()),
-        high=tuple(high.tolist()),
-        kernel_width=1.0,
-        C=1.0,
-        rho=tuple(map(tuple, rho.tolist())),
-        weights=(0.0, 1.0),
-    )
-    return model.to_json().encode("utf-8")
+    return _one_feature_model(feature, n, t, t + span)
 
 
 def overflow_model(feature: int, t: float, n: int) -> bytes:
@@ -267,8 +253,14 @@ def overflow_model(feature: int, t: float, n: int) -> bytes:
     failed on a non-finite scaled value answered "failed" exactly when some record lay above t: bisection on t
     read the feature's maximum (issue 27). Everything else is :func:`threshold_model`'s.
     """
+    return _one_feature_model(feature, n, 0.0, t / np.finfo(np.float64).max)
+
+
+def _one_feature_model(feature: int, n: int, low_f: float, high_f: float) -> bytes:
+    """A DP model file deciding by sin of ``feature`` scaled with (low_f, high_f): D = 1, rho = e_feature, weights
+    (0, 1), every other feature scaled by (0, 1) and unused."""
     low, high, rho = np.zeros(n), np.ones(n), np.zeros((1, n))
-    high[feature], rho[0, feature] = t / np.finfo(np.float64).max, 1.0
+    low[feature], high[feature], rho[0, feature] = low_f, high_f, 1.0
     model = DpModel(
         method="dp-hybrid",
         mechanism="laplace",
