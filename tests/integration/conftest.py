@@ -22,6 +22,7 @@ import numpy as np
 import pytest
 
 from ppsvm.config import FederationEntity, federation_at_addresses, load_federation
+from ppsvm.coordinator.logs_seen import STATE_DIR_ENV
 from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import ID_KEY_FILE
@@ -32,6 +33,15 @@ from ppsvm.wire.grpc_util import open_channel
 REPO = Path(__file__).resolve().parents[2]
 WDBC = REPO / "ppsvm" / "data" / "bundled" / "wdbc.data"
 WDBC_OPTIONS = ["--label", "1", "--positive", "M", "--drop", "0", "--id-column", "0"]
+
+
+@pytest.fixture(autouse=True)
+def coordinator_state(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """Each test's coordinators (in process and the CLI processes it starts) remember the release logs they saw in
+    a directory of the test's own, not beside the federation file in the split directory the test inspects."""
+    state = tmp_path_factory.mktemp("coordinator-state")
+    monkeypatch.setenv(STATE_DIR_ENV, str(state))
+    return state
 
 
 def ppsvm(*args: str, check: bool = True, timeout: float = 300) -> subprocess.CompletedProcess[str]:

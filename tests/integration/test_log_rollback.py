@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
+from ppsvm.coordinator.logs_seen import logs_seen_path
 from ppsvm.core.release_log import head_path
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
@@ -95,7 +96,7 @@ def restore(site: Site, entity_id: str, where: Path) -> None:
 def test_a_log_cut_to_its_first_line_without_its_head_is_refused_by_training_and_audit(site: Site) -> None:
     code, output = site.train()
     assert code == 0, output  # control: an untouched federation trains, and is remembered with its releases
-    seen = json.loads((site.directory / "federation.live.logs-seen.json").read_text())
+    seen = json.loads(logs_seen_path(site.live).read_text())
     releases = site.entities["r0c0"].metadata().releases
     assert releases > 0 and any(key.startswith("r0c0 ") and v["releases"] == releases for key, v in seen.items())
     assert site.audit()[0] == 0  # control: the same logs again pass
