@@ -260,7 +260,10 @@ def test_train_evaluate_predict_across_namespaces_equal_loopback(
     with EntityProcesses([loopback_dir / f"{e.id}.toml" for e in planned.entities]) as processes:
         live = loopback_dir / "federation.live.toml"
         live.write_text(federation_at_addresses(planned, processes.addresses), encoding="utf-8")
-        loop = train_evaluate_predict([], live, loopback_dir / "run", ids)
+        # The copy is, to a coordinator that saw the namespace run, those entities' logs rolled back (same chain,
+        # fewer releases), which it rightly refuses: the loopback run is another coordinator, with its own memory.
+        memory = ["env", f"PPSVM_STATE_DIR={loopback_dir / 'coordinator-state'}"]
+        loop = train_evaluate_predict(memory, live, loopback_dir / "run", ids)
 
     # The same split and settings give the same LP, whichever wires carried the blocks.
     np.testing.assert_allclose(multi["model"].u, loop["model"].u, rtol=0, atol=1e-8)
