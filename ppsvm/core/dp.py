@@ -36,7 +36,9 @@ generator only so that tests can inject a seeded one. Only the Laplace mechanism
 floating-point safe (:mod:`ppsvm.core.noise`); the other two draw continuous noise in floating point.
 
 The sensitivities hold for the weights :func:`train_linear_svm` computes, not only for the exact
-minimiser: it certifies a duality gap <= GAP_BOUND, and the bounds add the resulting distance.
+minimiser: it certifies them within sqrt(2 GAP_BOUND) of it (a duality gap <= GAP_BOUND, their rounding
+included), and the bounds add that distance. Neither that solver nor :func:`solve_perturbed_huber` fails
+on data: whether a release fails must not depend on the records (docs/design.md rule 6, issue 27).
 """
 
 from __future__ import annotations
@@ -60,7 +62,18 @@ from ppsvm.core.checks import (
     check_real,
     check_unit_rows,
 )
-from ppsvm.core.linear_svm import DEFAULT_C, GAP_BOUND, SOLVER_L2_ERROR, train_linear_svm
+from ppsvm.core.linear_svm import (
+    DEFAULT_C,
+    GAP_BOUND,
+    LINEAR_CD_STALL,
+    LINEAR_CD_SWEEPS,
+    LINEAR_CD_TOL,
+    SOLVER_L2_ERROR,
+    BoxDual,
+    dual_coordinate_descent,
+    exact_dual_minimiser,
+    train_linear_svm,
+)
 from ppsvm.core.noise import grid_laplace_parameters, grid_laplace_release, integer_source
 from ppsvm.errors import DataError, PrivacyError, SolverError
 
@@ -71,9 +84,18 @@ from ppsvm.errors import DataError, PrivacyError, SolverError
 DEFAULT_N_FREQUENCIES = 100
 # Huber parameter h for objective perturbation: CMS use h = 0.5 in their experiments; c = 1/(2h) = 1.
 DEFAULT_HUBER_H = 0.5
-# Newton's method on the perturbed Huber objective stops at this max-abs gradient.
+# Newton's method on the perturbed Huber objective stops at this max-abs gradient. Where it does not get there
+# (the gradient's rounding level is above it when ||b||/n is large, its Hessian is ill-conditioned when h is
+# small, C large), the exact finish on the dual takes over: no data decides whether a release fails.
 NEWTON_TOL = 1e-12
 MAX_NEWTON_ITERATIONS = 200
+# Newton hands over when its max-abs gradient has not halved in this many iterations (a rounding floor).
+NEWTON_STALL_ITERATIONS = 10
+# n (Lambda + Delta) above this is refused (from the request and n): the dual that the exact finish solves has
+# the box [0, 1 / (n (Lambda + Delta))], whose arithmetic would reach float64's underflow. Reached only for
+# huber_h below about 2e-277 at epsilon = 1e-3 (the smallest an entity admits), lower at larger epsilon;
+# CMS's own h is 0.5.
+MAX_OBJECTIVE_SCALE = 1e280
 # The line search stops where |phi'(t)| is this fraction of |phi'(0)| (or after this many evaluations).
 LINE_SEARCH_TOL = 1e-12
 MAX_LINE_SEARCH_ITERATIONS = 200
@@ -346,13 +368,22 @@ def objective_perturbation_parameters(
     epsilon_prime = epsilon - 2.0 * math.log1p(c / (n * Lambda))
     if epsilon_prime > 0.0:
         return ObjectivePerturbationParameters(epsilon_prime, 0.0, Lambda, c)
+    # e^(epsilon/4) overflows past epsilon ~ 2,839: Delta's limit there is -Lambda, i.e. no extra ridge.
+    growth = math.expm1(epsilon / 4.0) if epsilon < 2_800.0 else math.inf
+    extra = c / (n * growth) - Lambda
+    if not (math.isfinite(extra) and n * (Lambda + max(extra, 0.0)) <= MAX_OBJECTIVE_SCALE):
+        # From the request and n alone, before any record is used (docs/design.md rule 6).
+        raise DataError(
+            f"objective perturbation with huber_h = {h:g}, n = {n} and epsilon = {epsilon:g} needs the extra "
+            f"regularisation c / (n (e^(epsilon/4) - 1)) with c = 1/(2h), and n times the total ridge must stay "
+            f"below {MAX_OBJECTIVE_SCALE:g} for float64 to hold the minimiser's dual: raise huber_h"
+        )
     if not allow_extra_ridge:
         raise PrivacyError(
             f"objective perturbation with n = {n}, C = {C:g}, h = {h:g} and epsilon = {epsilon:g} leaves "
             f"epsilon' = {epsilon_prime:.4g} <= 0 for the noise: the loss curvature alone uses up the budget. "
             "Allow the extra regularisation Delta of CMS Algorithm 2, or raise n or epsilon, or lower C"
         )
-    extra = c / (n * math.expm1(epsilon / 4.0)) - Lambda
     return ObjectivePerturbationParameters(epsilon / 2.0, max(extra, 0.0), Lambda, c)
 
 
@@ -406,15 +437,16 @@ def _exact_step(
     Illinois modification: exact in one step between two kinks, so a Newton step whose pieces are
     already right is taken as t = 1. Only phi' is compared, never phi, whose changes vanish in
     rounding near the optimum (accepting a step on a smaller gradient instead cycled on Adult at C = 100).
+    phi'' >= ridge ||d||^2 > 0, so the doubling ends; SolverError only if it overflows (handled by the caller).
     """
     low, low_slope = 0.0, slope
     high, high_slope = 1.0, slope_at(1.0)
     while high_slope < 0.0:
         low, low_slope = high, high_slope
         high *= 2.0
-        high_slope = slope_at(high)
-        if high > 1e12:
+        if not math.isfinite(high):
             raise SolverError("Newton line search found no minimum along the step on the perturbed Huber objective")
+        high_slope = slope_at(high)
     if high_slope == 0.0:
         return high
     side = 0
@@ -438,6 +470,75 @@ def _exact_step(
     return 0.5 * (low + high)
 
 
+def _newton_huber(YZ: np.ndarray, b: np.ndarray, *, ridge: float, h: float, tol: float) -> tuple[np.ndarray, bool]:
+    """Newton's method with an exact line search on the perturbed Huber objective: (w, reached ``tol``).
+
+    Stops without raising where it cannot go on (a Hessian that is not numerically positive definite,
+    a line search that overflows, a gradient that stopped falling, the iteration cap), returning the
+    iterate with the smallest gradient so far: the caller finishes exactly from there.
+    """
+    n, p = YZ.shape
+    w = np.zeros(p)
+    margins = np.zeros(n)
+    best, best_gradient, best_at = w, math.inf, 0
+    with np.errstate(over="ignore", invalid="ignore"):
+        for iteration in range(MAX_NEWTON_ITERATIONS + 1):
+            first, second = huber_loss(margins, h)[1:]
+            grad = YZ.T @ first / n + ridge * w + b / n
+            size = float(np.abs(grad).max())
+            if not math.isfinite(size):
+                break
+            if size <= tol:
+                return w, True
+            if size <= 0.5 * best_gradient:
+                best_at = iteration
+            if size < best_gradient:
+                best, best_gradient = w, size
+            if iteration == MAX_NEWTON_ITERATIONS or iteration - best_at >= NEWTON_STALL_ITERATIONS:
+                break
+            curved = second > 0.0
+            hessian = (YZ[curved].T * second[curved]) @ YZ[curved] / n
+            hessian[np.diag_indices(p)] += ridge
+            try:
+                step = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(hessian), grad)
+                t = _exact_step(_line_slope(margins, YZ @ step, w, step, b, ridge, h), float(grad @ step))
+            except (np.linalg.LinAlgError, ValueError, SolverError):
+                break
+            w = w + t * step
+            margins = YZ @ w
+    return best, False
+
+
+def _huber_dual_minimiser(YZ: np.ndarray, b: np.ndarray, *, ridge: float, h: float, start: np.ndarray) -> np.ndarray:
+    """The perturbed Huber objective's minimiser through its dual, exactly (active set, double-double refinement).
+
+    With the Huber loss written as l(m) = max over beta in [0, 1] of beta (1 + h - m) - h beta^2, the
+    minimum of (1/n) sum l(y_i w'z_i) + (r/2)||w||^2 + b'w/n is, for a_i = beta_i / (n r),
+
+        min (1/2)||YZ'a - b/(n r)||^2 + h n r ||a||^2 - (1 + h) sum a   over 0 <= a_i <= 1/(n r),
+
+    and w = YZ'a - b/(n r): a :class:`ppsvm.core.linear_svm.BoxDual`, solved by coordinate descent from
+    the Newton iterate ``start`` and then exactly (finitely many active-set steps, whatever the data).
+    """
+    n = YZ.shape[0]
+    scale = n * ridge
+    upper = 1.0 / scale
+    problem = BoxDual(YZ, upper, b / scale, ridge=2.0 * h * scale, linear=1.0 + h)
+    with np.errstate(over="ignore", invalid="ignore"):
+        beta = np.clip((1.0 + h - YZ @ start) / (2.0 * h), 0.0, 1.0)
+    beta[~np.isfinite(beta)] = 1.0
+    descent = dual_coordinate_descent(
+        problem,
+        tol=LINEAR_CD_TOL,
+        rng=np.random.default_rng(0),
+        max_sweeps=LINEAR_CD_SWEEPS,
+        start=beta * upper,
+        stall=LINEAR_CD_STALL,
+    )
+    solution = exact_dual_minimiser(problem, descent.alpha, tolerance=0.0)
+    return solution.v_hi
+
+
 def solve_perturbed_huber(
     Z: np.ndarray,
     y: np.ndarray,
@@ -448,11 +549,16 @@ def solve_perturbed_huber(
     huber_h: float = DEFAULT_HUBER_H,
     tol: float = NEWTON_TOL,
 ) -> np.ndarray:
-    """Exact minimiser of :func:`perturbed_huber_objective` by Newton's method with an exact line search.
+    """Exact minimiser of :func:`perturbed_huber_objective`: Newton's method, then an exact finish if needed.
 
     The objective is (Lambda + Delta)-strongly convex and piecewise quadratic, so Newton directions
     with an exact line search decrease it at every step and converge, finitely once the pieces stop
-    changing (the step is then t = 1).
+    changing (the step is then t = 1); the result is returned when its max-abs gradient is <= ``tol``.
+    That is not always reachable: the gradient's rounding level exceeds 1e-12 when ||b||/n is large
+    (small epsilon), and with a small h at a large C the Hessian is too ill-conditioned for the
+    Newton steps. Whether that happens depends on the records, so it must not fail the release
+    (docs/design.md rule 6): the minimiser is then computed exactly through the dual
+    (:func:`_huber_dual_minimiser`), to float64 rounding.
 
     Parameters
     ----------
@@ -460,16 +566,11 @@ def solve_perturbed_huber(
     y : ndarray, shape (n,)
     C, b, extra_ridge, huber_h : keyword-only
     tol : float, keyword-only
-        Max-abs gradient at convergence.
+        Max-abs gradient at which Newton's iterate is returned as it is.
 
     Returns
     -------
     ndarray, shape (p,)
-
-    Raises
-    ------
-    SolverError
-        The gradient did not reach ``tol`` in :data:`MAX_NEWTON_ITERATIONS` iterations.
     """
     A = as_matrix(Z, "Z")
     labels = check_labels(y, A.shape[0], "Z")
@@ -479,30 +580,12 @@ def solve_perturbed_huber(
     extra = check_real(extra_ridge, "extra_ridge")
     if not (math.isfinite(extra) and extra >= 0.0):
         raise ValueError(f"extra_ridge must be finite and >= 0, got {extra}")
-    n, p = A.shape
     ridge = 1.0 / C + extra
     YZ = labels[:, None] * A
-    w = np.zeros(p)
-    margins = np.zeros(n)
-    grad = perturbed_huber_objective(w, A, labels, C=C, b=noise, extra_ridge=extra, huber_h=h)[1]
-    for _ in range(MAX_NEWTON_ITERATIONS):
-        if np.abs(grad).max() <= tol:
-            return w
-        _, _, second = huber_loss(margins, h)
-        curved = second > 0.0
-        hessian = (YZ[curved].T * second[curved]) @ YZ[curved] / n
-        hessian[np.diag_indices(p)] += ridge
-        step = -scipy.linalg.cho_solve(scipy.linalg.cho_factor(hessian), grad)
-        t = _exact_step(_line_slope(margins, YZ @ step, w, step, noise, ridge, h), float(grad @ step))
-        w = w + t * step
-        margins = YZ @ w
-        grad = perturbed_huber_objective(w, A, labels, C=C, b=noise, extra_ridge=extra, huber_h=h)[1]
-    if np.abs(grad).max() <= tol:
+    w, reached = _newton_huber(YZ, noise, ridge=ridge, h=h, tol=tol)
+    if reached:
         return w
-    raise SolverError(
-        f"Newton's method did not reach gradient {tol:g} in {MAX_NEWTON_ITERATIONS} iterations "
-        f"(max-abs gradient {np.abs(grad).max():.3g}); objective perturbation needs the exact minimiser"
-    )
+    return _huber_dual_minimiser(YZ, noise, ridge=ridge, h=h, start=w)
 
 
 def objective_perturbation(
@@ -539,10 +622,11 @@ def objective_perturbation(
     """
     A = as_matrix(Z, "Z")
     labels = check_labels(y, A.shape[0], "Z")
-    check_unit_rows(A)
+    # The parameters depend on the request and n only: refused before the rows are looked at.
     params = objective_perturbation_parameters(
         n=labels.size, C=C, epsilon=epsilon, huber_h=huber_h, allow_extra_ridge=allow_extra_ridge
     )
+    check_unit_rows(A)
     b = gamma_norm_noise(A.shape[1], 2.0 / params.epsilon_prime, rng)
     weights = solve_perturbed_huber(A, labels, C=C, b=b, extra_ridge=params.extra_ridge, huber_h=huber_h)
     return weights, params

@@ -12,7 +12,9 @@ and ``benchmarks/attacks.py`` run them against the old behaviour and against rea
 - :func:`reconstruct_two_views`: a linear and a Gaussian view of one basis;
 - :func:`bisect_change` and :func:`threshold_model`: an exact oracle (an error text, a DpEvaluate
   count) read by bisection;
-- :func:`float_laplace_reachable`: Laplace noise drawn in floating point (Mironov 2012).
+- :func:`float_laplace_reachable`: Laplace noise drawn in floating point (Mironov 2012);
+- :func:`old_solver_certifies`: the DpWeights solver before issue 27, whose success or failure told one
+  training label apart.
 
 What a column-block peer recovers from kernel rows alone is in :mod:`ppsvm.experiments.kernel_row_attacks`.
 Every function is pure: arrays (or a query function) in, an array out.
@@ -26,6 +28,7 @@ from dataclasses import replace
 
 import numpy as np
 
+from ppsvm.core import linear_svm
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.kernels import KernelName
 from ppsvm.experiments.kernel_row_attacks import check_kernel_rows
@@ -364,3 +367,41 @@ def float_laplace_reachable(output: float, loc: float, scale: float) -> bool:
         if value(a) == output:
             return True
     return False
+
+
+def old_solver_certifies(Z: np.ndarray, y: np.ndarray, C: float, max_sweeps: int = 20_000) -> bool:
+    """Whether the DpWeights solver before issue 27 answered on these features and labels (else it failed).
+
+    Its rule, on today's coordinate descent: tighten the projected-gradient target (from 1e-10, by 10) until
+    the float64 duality gap is <= GAP_BOUND; give up at rounding level (1e-14 (1 + ||w||)) or when the sweeps
+    run out. Each target restarts from 0 (the old code went on from where it was), so single cases may differ
+    from the old code's; the rule and its failures are the same.
+
+    Parameters
+    ----------
+    Z : ndarray, shape (n, p)
+        Rows of norm <= 1 (zhat).
+    y : ndarray, shape (n,)
+        Labels in {-1, +1}.
+    C : float
+    max_sweeps : int
+
+    Returns
+    -------
+    bool
+    """
+    YZ = y[:, None] * Z
+    problem = linear_svm.BoxDual.hinge(YZ, C / len(y))
+    target = 1e-10
+    while True:
+        found = linear_svm.dual_coordinate_descent(
+            problem, tol=target, rng=np.random.default_rng(0), max_sweeps=max_sweeps
+        )
+        if not found.converged:
+            return False
+        G = YZ @ found.w - 1.0
+        if float(found.alpha @ G + problem.upper * np.maximum(-G, 0.0).sum()) <= linear_svm.GAP_BOUND:
+            return True
+        target /= 10.0
+        if target < 1e-14 * (1.0 + math.sqrt(float(found.w @ found.w))):
+            return False

@@ -16,7 +16,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from ppsvm.config import load_entity_config
+from ppsvm.config import CONTINUOUS_NOISE_KEY, load_entity_config
 from ppsvm.core.dp_model import MAX_KERNEL_WIDTH, MAX_THRESHOLD, MAX_WEIGHTS_L1, DpModel
 from ppsvm.core.fourier import MAX_RHO_ROW_L1, SCALED_BOX, apply_scaling
 from ppsvm.core.local_svm import fit_local
@@ -116,8 +116,9 @@ def test_every_model_within_the_bounds_decides_finitely_on_every_record() -> Non
 # ---------------------------------------------------------------- DP releases on neighbouring cells
 
 
-def dp_core(tmp_path: Path, extreme: float) -> EntityCore:
-    """A DP entity whose training and held-out records include one with first feature ``extreme``."""
+def dp_core(tmp_path: Path, extreme: float, privacy: str = "") -> EntityCore:
+    """A DP entity whose training and held-out records include one with first feature ``extreme``
+    (``privacy``: more lines of its [privacy] table)."""
     rng = np.random.default_rng(1)
     lines = ["id,label,split,f1,f2,f3"]
     for i in range(24):
@@ -131,9 +132,23 @@ def dp_core(tmp_path: Path, extreme: float) -> EntityCore:
     config = write(
         tmp_path / "entity.toml",
         '[entity]\nid = "dp-1"\ndata = "cell.csv"\ncolumn_block = 0\nsecret_file = "secret.hex"\n'
-        "[privacy]\nepsilon_total = 100\n",
+        f"[privacy]\nepsilon_total = 100\n{privacy}",
     )
     return EntityCore(load_entity_config(config), new_release_log=True)
+
+
+def test_objective_weights_with_a_tiny_huber_h_are_refused_from_the_request_before_the_charge(tmp_path: Path) -> None:
+    """Below huber_h ~ 1e-277 the exact finish's dual would underflow: refused from the request and n, never as a
+    failure after the charge; a sane h is answered (and charged)."""
+    core = dp_core(tmp_path, 0.9, privacy=f"{CONTINUOUS_NOISE_KEY} = true\n")
+    rho = np.random.default_rng(2).normal(size=(4, 3))
+    request = {"method": "random", "mechanism": "objective", "epsilon": 1e-3, "C": 1.0, "rho": rho}
+    bounds = {"low": np.zeros(3), "high": np.ones(3)}
+    with pytest.raises(DataError, match="raise huber_h"):
+        core.dp_weights(**request, **bounds, huber_h=1e-300)
+    assert core.guard.state()["releases"] == 0
+    release, _ = core.dp_weights(**request, **bounds, huber_h=0.5)
+    assert np.isfinite(release.weights).all() and core.guard.state()["releases"] == 1
 
 
 def test_the_threshold_probe_gets_the_same_answers_from_neighbouring_cells(tmp_path: Path) -> None:
