@@ -77,7 +77,8 @@ from benchmarks._shared import (
     timed,
     write_json,
 )
-from ppsvm.api.inprocess import fixed_secret
+from ppsvm.api.inprocess import add_privacy_settings, fixed_secret
+from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY
 
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "train_scaling"
@@ -230,6 +231,9 @@ def split(m_train: int, n_features: int, seed: int, out_dir: Path) -> tuple[Path
         ),
     )
     assert result.n_train == m_train, (result.n_train, m_train)
+    # A horizontal split: each entity releases its block on its own, which its operator must consent to (privacy
+    # rule 8). The speed is measured here, not the privacy.
+    add_privacy_settings(result.entity_config_paths, {SINGLE_BLOCK_CONSENT_KEY: True})
     # A fixed secret, so B and with it the test error are the same on every rerun (production secrets are random).
     (out_dir / "column-block-0.secret").write_text(fixed_secret("train_scaling", m_train, seed), encoding="utf-8")
     return result.federation_path, X, y

@@ -12,7 +12,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import hashlib
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from pathlib import Path
 
 import numpy as np
@@ -55,15 +55,15 @@ def set_secrets(split: SplitResult, secrets: Sequence[str]) -> None:
         (split.federation_path.parent / secret_file_name(j)).write_text(secret, encoding="utf-8")
 
 
-def add_privacy_settings(split: SplitResult, settings: Mapping[str, bool]) -> None:
-    """Give every entity of ``split`` a ``[privacy]`` table with ``settings`` (its operator's choices).
+def add_privacy_settings(config_paths: Iterable[Path], settings: Mapping[str, bool]) -> None:
+    """Give every entity config of ``config_paths`` a ``[privacy]`` table with ``settings`` (its operator's choices).
 
     Reproductions use it for what the papers did and the entities must consent to: a horizontal split's
     blocks, or the product basis's, leave on their own (privacy rule 8); mbar >= n_j (rule 3).
     """
     if settings:
         table = "".join(f"{key} = {'true' if value else 'false'}\n" for key, value in settings.items())
-        for path in split.entity_config_paths:
+        for path in config_paths:
             with path.open("a", encoding="utf-8") as handle:
                 handle.write(f"\n[privacy]\n{table}")
 

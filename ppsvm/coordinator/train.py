@@ -160,6 +160,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
     started = time.perf_counter()
     with Session(federation, options.deadline) as session:
         blocks, scaling = session.survey()
+        surveyed = time.perf_counter()
         fingerprint = session.fingerprint()
         if options.task == "classify":
             _check_labels(session, blocks)
@@ -182,9 +183,11 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             # Its first mbar columns are the paper's basis, so one fetch serves both candidates.
             columns = product_columns(mbar, len(widths), product_point_count(n_train), options.seed)
             logger.info("product basis: %d points from %d rows of each of %d B_j", len(columns), mbar, len(widths))
+        fetch_started = time.perf_counter()
         K = session.kernel(
             options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train", columns
         )
+        fetch_seconds = time.perf_counter() - fetch_started
         target = np.concatenate([b.train_labels for b in blocks])
         del blocks
         nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
@@ -275,6 +278,9 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             "basis": basis,
             "formulation": solution.formulation,
             "objective": solution.objective,
+            # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
+            "survey_seconds": surveyed - started,
+            "fetch_seconds": fetch_seconds,
             "lp_seconds": solution.seconds,
             "lp_iterations": solution.iterations,
             "lp_certificate": None if solution.certificate is None else solution.certificate.as_dict(),
@@ -401,9 +407,11 @@ def train_and_save(federation: Federation, options: TrainOptions, model_out: Pat
     model = train(federation, options)
     model.save(model_out)
     logger.info(
-        "model written to %s (trained in %.2f s, LP %.2f s)",
+        "model written to %s (trained in %.2f s: survey %.2f s, kernel fetch %.2f s, LP %.2f s)",
         model_out,
         model.training["seconds"],
+        model.training["survey_seconds"],
+        model.training["fetch_seconds"],
         model.training["lp_seconds"],
         extra={"duration_ms": round(model.training["seconds"] * 1000, 3)},
     )

@@ -138,7 +138,9 @@ def serve_regions(
     set_secrets(split, [fixed_secret(NAME, 0)])
     # Two row blocks of one column block: each block leaves on its own, which the other entity (it knows B) could
     # invert; the paper's setting, so the entities consent (privacy rule 8), and the models say so.
-    add_privacy_settings(split, {SINGLE_BLOCK_CONSENT_KEY: True, NON_PRIVATE_OVERRIDE_KEY: mbar >= N_FEATURES})
+    add_privacy_settings(
+        split.entity_config_paths, {SINGLE_BLOCK_CONSENT_KEY: True, NON_PRIVATE_OVERRIDE_KEY: mbar >= N_FEATURES}
+    )
     return split, work / ID_KEY_FILE
 
 

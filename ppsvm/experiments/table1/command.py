@@ -256,7 +256,7 @@ def run_fold(
             secrets = [fixed_secret(NAME, key, s, fold, j, kernel, draw) for j in range(s)]
             split = _split(dataset, key, s, options.seed + fold, held_out, work / f"{kernel}-{draw}", rows, secrets)
             if record["single_block_consent"]:
-                add_privacy_settings(split, {SINGLE_BLOCK_CONSENT_KEY: True})
+                add_privacy_settings(split.entity_config_paths, {SINGLE_BLOCK_CONSENT_KEY: True})
             with serve_split(split, work / f"{kernel}-{draw}") as federation:
                 for tuning in options.tunings:
                     for basis in options.bases:
