@@ -117,7 +117,12 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
         default="random-kernel",
         help="random-kernel (default): the papers' K(A, B') LP; or a DP method",
     )
-    group.add_argument("--public", help="public records (CSV: id,label,features...), all used")
+    group.add_argument(
+        "--public",
+        help="the public records, all used: a public source file (TOML) that a data owner writes with `ppsvm "
+        "coordinator public-source` from its entity config, which reads them through the entities' own schema and "
+        "vouches for it with their keyed check; public-only also takes a plain CSV (id,label,features...)",
+    )
     group.add_argument("--epsilon", type=float, help="epsilon of each entity's release (its records' guarantee)")
     group.add_argument(
         "--mechanism",
@@ -156,16 +161,30 @@ def add_dp_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--dry-run",
         action="store_true",
-        help="print, from public facts only, what the training would ask and pin, and exit (1 if it would be refused); "
-        "nothing is computed or spent. Random kernel: per column block its basis epoch, the view the epoch pinned, "
-        "whether this training pins, uses or is refused by it, and the points per record left for later epochs. DP "
-        "methods: what each entity would be charged, its budget left and the expected noise against the bound on "
-        "the weights",
+        help="print, from public facts only, what the training would ask and pin, and exit (1 if it would be "
+        "refused); nothing is spent and no entity computes anything. Random kernel: per column block its basis "
+        "epoch, the view the epoch pinned, whether this training pins, uses or is refused by it, and the points per "
+        "record left for later epochs. DP methods: what each entity would be charged, its budget left and the "
+        "expected noise against the bound on the weights, the public records' schema against the entities' keyed "
+        "checks, and, from the public records with the release simulated (rho learned as training would), the "
+        "released model's expected accuracy against public-only and the majority class",
     )
     group.add_argument(
         "--allow-noisy",
         action="store_true",
-        help="DP methods: release even where the expected noise exceeds the bound on the weights (refused otherwise)",
+        help="DP methods: release even where the expected noise exceeds the bound on the weights, or where the "
+        "released model is not expected to beat public-only or the majority class (refused otherwise)",
+    )
+
+
+def add_records_argument(parser: argparse.ArgumentParser | argparse._MutuallyExclusiveGroup) -> None:
+    """``--records``: the records a DP model scores, from their features."""
+    parser.add_argument(
+        "--records",
+        metavar="FILE",
+        help="DP models: a CSV of the records to score, read through the schema the model was trained with: a header "
+        "with column id and the feature columns by name (categories as text; other columns ignored). The entities of "
+        "a DP federation release nothing about a single record, so whoever holds the records scores them",
     )
 
 

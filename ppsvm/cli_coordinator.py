@@ -21,6 +21,7 @@ from ppsvm.cli_arguments import (
     add_basis_argument,
     add_connection_arguments,
     add_dp_arguments,
+    add_records_argument,
     add_search_argument,
     add_task_arguments,
     auto_int,
@@ -30,7 +31,9 @@ from ppsvm.cli_arguments import (
 )
 from ppsvm.constants import HEALTH_DEADLINE_S
 from ppsvm.coordinator.train import plan_text
+from ppsvm.core.dp_model import DpModel, load_any_model
 from ppsvm.core.kernels import KERNELS
+from ppsvm.core.model import Model
 from ppsvm.errors import ConfigError
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
@@ -57,6 +60,26 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_dp_arguments(train)
     add_basis_argument(train)
     train.set_defaults(run=cmd_train)
+
+    public = actions.add_parser(
+        "public-source",
+        help="a data owner: write the public source file of the DP methods (train --public) from its entity config",
+        description="Run by a data owner where its entity config and secret are (neither leaves): reads the public "
+        "records through the entity's own [schema] and label settings, refusing a record that does not fit (naming "
+        "the line and column), and writes a TOML file with [data], [schema] and [check], the keyed check of the "
+        "schema that the entities publish, which `coordinator train` compares with every entity's before anything "
+        "is requested or spent. Nothing in the file is private: give it to the coordinator with the records.",
+    )
+    public.add_argument("--entity-config", required=True, type=Path, help="the owner's entity config (TOML)")
+    public.add_argument(
+        "--data",
+        required=True,
+        type=Path,
+        help="the public records: a CSV (or .parquet) with the entity's id and label columns and its feature "
+        "columns, by name, in any order",
+    )
+    public.add_argument("--out", required=True, type=Path, help="the public source file to write (TOML)")
+    public.set_defaults(run=cmd_public_source)
 
     view = actions.add_parser(
         "view",
@@ -112,13 +135,20 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     baselines.set_defaults(run=cmd_baselines)
 
     predict = actions.add_parser(
-        "predict", help="score records by id (training, held-out or new ones) and write a CSV of the answers"
+        "predict",
+        help="score records by id (training, held-out or new ones; a DP model: from a file of their features) and "
+        "write a CSV of the answers",
     )
-    add_connection_arguments(predict)
-    predict.add_argument("--model", required=True)
+    add_connection_arguments(predict, federation=False)
     predict.add_argument(
-        "--ids", required=True, metavar="FILE", help="one record id per line (a first line 'id' is a header)"
+        "--federation", help="the federation file (random-kernel models: the entities that hold the records)"
     )
+    predict.add_argument("--model", required=True, help="a random-kernel or a DP model file")
+    records = predict.add_mutually_exclusive_group(required=True)
+    records.add_argument(
+        "--ids", metavar="FILE", help="random-kernel models: one record id per line (a first line 'id' is a header)"
+    )
+    add_records_argument(records)
     predict.add_argument("--out", required=True, metavar="FILE", help="CSV: id, decision, prediction, status")
     predict.add_argument(
         "--id-key",
@@ -131,7 +161,8 @@ def register(subparsers: argparse._SubParsersAction) -> None:
 
     serve = actions.add_parser("serve", help="answer prediction requests by record id (gRPC Coordinator service)")
     add_connection_arguments(serve)
-    serve.add_argument("--model", required=True)
+    serve.add_argument("--model", required=True, help="a random-kernel or a DP model file")
+    add_records_argument(serve)
     serve.add_argument(
         "--listen",
         default="127.0.0.1:0",
@@ -221,7 +252,10 @@ def _train_dp(args: argparse.Namespace) -> int:
     from ppsvm.coordinator.dp_train import DpOptions, dry_run, train_dp_and_save
 
     if args.public is None:
-        raise ConfigError(f"--method {args.method} needs --public PUBLIC.csv (public records: id,label,features...)")
+        raise ConfigError(
+            f"--method {args.method} needs --public: the public source file a data owner writes with "
+            "`ppsvm coordinator public-source` (public-only also takes a CSV: id,label,features...)"
+        )
     options = DpOptions(
         method=args.method,
         public=Path(args.public),
@@ -271,8 +305,31 @@ def _dry_run_text(report: dict[str, Any]) -> str:
             f"expected noise norm {facts['noise_norm']:.3g} vs weights <= {facts['weight_bound']:.3g} "
             f"({facts['noise_to_bound']:.2f})"
         )
+    plan = report.get("plan")
+    if plan is not None:
+        lines.append(f"release: C = {plan['C']:g}, kernel width {plan['width_factor']:g} x the median heuristic")
+        worth = plan["worth"]
+        lines.append(
+            f"expected accuracy of the released model: {worth['dp_accuracy']:.3f} (+-{worth['dp_spread']:.3f} from "
+            f"one release to another, at most {worth['dp_ceiling']:.3f}) against {worth['public_only_accuracy']:.3f} "
+            f"for public-only and {worth['majority_accuracy']:.3f} for the majority class ({worth['folds']}-fold on "
+            f"the public records, {worth['draws']} noise draws per fold)"
+        )
     lines.append(f"verdict: {report['verdict']}")
     return "\n".join(lines)
+
+
+def cmd_public_source(args: argparse.Namespace) -> int:
+    """Write the public source file from a data owner's entity config; print what it holds."""
+    from ppsvm.coordinator.dp_train import write_public_source
+
+    public = write_public_source(args.entity_config, args.data, args.out)
+    print(
+        f"wrote {args.out}: {len(public.y)} public records ({int((public.y > 0).sum())} positive), "
+        f"{public.X.shape[1]} features as {args.entity_config} encodes them; give it and the records to the "
+        "coordinator (train --public)"
+    )
+    return 0
 
 
 def cmd_evaluate(args: argparse.Namespace) -> int:
@@ -317,15 +374,25 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 
 def cmd_predict(args: argparse.Namespace) -> int:
-    """Score the records named in --ids and write id, decision, prediction and status per line to --out."""
-    from ppsvm.core.model import Model
+    """Score the records named in --ids (or, for a DP model, those in --records) and write id, decision,
+    prediction and status per line to --out."""
     from ppsvm.files import write_atomic
 
-    if args.batch < 1:
-        raise ConfigError(f"--batch must be at least 1, got {args.batch}")
-    ids = read_id_list(args.ids)
-    model = Model.load(args.model)
-    decisions, missing = federation_from_args(args).score(model, ids, args.id_key, args.batch)
+    model = _model_for(args)
+    if isinstance(model, DpModel):
+        from ppsvm.coordinator.dp_train import records_to_score
+
+        if args.id_key is not None:
+            raise ConfigError("--id-key maps --ids to pseudonyms; --records are scored under the ids they hold")
+        found, X = records_to_score(model, Path(args.records))
+        ids, decisions, missing = found.tolist(), model.decision(X), []
+    else:
+        if args.batch < 1:
+            raise ConfigError(f"--batch must be at least 1, got {args.batch}")
+        if args.federation is None:
+            raise ConfigError("a random-kernel model scores records the entities hold: pass --federation")
+        ids = read_id_list(args.ids)
+        decisions, missing = federation_from_args(args).score(model, ids, args.id_key, args.batch)
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "decision", "prediction", "status"])
@@ -365,4 +432,29 @@ def cmd_status(args: argparse.Namespace) -> int:
 
 def cmd_serve(args: argparse.Namespace) -> int:
     """Serve predictions by record id until interrupted."""
-    return federation_from_args(args).serve(args.model, args.listen, metrics_at=metrics_at(args))
+    model = _model_for(args)
+    federation = federation_from_args(args)
+    if isinstance(model, DpModel):
+        from ppsvm.coordinator.serve import serve_dp_model
+
+        return serve_dp_model(federation.config, model, Path(args.records), args.listen, metrics_at(args))
+    return federation.serve(model, args.listen, metrics_at=metrics_at(args))
+
+
+def _model_for(args: argparse.Namespace) -> Model | DpModel:
+    """--model, with --records given exactly for a DP model: a DP model scores records from their features, since an
+    entity serving the DP protocol releases nothing about a single record; a random-kernel model scores records the
+    entities hold, by id."""
+    model = load_any_model(args.model)
+    if isinstance(model, DpModel) and args.records is None:
+        raise ConfigError(
+            f"{args.model} is a DP model: it scores records from their features, which the entities of a DP "
+            "federation never release one by one; pass --records FILE (a CSV: column id and the model's feature "
+            "columns, read through its schema), run where the records are"
+        )
+    if isinstance(model, Model) and args.records is not None:
+        raise ConfigError(
+            f"{args.model} is a random-kernel model: it scores records the entities hold, by id "
+            "(predict --ids, serve's Predict requests); --records applies to DP models"
+        )
+    return model

@@ -31,7 +31,7 @@ from ppsvm.api.estimators import (
 )
 from ppsvm.api.inprocess import simulate
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
-from ppsvm.coordinator.dp_train import DpOptions, train_dp
+from ppsvm.coordinator.dp_train import DpOptions, train_dp, write_public_source
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, NON_PRIVATE
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.data.dataset import Dataset
@@ -82,8 +82,10 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         When ``fit`` gets no public records: the share (float, rounded up, at least 2) or number
         (int) of X's records, drawn at random in both classes, that are public; the rest are private.
     allow_noisy : bool, default=False
-        Release even where the expected noise exceeds the bound sqrt(2C) on the weights; by default such a fit
-        raises ConfigError before anything is spent (``ppsvm coordinator train --dry-run`` shows the figures).
+        Release even where the expected noise exceeds the bound sqrt(2C) on the weights, or where the released model
+        is not expected to beat public-only or the majority class (estimated on the public records with the release
+        simulated, :func:`ppsvm.core.dp_selection.estimate_worth`); by default such a fit raises ConfigError, with
+        the figures, before anything is spent (``ppsvm coordinator train --dry-run`` shows them too).
     random_state : int, RandomState or None, default=None
         Seeds the public draw, the shuffle into row blocks and rho. The noise is never seeded: it
         comes from the operating system's generator, as in production.
@@ -164,13 +166,11 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         public, private = self._public_and_private(X, signed, X_public, y_public, run_seed)
         with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:
             work = Path(name)
-            options = dataclasses.replace(options, public=work / "public.csv")
+            records = work / "public.csv"
             every, none = np.arange(len(public.y)), np.empty(0, dtype=np.int64)
-            options.public.write_text(
-                cell_csv(public, every, none, np.arange(X.shape[1]), "classify"), encoding="utf-8"
-            )
+            records.write_text(cell_csv(public, every, none, np.arange(X.shape[1]), "classify"), encoding="utf-8")
             if self.method == "public-only":
-                self.model_ = train_dp(None, options)
+                self.model_ = train_dp(None, dataclasses.replace(options, public=records))
             else:
                 settings = _dp_entity_settings(self.mechanism, options.epsilon, options.threshold_epsilon)
                 with simulate(
@@ -182,7 +182,10 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
                     seed=run_seed,
                     entity_settings=settings,
                 ) as federation:
-                    self.model_ = train_dp(federation, options)
+                    # The public records through the entities' schema, vouched for as a data owner would.
+                    source = work / "public.toml"
+                    write_public_source(work / "cells" / f"{federation.entities[0].id}.toml", records, source)
+                    self.model_ = train_dp(federation, dataclasses.replace(options, public=source))
         return self
 
     def _public_and_private(

@@ -1,12 +1,17 @@
-"""``ppsvm coordinator serve``: answer prediction requests for records the entities hold, by id."""
+"""``ppsvm coordinator serve``: answer prediction requests by record id: for a random-kernel model, records the
+entities hold; for a DP model, records in a file the service reads."""
 
 from __future__ import annotations
 
+import abc
+import contextlib
 import logging
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future
+from pathlib import Path
+from typing import Any
 
 import grpc
 import numpy as np
@@ -14,6 +19,7 @@ from prometheus_client import CollectorRegistry, Counter, Gauge
 
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.coordinator.dp_train import records_to_score
 from ppsvm.coordinator.evaluate import (
     check_model_federation,
     check_model_matches,
@@ -21,8 +27,9 @@ from ppsvm.coordinator.evaluate import (
     record_row_blocks,
 )
 from ppsvm.coordinator.federation import RowBlockRecords, Session
+from ppsvm.core.dp_model import DpModel
 from ppsvm.core.model import Model
-from ppsvm.errors import EntityError
+from ppsvm.errors import ConfigError, EntityError
 from ppsvm.wire.certs import CLIENT, ROLES
 from ppsvm.wire.grpc_util import unary_handler
 from ppsvm.wire.health import PREDICTION_SERVICE
@@ -30,6 +37,7 @@ from ppsvm.wire.metrics import RpcMetrics, serve_metrics
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 from ppsvm.wire.server import create_server, method_roles, serve_until, stop_on_signals
+from ppsvm.wire.tls import TlsFiles, choose_tls
 
 logger = logging.getLogger(__name__)
 
@@ -120,19 +128,19 @@ class Batches:
                     future.set_result(by_id)
 
 
-class CoordinatorServicer(pb_grpc.CoordinatorServicer):
-    """Predicts by record id: asks the record's row block for K(x_j', B_j') and applies the model."""
+class PredictionServicer(pb_grpc.CoordinatorServicer, abc.ABC):
+    """Predict and Status for a model: the counters, the reply and a rate-limited re-read of the records known.
+
+    Subclasses say which records they know (:meth:`known`), read them again (:meth:`refresh`) and score them
+    (:meth:`decisions`).
+    """
 
     def __init__(
-        self,
-        session: Session,
-        model: Model,
-        blocks: Sequence[RowBlockRecords],
-        registry: CollectorRegistry | None = None,
+        self, model: Model | DpModel, kernel: str, mbar: int, n_entities: int, registry: CollectorRegistry | None
     ) -> None:
-        self.session = session
         self.model = model
         self.served = 0
+        self.kernel, self.mbar, self.n_entities = kernel, mbar, n_entities
         # Counted per request, never per id: the label says only whether a record was scored.
         self.records = Counter(
             "ppsvm_prediction_records",
@@ -143,30 +151,39 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
         model_info = Gauge(
             "ppsvm_prediction_model_info", "The model served.", ["task", "kernel", "private"], registry=registry
         )
-        model_info.labels(model.task, model.kernel, str(model.private).lower()).set(1)
+        model_info.labels(model.task, kernel, str(model.private).lower()).set(1)
         self._lock = threading.Lock()
-        self.row_block_of = record_row_blocks(blocks)
         self._listed_at = -float("inf")  # the first unknown id is looked for at once
-        self.batches = Batches(lambda where: decisions_for_ids(session, model, where, list(where)))
+
+    @abc.abstractmethod
+    def known(self) -> Mapping[str, Any]:
+        """The records it can score, each to what :meth:`decisions` needs of it."""
+
+    @abc.abstractmethod
+    def refresh(self) -> None:
+        """Read the records known again."""
+
+    @abc.abstractmethod
+    def decisions(self, where: Mapping[str, Any]) -> dict[str, float]:
+        """The decision value of each record of ``where`` (records known, as :meth:`known` maps them)."""
 
     def _relist(self) -> None:
-        """Ask the entities for their records again (new records to score may have arrived), at most every
-        RELIST_EVERY_S: a stream of unknown ids must not turn into a stream of Records calls."""
+        """Read the records known again (new records to score may have arrived), at most every RELIST_EVERY_S: a
+        stream of unknown ids must not turn into a stream of reads."""
         with self._lock:
             if time.monotonic() - self._listed_at < RELIST_EVERY_S:
                 return
             self._listed_at = time.monotonic()
-        row_block_of = record_row_blocks(self.session.align_records())
-        self.row_block_of = row_block_of  # one assignment: a concurrent request sees the old map or the new
+        self.refresh()
 
     @unary_handler
     def Predict(self, request: pb.PredictRequest, context: grpc.ServicerContext) -> pb.PredictReply:
         ids = list(request.ids)
-        if any(record not in self.row_block_of for record in ids):
+        if any(record not in self.known() for record in ids):
             self._relist()
-        row_block_of = self.row_block_of
-        found = [record for record in ids if record in row_block_of]
-        by_id = self.batches.decisions({record: row_block_of[record] for record in found}) if found else {}
+        known = self.known()
+        found = [record for record in ids if record in known]
+        by_id = self.decisions({record: known[record] for record in found}) if found else {}
         with self._lock:
             self.served += len(found)
         self.records.labels("scored").inc(len(found))
@@ -178,19 +195,75 @@ class CoordinatorServicer(pb_grpc.CoordinatorServicer):
                 pb.Prediction(id=record, decision=value, prediction=label)
                 for record, value, label in zip(found, decision.tolist(), labels, strict=True)
             ],
-            not_found=[record for record in ids if record not in row_block_of],
+            not_found=[record for record in ids if record not in known],
         )
 
     @unary_handler
     def Status(self, request: pb.Empty, context: grpc.ServicerContext) -> pb.StatusReply:
         return pb.StatusReply(
             task=self.model.task,
-            kernel=self.model.kernel,
-            mbar=self.model.mbar,
-            n_entities=len(self.session.federation.entities),
+            kernel=self.kernel,
+            mbar=self.mbar,
+            n_entities=self.n_entities,
             private=self.model.private,
             requests_served=self.served,
         )
+
+
+class CoordinatorServicer(PredictionServicer):
+    """Predicts by record id: asks the record's row block for K(x_j', B_j') and applies the model."""
+
+    def __init__(
+        self,
+        session: Session,
+        model: Model,
+        blocks: Sequence[RowBlockRecords],
+        registry: CollectorRegistry | None = None,
+    ) -> None:
+        super().__init__(model, model.kernel, model.mbar, len(session.federation.entities), registry)
+        self.session = session
+        self.row_block_of = record_row_blocks(blocks)
+        self.batches = Batches(lambda where: decisions_for_ids(session, model, where, list(where)))
+
+    def known(self) -> Mapping[str, Any]:
+        return self.row_block_of
+
+    def refresh(self) -> None:
+        """Ask the entities for their records again."""
+        row_block_of = record_row_blocks(self.session.align_records())
+        self.row_block_of = row_block_of  # one assignment: a concurrent request sees the old map or the new
+
+    def decisions(self, where: Mapping[str, Any]) -> dict[str, float]:
+        return self.batches.decisions(dict(where))
+
+
+class DpServicer(PredictionServicer):
+    """Predicts by record id with a DP model, from the records' features in a file read here.
+
+    An entity serving the DP protocol releases nothing about a single record, so the records to score come from
+    whoever runs the service (a data owner scoring its own records, say): the file is read through the model's
+    schema, again when an id it does not hold is asked for, and the model, public since its release, scores them.
+    """
+
+    def __init__(self, model: DpModel, records: Path, registry: CollectorRegistry | None = None) -> None:
+        super().__init__(model, model.method, 0, len(model.entities), registry)
+        self.dp_model = model
+        self.path = records
+        self.by_id = self._read()
+
+    def _read(self) -> dict[str, float]:
+        ids, X = records_to_score(self.dp_model, self.path)
+        return dict(zip(ids.tolist(), self.dp_model.decision(X).tolist(), strict=True))
+
+    def known(self) -> Mapping[str, Any]:
+        return self.by_id
+
+    def refresh(self) -> None:
+        """Read the records file again."""
+        self.by_id = self._read()
+
+    def decisions(self, where: Mapping[str, Any]) -> dict[str, float]:
+        return dict(where)  # known() maps each record to its decision value already
 
 
 def serve_coordinator(
@@ -207,31 +280,71 @@ def serve_coordinator(
     """
     check_model_matches(model, federation)
     stop = stop_on_signals()
-    metrics = RpcMetrics() if metrics_at is not None else None
-    endpoint = serve_metrics(metrics.registry, *metrics_at) if metrics is not None and metrics_at is not None else None
-    if endpoint is not None:
-        logger.info("coordinator serve: metrics on %s", endpoint.url)
-    try:
-        with Session(federation, deadline) as session:
-            blocks, _ = session.survey()
-            check_model_federation(model, session)
-            # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
-            session.ranges_for(model.scaling)
-            # Without metrics the counters are registered nowhere (registry None), and nobody reads them.
-            servicer = CoordinatorServicer(session, model, blocks, metrics.registry if metrics is not None else None)
-            try:
-                server, port = create_server(
-                    listen,
-                    lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
-                    tls=session.tls,
-                    roles=PREDICTION_ROLES,
-                    services=(PREDICTION_SERVICE,),
-                    metrics=metrics,
-                )
-                serve_until(stop, server, listen, port, "coordinator serve")
-            finally:
-                servicer.batches.close()
-    finally:
-        if endpoint is not None:
-            endpoint.close()
+    with _metrics(metrics_at) as metrics, Session(federation, deadline) as session:
+        blocks, _ = session.survey()
+        check_model_federation(model, session)
+        # Refuse, before serving, a model whose scaling the fetched signed ranges contradict.
+        session.ranges_for(model.scaling)
+        # Without metrics the counters are registered nowhere (registry None), and nobody reads them.
+        servicer = CoordinatorServicer(session, model, blocks, metrics.registry if metrics is not None else None)
+        try:
+            _serve(stop, servicer, listen, session.tls, metrics)
+        finally:
+            servicer.batches.close()
     return 0
+
+
+def serve_dp_model(
+    federation: Federation,
+    model: DpModel,
+    records: Path,
+    listen: str,
+    metrics_at: tuple[str, int] | None = None,
+) -> int:
+    """Serve a DP model's predictions for the records in ``records`` (:class:`DpServicer`) until SIGINT/SIGTERM,
+    with the federation's TLS identity and roles; prints ``listening on HOST:PORT`` when ready. No entity is asked.
+
+    ``metrics_at``: as for :func:`serve_coordinator`.
+    """
+    trained = {e.id for e in model.entities}
+    current = {e.id for e in federation.entities}
+    if trained and trained != current:
+        raise ConfigError(
+            f"the DP model was released by entities {sorted(trained)}, not by those of {federation.source} "
+            f"({sorted(current)}): serve it with the federation it was trained on"
+        )
+    stop = stop_on_signals()
+    tls = choose_tls(federation.tls, insecure=federation.insecure, source=federation.source)
+    with _metrics(metrics_at) as metrics:
+        servicer = DpServicer(model, records, metrics.registry if metrics is not None else None)
+        _serve(stop, servicer, listen, tls, metrics)
+    return 0
+
+
+@contextlib.contextmanager
+def _metrics(metrics_at: tuple[str, int] | None) -> Iterator[RpcMetrics | None]:
+    """The RPC metrics and their Prometheus endpoint at ``metrics_at`` while the block runs; None without one."""
+    if metrics_at is None:
+        yield None
+        return
+    metrics = RpcMetrics()
+    endpoint = serve_metrics(metrics.registry, *metrics_at)
+    logger.info("coordinator serve: metrics on %s", endpoint.url)
+    try:
+        yield metrics
+    finally:
+        endpoint.close()
+
+
+def _serve(
+    stop: threading.Event, servicer: PredictionServicer, listen: str, tls: TlsFiles | None, metrics: RpcMetrics | None
+) -> None:
+    server, port = create_server(
+        listen,
+        lambda s: pb_grpc.add_CoordinatorServicer_to_server(servicer, s),
+        tls=tls,
+        roles=PREDICTION_ROLES,
+        services=(PREDICTION_SERVICE,),
+        metrics=metrics,
+    )
+    serve_until(stop, server, listen, port, "coordinator serve")

@@ -71,6 +71,9 @@ class DpModel:
     threshold : float
         Subtracted from w' zhat(x): the decision threshold the entities' DP score histograms chose
         (:mod:`ppsvm.core.threshold`), 0 when none was chosen. Public-only models keep 0.
+    schema : dict
+        The features as the entities declare them (an entity config's ``[schema]`` table: ``{"features": [...]}``),
+        through which records to score are read; empty in files written before models carried it.
     """
 
     method: str
@@ -89,10 +92,15 @@ class DpModel:
     training: dict[str, Any] = field(default_factory=dict)
     task: str = "classify"
     threshold: float = 0.0
+    schema: dict[str, Any] = field(default_factory=dict)
 
     @property
     def n_features(self) -> int:
         return len(self.low)
+
+    def prediction(self, decision: np.ndarray) -> np.ndarray:
+        """The label, +1 where the decision value is >= 0 and -1 elsewhere; same shape."""
+        return np.where(decision >= 0, 1.0, -1.0)
 
     def decision(self, X: np.ndarray) -> np.ndarray:
         """Decision values for raw feature rows X of shape (m, d); returns shape (m,)."""
@@ -151,6 +159,8 @@ class DpModel:
             raise ConfigError(f"{source}: rho must be D x {d} and weights of length 2D")
         if self.method == "public-only" and self.threshold != 0.0:
             raise ConfigError(f"{source}: a public-only model has no threshold")
+        if not isinstance(self.schema, dict):
+            raise ConfigError(f"{source}: schema must be a table of features")
         numbers = [*self.low, *self.high, self.kernel_width, self.C, self.threshold, *self.weights, *self.dual_coef]
         numbers += [v for row in (*self.rho, *self.basis) for v in row]
         if not np.isfinite(numbers).all():

@@ -17,7 +17,7 @@ import numpy as np
 import pytest
 
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.coordinator.dp_train import DpOptions, train_dp
+from ppsvm.coordinator.dp_train import DpOptions, train_dp, write_public_source
 from ppsvm.coordinator.evaluate import entity_alone, evaluate_dp_model, evaluate_model
 from ppsvm.coordinator.train import TrainOptions, train_and_save
 from ppsvm.core.fourier import apply_scaling, fourier_features
@@ -171,7 +171,12 @@ def test_dp_mode_sends_only_noised_weights_and_figures(tmp_path: Path) -> None:
         config.write_text(config.read_text() + "\n[privacy]\nepsilon_total = 3\n")
     with serve_spied(split_dir) as (live, spies, cores):
         federation = load_federation(live)
-        model = train_dp(federation, DpOptions(method="dp-hybrid", public=public, epsilon=1.0, n_frequencies=20))
+        write_public_source(split_dir / "r0c0.toml", public, tmp_path / "public.toml")
+        # Released whatever it is worth: the wire is the subject here.
+        options = DpOptions(
+            method="dp-hybrid", public=tmp_path / "public.toml", epsilon=1.0, n_frequencies=20, allow_noisy=True
+        )
+        model = train_dp(federation, options)
         evaluate_dp_model(federation, model, 1.0)
     for entity_id, core in cores.items():
         wire = b"".join(spies[entity_id].sent)

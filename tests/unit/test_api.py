@@ -16,6 +16,7 @@ from sklearn.model_selection import GridSearchCV
 
 from ppsvm import DpHybridClassifier, RandomKernelClassifier, RandomKernelRegressor, load_dataset
 from ppsvm.api.inprocess import serve_split, set_secrets, simulation_secrets
+from ppsvm.coordinator.dp_train import RHO_TOLERANCE
 from ppsvm.coordinator.evaluate import assembled_decisions
 from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.fourier import apply_scaling, fourier_features, learn_frequencies, public_kernel_width, public_scaling
@@ -250,7 +251,9 @@ def test_dp_hybrid_without_noise_equals_the_papers_pipeline(wdbc) -> None:
     signed = np.where(y == "M", 1.0, -1.0)
     low, high = public_scaling(X[public])
     width = public_kernel_width(apply_scaling(X[public], low, high))
-    rho = learn_frequencies(apply_scaling(X[public], low, high), width, 30, np.random.default_rng(SEED)).rho
+    rho = learn_frequencies(
+        apply_scaling(X[public], low, high), width, 30, np.random.default_rng(SEED), tol=RHO_TOLERANCE
+    ).rho
     svm = train_linear_svm(fourier_features(apply_scaling(X[private], low, high), rho), signed[private], C=1.0)
     assert model.model_.kernel_width == width and model.model_.mechanism == "none" and not model.model_.private
     np.testing.assert_array_equal(np.array(model.model_.rho), rho)
