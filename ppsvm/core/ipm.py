@@ -25,6 +25,35 @@ The iteration is Mehrotra's predictor-corrector (Nocedal & Wright, Numerical
 Optimization, 2nd ed., algorithm 14.3, with upper bounds as in Wright,
 Primal-Dual Interior-Point Methods, chapter 11). It stops when the relative
 primal and dual residuals and the relative duality gap are all below ``tol``.
+
+Passes over K (issue 28)
+------------------------
+K is the only operand of size m x mbar. The method reads it in row blocks, and each pass reads a
+block once and does all its work on the block while the block is in cache (:func:`_block_pass`):
+the block's rows of A'd (a product K d), the row-by-row work on those rows of the variables, the
+block's share of the products A c (K'(.)) and of the normal matrix. Three passes per iteration:
+
+1. normal: A'y, the residuals, Theta and the predictor's right-hand side rhs row by row; the
+   shares of A x, A Theta rhs, A Theta sigma (sigma = 1/w - 1/x) and of the normal matrix.
+2. predictor: A'dy and the predictor's direction row by row; the share of A Theta q, where
+   q = dx dz / x - dw dv / w. The corrector's right-hand side is then
+   r_b + A Theta rhs + target A Theta sigma + A Theta q, the centring target a scalar.
+3. corrector: A'dy and the corrector's direction row by row, and each block's step-length bounds.
+
+Three is the fewest for this iteration: the predictor's dy needs the whole normal matrix, the
+corrector's right-hand side needs every row of the predictor's direction (through q), and the next
+normal matrix needs the corrector's step lengths, a minimum over all rows; each of these three
+reductions is followed by work on every row of K. Starting reads K twice (column sums, |K|'s
+largest entry and the start's products; the ridge estimate's normal matrix), and turning to the
+accurate Newton solves once more: a solve of N iterations reads K 3 N + 3 times, or 3 N + 4.
+
+The row work is compiled by numba (:func:`_kernels`): as numpy expressions it was a pass over
+memory per operation, and cost more than the passes over K. The products stay with BLAS.
+
+The row-block functions take a block of K and the block's rows of the variables and return the
+block's partial sums (:class:`_Partial`); a back end that holds row chunks of K and of the
+variables elsewhere (issue 31) maps them over its chunks and reduces the partials, as
+:class:`_LocalRows` does in this process.
 """
 
 from __future__ import annotations
@@ -32,20 +61,18 @@ from __future__ import annotations
 import contextlib
 import functools
 import threading
-from collections.abc import Iterator
-from dataclasses import dataclass
-from typing import Any, Literal
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any, Literal, NamedTuple, Protocol
 
 import numpy as np
 import scipy.linalg
-import scipy.linalg.blas
 from threadpoolctl import ThreadpoolController
 
 _STEP_TO_BOUNDARY = 0.995
 # Give up (converged = False) when the worst of the three measures has not halved for this many iterations.
 _STALL_ITERATIONS = 30
 _PIVOT_FLOOR = 1e-15
-_TINY = np.finfo(float).tiny
 _HUGE = 1e128
 # Switch to the accurate (QR) Newton solves when the worst measure has not halved for this many iterations,
 # once it is below _ACCURATE_BELOW. Above it the method is still far from the optimum, where slow progress
@@ -53,13 +80,17 @@ _HUGE = 1e128
 # K (entries 0.63 to 0.98 at 160,000 x 19) spent 6 slow iterations there and then 23 in the 7x dearer form.
 _SLOW_ITERATIONS = 6
 _ACCURATE_BELOW = 1e-3
-# Entries of K per weighted row block (1 MiB of float64): bounds the solver's temporaries and stays in cache.
-_BLOCK_ELEMENTS = 1 << 17
+# Entries of K per row block (2 MiB of float64), read once per pass and kept in cache for the block's work.
+# Measured at 2,000,000 x 19 (CPU time per iteration): 289 ms, against 313 ms with 1 MiB and 301 ms with 4 MiB;
+# smaller blocks pay more per-block overhead (487 ms with 256 KiB).
+_BLOCK_ELEMENTS = 1 << 18
 # A Cholesky pivot of the scaled normal matrix below this (squared) sends the solve to the
 # truncated eigen-decomposition: the factor would carry no accurate digit along that direction.
 _CHOLESKY_FLOOR = 1e-12
 DEFAULT_TOL = 1e-8
 DEFAULT_MAX_ITERATIONS = 200
+
+_System = Literal["matrix", "qr"]
 
 
 @dataclass(frozen=True)
@@ -88,12 +119,52 @@ class IpmResult:
     gap: float
 
 
-def normal_matrix(K: np.ndarray, theta: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
+class RowSource(Protocol):
+    """K read by row blocks rather than handed over as one array.
+
+    The solver reads K only through :meth:`rows`, each row block whole, once per pass.
+    """
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(m, mbar)."""
+        ...
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        """K[start:stop], float64, shape (stop - start, mbar)."""
+        ...
+
+
+@dataclass(frozen=True)
+class _ArrayRows:
+    """An array in memory as a :class:`RowSource`: its row blocks are views, not copies."""
+
+    K: np.ndarray
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.K.shape[0], self.K.shape[1]
+
+    def rows(self, start: int, stop: int) -> np.ndarray:
+        return self.K[start:stop]
+
+
+def _as_source(K: np.ndarray | RowSource) -> RowSource:
+    return _ArrayRows(K) if isinstance(K, np.ndarray) else K
+
+
+def _row_ranges(m: int, mbar: int) -> list[tuple[int, int]]:
+    """(start, stop) of K's row blocks, each at most _BLOCK_ELEMENTS entries (but at least 4 (mbar + 1) rows)."""
+    rows = max(4 * (mbar + 1), _BLOCK_ELEMENTS // (mbar + 1))
+    return [(start, min(start + rows, m)) for start in range(0, m, rows)]
+
+
+def normal_matrix(K: np.ndarray | RowSource, theta: np.ndarray, center: np.ndarray | None = None) -> np.ndarray:
     """Khat' diag(theta) Khat for Khat = [K - 1 center', 1], in row blocks (no copy of K).
 
     Parameters
     ----------
-    K : ndarray, shape (m, mbar)
+    K : ndarray or RowSource, shape (m, mbar)
     theta : ndarray, shape (m,), >= 0
     center : ndarray, shape (mbar,), optional
         Subtracted from every row of K; zero by default.
@@ -102,95 +173,15 @@ def normal_matrix(K: np.ndarray, theta: np.ndarray, center: np.ndarray | None = 
     -------
     ndarray, shape (mbar + 1, mbar + 1)
     """
-    mbar = K.shape[1]
-    M = np.zeros((mbar + 1, mbar + 1), order="F")
-    fortran = _is_fortran(K)
-    for block in _weighted_blocks(K, np.zeros(mbar) if center is None else center, np.sqrt(theta)):
-        # W'W of the weighted block, upper triangle only: half the flops of a general product. BLAS is handed
-        # whichever of W and W' is Fortran-ordered; the other would be copied by the wrapper.
-        if fortran:
-            M = scipy.linalg.blas.dsyrk(1.0, block, beta=1.0, c=M, trans=1, overwrite_c=True)
-        else:
-            M = scipy.linalg.blas.dsyrk(1.0, block.T, beta=1.0, c=M, trans=0, overwrite_c=True)
-    return np.triu(M) + np.triu(M, 1).T
-
-
-def _is_fortran(K: np.ndarray) -> bool:
-    """Whether K's columns are contiguous (the layout :func:`ppsvm.core.kernels.assembly_start` gives)."""
-    return bool(K.flags.f_contiguous and not K.flags.c_contiguous)
-
-
-def _weighted_blocks(K: np.ndarray, center: np.ndarray, root: np.ndarray) -> Iterator[np.ndarray]:
-    """Row blocks of diag(root) [K - 1 center', 1], each at most _BLOCK_ELEMENTS entries.
-
-    Each block is written into the same buffer: a consumer must be done with one before asking for the next.
-    The blocks have K's layout, so that every elementwise operation runs along K's contiguous axis (numpy
-    loops over the short axis of a mismatched layout: 2.5 times as long at mbar = 19).
-    """
-    m, mbar = K.shape
-    rows = max(4 * (mbar + 1), _BLOCK_ELEMENTS // (mbar + 1))
-    order: Literal["C", "F"] = "F" if _is_fortran(K) else "C"
-    buffer = np.empty((min(rows, m), mbar + 1), order=order)
-    for start in range(0, m, rows):
-        block = K[start : start + rows]
-        weighted = buffer[: len(block)] if len(block) == len(buffer) else np.empty((len(block), mbar + 1), order=order)
-        np.subtract(block, center, out=weighted[:, :mbar])
-        weighted[:, mbar] = 1.0
-        np.multiply(weighted, root[start : start + rows, None], out=weighted)
-        yield weighted
-
-
-class _Dual:
-    """The dual LP's data and the two products with its constraint matrix A = [[Kc'S, -I], [s', 0]].
-
-    Kc = K - 1 kbar' has centred columns. Because s'a = 0 is a constraint, Kc'(s a) = K'(s a)
-    on the feasible set, so the LP is unchanged; but [Kc, 1] is far better conditioned than
-    [K, 1] when K is nearly constant (a wide Gaussian width puts every entry near 1). In the
-    primal this is the change of variable gamma' = gamma - kbar'u.
-    """
-
-    def __init__(self, K: np.ndarray, sign: np.ndarray, cost: np.ndarray, a_box: tuple[float, float], rho: float):
-        self.K, self.sign = K, sign
-        self.center = K.mean(axis=0)
-        m, mbar = K.shape
-        self.m, self.mbar = m, mbar
-        self.k_max = max(float(K.max()), -float(K.min()))  # |K|.max() without a copy of K
-        # Shift every variable to [0, upper]: a = a_lo + x_a, r = -rho + x_r.
-        self.a_lo = a_box[0]
-        self.upper = np.r_[np.full(m, a_box[1] - a_box[0]), np.full(mbar, 2.0 * rho)]
-        self.f = np.r_[-cost, np.zeros(mbar)]
-        # A (lower bounds) moved to the right-hand side: b = -A l.
-        self.b = -self.times(np.r_[np.full(m, a_box[0]), np.full(mbar, -rho)])
-
-    def times(self, x: np.ndarray) -> np.ndarray:
-        """A x for x = (x_a, x_r): (Kc'(s x_a) - x_r, s'x_a)."""
-        signed = self.sign * x[: self.m]
-        total = signed.sum()
-        out = np.empty(self.mbar + 1)
-        np.matmul(self.K.T, signed, out=out[: self.mbar])
-        out[: self.mbar] -= self.center * total + x[self.m :]
-        out[self.mbar] = total
-        return out
-
-    def term_size(self, x: np.ndarray) -> float:
-        """A bound on the norm of |A| |x|, the size of the terms that A x sums (no pass over K)."""
-        a_sum = float(np.abs(x[: self.m]).sum())
-        return np.sqrt(self.mbar) * self.k_max * a_sum + _norm(x[self.m :]) + a_sum
-
-    def transpose_times(self, y: np.ndarray) -> np.ndarray:
-        """A'y for y = (y_K, y_s): (s (Kc y_K + y_s), -y_K)."""
-        y_K = y[: self.mbar]
-        out = np.empty(self.m + self.mbar)
-        head = out[: self.m]
-        np.matmul(self.K, y_K, out=head)
-        head += y[self.mbar] - self.center @ y_K
-        head *= self.sign
-        np.negative(y_K, out=out[self.m :])
-        return out
+    source = _as_source(K)
+    mbar = source.shape[1]
+    root = np.sqrt(theta)
+    share = _system_share(source, np.zeros(mbar) if center is None else center, False, lambda a, b: root[a:b])
+    return _symmetric(share.matrix)
 
 
 def solve_dual(
-    K: np.ndarray,
+    K: np.ndarray | RowSource,
     sign: np.ndarray,
     cost: np.ndarray,
     a_box: tuple[float, float],
@@ -203,7 +194,7 @@ def solve_dual(
 
     Parameters
     ----------
-    K : ndarray, shape (m, mbar)
+    K : ndarray or RowSource, shape (m, mbar)
     sign : ndarray, shape (m,)
         s: the labels (classify) or ones (regress).
     cost : ndarray, shape (m,)
@@ -227,7 +218,7 @@ def solve_dual(
     # 1.6 s against 1.4 s at 200,000 x 19), and when other work shares the cores OpenBLAS's busy-waiting
     # threads made a 400-row fit 16 times slower (65 s against 4 s).
     with one_blas_thread():
-        return _solve(K, sign, cost, a_box, rho, tol, max_iterations)
+        return _solve(_as_source(K), sign, cost, a_box, rho, tol, max_iterations)
 
 
 _limit_lock = threading.Lock()
@@ -266,8 +257,440 @@ def _blas_controller() -> ThreadpoolController:
     return ThreadpoolController()
 
 
+# --- the row-block interface: one block of K and its rows of the variables in, partial sums out -------------
+
+
+# The rows of the variables' array (_LocalRows.variables, _Rows.variables): x in (0, U) with w = U - x (the a's
+# and r's shifted to [0, U]) and z, v > 0 (the multipliers of x >= 0 and x <= U) are the iterate; Theta and the
+# predictor's right-hand side are written by the normal pass, the predictor's dx dz and dw dv by the predictor
+# pass, the corrector's direction by the corrector pass.
+_X, _W, _Z, _V, _THETA, _RHS, _AFFINE_X, _AFFINE_W, _DX, _DW, _DZ, _DV = range(12)
+
+
+@dataclass(frozen=True)
+class _Rows:
+    """Some of the variables (a row block's a's, or the r's) and their data, as views.
+
+    Attributes
+    ----------
+    variables : ndarray, shape (12, k)
+        Rows _X to _DV above.
+    cost : ndarray, shape (k,)
+        c, the objective being -c'x; zero for the r's.
+    sign : ndarray, shape (k,)
+        s of the a's; one for the r's.
+    upper : float
+        U of these variables.
+    """
+
+    variables: np.ndarray
+    cost: np.ndarray
+    sign: np.ndarray
+    upper: float
+
+
+class _Work(NamedTuple):
+    """What a pass's row work returns: s c for the columns c whose images under A the pass needs (shape (k, j)),
+    their sums, and the pass's sums and maxima."""
+
+    columns: np.ndarray
+    column_sums: np.ndarray
+    sums: dict[str, float]
+    peaks: dict[str, float]
+
+
+# (rows, raw, offset) -> _Work, where A'd on these rows is s (raw + offset).
+_RowWork = Callable[[_Rows, np.ndarray, float], _Work]
+
+
+@dataclass(frozen=True)
+class _Partial:
+    """The share of some rows in a pass; :meth:`combine` reduces the shares of disjoint rows.
+
+    Attributes
+    ----------
+    products : ndarray, shape (mbar + 1, j), or None
+        [K_b'(s c); s'c] of the pass's j columns c on a row block, [-c; 0] on the r's: summed.
+    sums : dict of str to float
+        Summed.
+    peaks : dict of str to float
+        Maxima.
+    matrix : ndarray, shape (mbar + 1, mbar + 1), or None
+        The block's Khat_b' Theta_b Khat_b (centred): summed.
+    r : ndarray, shape (at most mbar + 1, mbar + 1), or None
+        R of a QR factorisation of the block's Theta_b^(1/2) Khat_b: stacked and factorised again.
+    """
+
+    products: np.ndarray | None = None
+    sums: dict[str, float] = field(default_factory=dict)
+    peaks: dict[str, float] = field(default_factory=dict)
+    matrix: np.ndarray | None = None
+    r: np.ndarray | None = None
+
+    def combine(self, other: _Partial) -> _Partial:
+        """The share of both sets of rows."""
+        return _Partial(
+            _sum(self.products, other.products),
+            {key: self.sums.get(key, 0.0) + other.sums.get(key, 0.0) for key in self.sums | other.sums},
+            {key: max(self.peaks.get(key, -np.inf), other.peaks.get(key, -np.inf)) for key in self.peaks | other.peaks},
+            _sum(self.matrix, other.matrix),
+            other.r if self.r is None else self.r if other.r is None else _r_factor(np.vstack([self.r, other.r])),
+        )
+
+
+def _sum(first: np.ndarray | None, second: np.ndarray | None) -> np.ndarray | None:
+    return second if first is None else first if second is None else first + second
+
+
+def _block_pass(
+    K_b: np.ndarray, rows: _Rows, center: np.ndarray, direction: np.ndarray, work: _RowWork, system: _System | None
+) -> _Partial:
+    """One row block's share of a pass, reading the block once.
+
+    The block's rows of A'd, the pass's row work on them, K_b'(s c) of the columns c the work returns, and with
+    ``system`` the block's share of the Newton system at the Theta the work has written.
+
+    Parameters
+    ----------
+    K_b : ndarray, shape (k, mbar)
+    rows : _Rows
+        The block's rows of the variables (length k).
+    center : ndarray, shape (mbar,)
+    direction : ndarray, shape (mbar + 1,)
+        d, whose image A'd = s (Kc d_K + d_s) the work receives.
+    work : callable
+        The pass's row work.
+    system : {"matrix", "qr"} or None
+
+    Returns
+    -------
+    _Partial
+    """
+    done = work(rows, K_b @ direction[:-1], float(direction[-1] - center @ direction[:-1]))
+    share = _Partial(_gather(K_b, done.columns, done.column_sums), done.sums, done.peaks)
+    if system is None:
+        return share
+    return share.combine(_system_part(K_b, np.sqrt(rows.variables[_THETA]), center, system == "qr"))
+
+
+def _slack_pass(rows: _Rows, direction: np.ndarray, work: _RowWork) -> _Partial:
+    """The r's share of a pass: A'd is -d_K there, and a column c adds -c to A c's first mbar entries."""
+    done = work(rows, -direction[:-1], 0.0)
+    products = np.vstack([-done.columns, np.zeros((1, done.columns.shape[1]))])
+    return _Partial(products, done.sums, done.peaks)
+
+
+def _gather(K_b: np.ndarray, columns: np.ndarray, column_sums: np.ndarray) -> np.ndarray:
+    """[K_b' columns; column sums], shape (mbar + 1, j), for columns of shape (k, j).
+
+    One matrix-vector product per column: OpenBLAS's matrix product with 3 columns took 1.5 to 1.7 times as
+    long (233 against 134 microseconds on a 13,107 x 19 block of a column-major K, 302 against 206 row-major).
+    """
+    mbar = K_b.shape[1]
+    out = np.empty((mbar + 1, columns.shape[1]), order="F")
+    for j in range(columns.shape[1]):
+        np.matmul(K_b.T, columns[:, j], out=out[:mbar, j])
+    out[mbar] = column_sums
+    return out
+
+
+def _survey_block(K_b: np.ndarray, rows: _Rows, a_lo: float) -> _Partial:
+    """The start's pass over a block: K_b'(1, s, s (a_lo + x), s c) and their sums, and |K_b|'s largest entry.
+
+    They give K's column means (the centre), A's image of the lower bounds, of the start's a's and of c.
+    """
+    columns = np.empty((len(rows.sign), 4), order="F")
+    columns[:, 0] = 1.0
+    columns[:, 1] = rows.sign
+    np.multiply(rows.sign, a_lo + rows.variables[_X], out=columns[:, 2])
+    np.multiply(rows.sign, rows.cost, out=columns[:, 3])
+    products = _gather(K_b, columns, columns.sum(axis=0))
+    return _Partial(products, peaks={"k_max": max(float(K_b.max()), -float(K_b.min()))})
+
+
+def _system_part(K_b: np.ndarray, root: np.ndarray | None, center: np.ndarray, accurate: bool) -> _Partial:
+    """The block's share of the Newton system: W'W or R of W, W = diag(root) [K_b - 1 center', 1].
+
+    W has K_b's layout, so that every elementwise operation runs along the contiguous axis (numpy loops over the
+    short axis of a mismatched layout: 2.5 times as long at mbar = 19). ``root`` None: unit weights.
+    """
+    k, mbar = K_b.shape
+    weighted = np.empty((k, mbar + 1), order="F" if K_b.strides[0] < K_b.strides[1] else "C")
+    np.subtract(K_b, center, out=weighted[:, :mbar])
+    weighted[:, mbar] = 1.0
+    if root is not None:
+        weighted *= root[:, None]
+    if accurate:
+        return _Partial(r=_r_factor(weighted))
+    # A general product, though W'W is symmetric: OpenBLAS's symmetric rank-k update, half the flops, took
+    # longer at these shapes (388 against 323 microseconds on a 13,107 x 20 block).
+    return _Partial(matrix=weighted.T @ weighted)
+
+
+def _system_share(
+    source: RowSource, center: np.ndarray, accurate: bool, root: Callable[[int, int], np.ndarray | None]
+) -> _Partial:
+    """The Newton system's :func:`_system_part` over all of K, ``root(start, stop)`` weighting each block."""
+    m, mbar = source.shape
+    parts = (_system_part(source.rows(a, b), root(a, b), center, accurate) for a, b in _row_ranges(m, mbar))
+    return functools.reduce(_Partial.combine, parts)
+
+
+def _normal_work(rows: _Rows, raw: np.ndarray, offset: float) -> _Work:
+    """At the iterate, given A'y: Theta and the predictor's right-hand side (written to ``rows``), the columns
+    x, Theta rhs and Theta sigma (sigma = 1/w - 1/x), and the sums the measures and the step need."""
+    columns = np.empty((rows.variables.shape[1], 3), order="F")
+    done = _kernels().normal(rows.variables, rows.cost, rows.sign, rows.upper, raw, offset, columns)
+    names = ("residual_c", "residual_u", "image", "cost_x", "upper_v", "xz", "wv", "x")
+    return _Work(columns, np.array(done[8:]), dict(zip(names, done[:8], strict=True)), {})
+
+
+def _normal_rows(
+    variables: np.ndarray,
+    cost: np.ndarray,
+    sign: np.ndarray,
+    upper: float,
+    raw: np.ndarray,
+    offset: float,
+    columns: np.ndarray,
+) -> tuple[float, ...]:
+    """The normal pass's row work, compiled (:func:`_kernels`); see :func:`_normal_work`."""
+    x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
+    theta, rhs = variables[_THETA], variables[_RHS]
+    residual_c = residual_u = image_2 = cost_x = v_sum = xz = wv = x_sum = 0.0
+    sum_x = sum_rhs = sum_sigma = 0.0
+    for i in range(x.shape[0]):
+        image = sign[i] * (raw[i] + offset)
+        # Each reciprocal once: divisions are the dearest operation of these loops.
+        reciprocal_x = 1.0 / x[i]
+        reciprocal_w = 1.0 / w[i]
+        ratio_w = v[i] * reciprocal_w
+        scaling = 1.0 / (z[i] * reciprocal_x + ratio_w)
+        gap_u = upper - x[i] - w[i]
+        # c + A'y = A'y - f. The predictor's right-hand side r_c - r_xz/x + (r_wv - v r_u)/w with r_xz = -xz,
+        # r_wv = -wv is r_c + z - v - (v/w) r_u = f - A'y - (v/w) r_u: the z - v of r_c = f - A'y - z + v cancels.
+        base = cost[i] + image
+        predictor = -(base + ratio_w * gap_u)
+        gap_c = v[i] - z[i] - base
+        theta[i] = scaling
+        rhs[i] = predictor
+        column_x = sign[i] * x[i]
+        column_rhs = sign[i] * (scaling * predictor)
+        column_sigma = sign[i] * (scaling * (reciprocal_w - reciprocal_x))
+        columns[i, 0] = column_x
+        columns[i, 1] = column_rhs
+        columns[i, 2] = column_sigma
+        sum_x += column_x
+        sum_rhs += column_rhs
+        sum_sigma += column_sigma
+        residual_c += gap_c * gap_c
+        residual_u += gap_u * gap_u
+        image_2 += image * image
+        cost_x += cost[i] * x[i]
+        v_sum += v[i]
+        xz += x[i] * z[i]
+        wv += w[i] * v[i]
+        x_sum += x[i]
+    return residual_c, residual_u, image_2, cost_x, upper * v_sum, xz, wv, x_sum, sum_x, sum_rhs, sum_sigma
+
+
+def _predictor_work(rows: _Rows, raw: np.ndarray, offset: float) -> _Work:
+    """Given A'dy of the predictor: its direction's dx dz and dw dv (written to ``rows``), the column Theta q
+    (q = dx dz / x - dw dv / w), the dot products of mu after the step, and the step lengths' bounds."""
+    column = np.empty((rows.variables.shape[1], 1), order="F")
+    done = _kernels().predictor(rows.variables, rows.sign, rows.upper, raw, offset, column)
+    sums = dict(zip(("x_dz", "dx_z", "dx_dz"), done[:3], strict=True))
+    return _Work(column, np.array(done[3:4]), sums, {"primal": done[4], "dual": done[5]})
+
+
+def _predictor_rows(
+    variables: np.ndarray, sign: np.ndarray, upper: float, raw: np.ndarray, offset: float, column: np.ndarray
+) -> tuple[float, ...]:
+    """The predictor pass's row work, compiled (:func:`_kernels`); see :func:`_predictor_work`."""
+    x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
+    theta, rhs, affine_x, affine_w = variables[_THETA], variables[_RHS], variables[_AFFINE_X], variables[_AFFINE_W]
+    x_dz = dx_z = dx_dz = column_sum = 0.0
+    primal = dual = -np.inf
+    for i in range(x.shape[0]):
+        reciprocal_x = 1.0 / x[i]
+        reciprocal_w = 1.0 / w[i]
+        dx = theta[i] * (sign[i] * (raw[i] + offset) - rhs[i])
+        dw = upper - x[i] - w[i] - dx
+        # dz = (r_xz - z dx)/x with r_xz = -xz, so -dz/z = (x + dx)/x; dv likewise.
+        fall_z = (x[i] + dx) * reciprocal_x
+        fall_v = (w[i] + dw) * reciprocal_w
+        dz = -z[i] * fall_z
+        dv = -v[i] * fall_v
+        product_x = dx * dz
+        product_w = dw * dv
+        affine_x[i] = product_x
+        affine_w[i] = product_w
+        entry = sign[i] * (theta[i] * (product_x * reciprocal_x - product_w * reciprocal_w))
+        column[i, 0] = entry
+        column_sum += entry
+        x_dz += x[i] * dz + w[i] * dv
+        dx_z += dx * z[i] + dw * v[i]
+        dx_dz += product_x + product_w
+        primal = max(primal, max(-dx * reciprocal_x, -dw * reciprocal_w))
+        dual = max(dual, max(fall_z, fall_v))
+    return x_dz, dx_z, dx_dz, column_sum, primal, dual
+
+
+def _corrector_work(rows: _Rows, raw: np.ndarray, offset: float, target: float) -> _Work:
+    """Given A'dy of the corrector: its direction (written to ``rows``) and the step lengths' bounds."""
+    primal, dual = _kernels().corrector(rows.variables, rows.sign, rows.upper, raw, offset, target)
+    return _Work(np.empty((rows.variables.shape[1], 0)), np.empty(0), {}, {"primal": primal, "dual": dual})
+
+
+def _corrector_rows(
+    variables: np.ndarray, sign: np.ndarray, upper: float, raw: np.ndarray, offset: float, target: float
+) -> tuple[float, float]:
+    """The corrector pass's row work, compiled (:func:`_kernels`); see :func:`_corrector_work`.
+
+    With r_xz = target - xz - dx dz and r_wv = target - wv - dw dv (the predictor's), the right-hand side is the
+    predictor's plus (target - dw dv)/w - (target - dx dz)/x, and dz = (target - dx dz)/x - z (x + dx)/x.
+    """
+    x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
+    theta, rhs, affine_x, affine_w = variables[_THETA], variables[_RHS], variables[_AFFINE_X], variables[_AFFINE_W]
+    primal = dual = -np.inf
+    for i in range(x.shape[0]):
+        reciprocal_x = 1.0 / x[i]
+        reciprocal_w = 1.0 / w[i]
+        centring_x = (target - affine_x[i]) * reciprocal_x
+        centring_w = (target - affine_w[i]) * reciprocal_w
+        dx = theta[i] * (sign[i] * (raw[i] + offset) - rhs[i] - centring_w + centring_x)
+        dw = upper - x[i] - w[i] - dx
+        dz = centring_x - z[i] * (x[i] + dx) * reciprocal_x
+        dv = centring_w - v[i] * (w[i] + dw) * reciprocal_w
+        variables[_DX, i] = dx
+        variables[_DW, i] = dw
+        variables[_DZ, i] = dz
+        variables[_DV, i] = dv
+        primal = max(primal, max(-dx * reciprocal_x, -dw * reciprocal_w))
+        dual = max(dual, max(-dz / z[i], -dv / v[i]))
+    return primal, dual
+
+
+def _step_rows(variables: np.ndarray, primal: float, dual: float) -> None:
+    """x, w += primal (dx, dw) and z, v += dual (dz, dv), compiled (:func:`_kernels`)."""
+    for i in range(variables.shape[1]):
+        variables[_X, i] += primal * variables[_DX, i]
+        variables[_W, i] += primal * variables[_DW, i]
+        variables[_Z, i] += dual * variables[_DZ, i]
+        variables[_V, i] += dual * variables[_DV, i]
+
+
+class _Kernels(NamedTuple):
+    """The compiled row work (numba dispatchers)."""
+
+    normal: Callable[..., tuple[float, ...]]
+    predictor: Callable[..., tuple[float, ...]]
+    corrector: Callable[..., tuple[float, float]]
+    step: Callable[..., None]
+
+
+@functools.cache
+def _kernels() -> _Kernels:
+    """The row work of the three passes and the step, compiled by numba on first use.
+
+    As numpy expressions each operation is a pass over the rows' vectors: the normal and predictor passes' row
+    work took 66 and 61 ns a row at 2,000,000 rows against 33 and 21 compiled, and the whole solve at
+    5,000,000 x 19 1,027 ms of CPU time an iteration against 794. Compiled on a machine's first solve and kept
+    (cache=True: a few seconds once); numba is imported only when a process solves its first LP, which then
+    takes about 1 s and 100 MiB of RSS more. error_model "numpy": a division by 0 gives inf as in numpy, with no
+    check in the loop. nogil: solves in several threads run their row work in parallel.
+    """
+    import numba
+
+    compiled = numba.njit(cache=True, nogil=True, error_model="numpy")
+    return _Kernels(compiled(_normal_rows), compiled(_predictor_rows), compiled(_corrector_rows), compiled(_step_rows))
+
+
+def _step_length(peak: float, fraction: float) -> float:
+    """The largest step in [0, 1] keeping x + t dx > 0 where peak = max(-dx / x), times ``fraction``."""
+    return 1.0 if peak <= fraction else fraction / peak
+
+
+# --- the local back end ---------------------------------------------------------------------------------------
+
+
+class _LocalRows:
+    """The local back end: K's row blocks read one after another in this process, the variables in memory.
+
+    Each pass maps a row-block function over the blocks and reduces the partials; the r's, which K does not
+    touch, are one more part. A back end holding row chunks of K and of the variables on workers (issue 31)
+    offers the same methods: :meth:`survey`, :meth:`run`, :meth:`system` and :meth:`step`.
+    """
+
+    def __init__(self, source: RowSource, sign: np.ndarray, cost: np.ndarray, a_width: float, r_width: float):
+        m, mbar = source.shape
+        self.source = source
+        # Rows _X to _DV over the m a's and then the mbar r's.
+        self.variables = np.empty((12, m + mbar))
+        self.ranges = _row_ranges(m, mbar)
+        self.blocks = [self._rows(a, b, cost[a:b], sign[a:b], a_width) for a, b in self.ranges]
+        self.slack = self._rows(m, m + mbar, np.zeros(mbar), np.ones(mbar), r_width)
+
+    def _rows(self, start: int, stop: int, cost: np.ndarray, sign: np.ndarray, upper: float) -> _Rows:
+        return _Rows(self.variables[:, start:stop], cost, sign, upper)
+
+    def survey(self, a_lo: float) -> _Partial:
+        """The start's pass (:func:`_survey_block`), at the a's already set in the variables."""
+        parts = (
+            _survey_block(self.source.rows(a, b), rows, a_lo)
+            for (a, b), rows in zip(self.ranges, self.blocks, strict=True)
+        )
+        return functools.reduce(_Partial.combine, parts)
+
+    def run(self, center: np.ndarray, direction: np.ndarray, work: _RowWork, system: _System | None = None) -> _Partial:
+        """One pass of an iteration (:func:`_block_pass` on every block, :func:`_slack_pass` on the r's)."""
+        share = _slack_pass(self.slack, direction, work)
+        for (a, b), rows in zip(self.ranges, self.blocks, strict=True):
+            share = share.combine(_block_pass(self.source.rows(a, b), rows, center, direction, work, system))
+        return share
+
+    def system(self, center: np.ndarray, accurate: bool, unit: bool = False) -> _Partial:
+        """The Newton system's share of K at the Theta the last normal pass wrote (``unit``: Theta = I)."""
+        theta = self.variables[_THETA]
+        return _system_share(self.source, center, accurate, lambda a, b: None if unit else np.sqrt(theta[a:b]))
+
+    def step(self, primal: float, dual: float) -> None:
+        """Move the iterate along the corrector's direction (no pass over K)."""
+        for rows in [*self.blocks, self.slack]:
+            _kernels().step(rows.variables, primal, dual)
+
+
+# --- the iteration ------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class _Dual:
+    """The dual LP's constants.
+
+    Kc = K - 1 center' has centred columns. Because s'a = 0 is a constraint, Kc'(s a) = K'(s a)
+    on the feasible set, so the LP is unchanged; but [Kc, 1] is far better conditioned than
+    [K, 1] when K is nearly constant (a wide Gaussian width puts every entry near 1). In the
+    primal this is the change of variable gamma' = gamma - center'u.
+    """
+
+    m: int
+    mbar: int
+    a_lo: float
+    center: np.ndarray
+    k_max: float
+    b: np.ndarray
+    upper_norm: float
+    cost_norm: float
+
+    def images(self, products: np.ndarray) -> np.ndarray:
+        """A c = (Kc'(s c_a) - c_r, s'c_a) from the summed [K'(s c_a) - c_r; s'c_a] of a pass's columns."""
+        images = products.copy()
+        images[: self.mbar] -= np.outer(self.center, products[self.mbar])
+        return images
+
+
 def _solve(
-    K: np.ndarray,
+    source: RowSource,
     sign: np.ndarray,
     cost: np.ndarray,
     a_box: tuple[float, float],
@@ -275,33 +698,38 @@ def _solve(
     tol: float,
     max_iterations: int,
 ) -> IpmResult:
-    lp = _Dual(K, sign, cost, a_box, rho)
-    U, f, b = lp.upper, lp.f, lp.b
-    U_norm, f_norm = _norm(U), _norm(f)
-    point = _start(lp)
+    m, mbar = source.shape
+    n = m + mbar
+    a_width, r_width = a_box[1] - a_box[0], 2.0 * rho
+    rows = _LocalRows(source, sign, cost, a_width, r_width)
+    lp = _start(rows, sign, cost, a_box[0], rho, a_width, r_width)
+    x_r, theta_r = rows.slack.variables[_X], rows.slack.variables[_THETA]
+    b_norm = _norm(lp.b)
+    y = np.zeros(mbar + 1)
     primal = dual = gap = np.inf
     best, best_at = np.inf, 0
     accurate = False
     first_rank: int | None = None
-    # A'y is carried from iteration to iteration (A'(y + t dy) = A'y + t A'dy, with A'dy a by-product of the
-    # step): one product over K less per iteration. It is computed afresh before convergence is declared.
-    a_times_y, exact = lp.transpose_times(point.y), True
     for iteration in range(max_iterations + 1):
-        x, w, y, z, v = point.x, point.w, point.y, point.z, point.v
-        residuals = _Residuals(b - lp.times(x), U - x - w, f - a_times_y - z + v)
-        primal_value = float(f @ x)
-        dual_value = float(b @ y - U @ v)
+        # A'y comes afresh from every normal pass: its product runs on blocks the pass reads anyway.
+        normal = rows.run(lp.center, y, _normal_work, "qr" if accurate else "matrix")
+        sums = normal.sums
+        images = lp.images(_given(normal.products))  # A x, A Theta rhs, A Theta sigma
+        residual_b = lp.b - images[:, 0]
         # Residuals relative to the size of the terms they cancel: with nu = 1000 the products
         # K'(s a) sum terms of 1e6 to values below 1, and 1e-16 of 1e6 is all float64 can offer.
-        primal = max(_norm(residuals.b) / (1.0 + _norm(b) + lp.term_size(x)), _norm(residuals.u) / (1.0 + U_norm))
-        dual = _norm(residuals.c) / (1.0 + f_norm + _norm(a_times_y))
+        # term_size bounds the norm of |A| |x| (x >= 0): the terms that A x sums.
+        a_sum = sums["x"] - float(x_r.sum())
+        term_size = np.sqrt(mbar) * lp.k_max * a_sum + _norm(x_r) + a_sum
+        primal = max(
+            _norm(residual_b) / (1.0 + b_norm + term_size), np.sqrt(sums["residual_u"]) / (1.0 + lp.upper_norm)
+        )
+        dual = np.sqrt(sums["residual_c"]) / (1.0 + lp.cost_norm + np.sqrt(sums["image"]))
+        primal_value = -sums["cost_x"]
+        dual_value = float(lp.b @ y) - sums["upper_v"]
         gap = abs(primal_value - dual_value) / (1.0 + abs(primal_value))
-        if primal <= tol and dual <= tol and gap <= tol and not exact:
-            a_times_y, exact = lp.transpose_times(y), True
-            residuals = _Residuals(residuals.b, residuals.u, f - a_times_y - z + v)
-            dual = _norm(residuals.c) / (1.0 + f_norm + _norm(a_times_y))
         if primal <= tol and dual <= tol and gap <= tol:
-            return _result(lp, point, True, iteration, primal, dual, gap)
+            return _result(lp, rows, y, True, iteration, primal, dual, gap)
         worst = max(primal, dual, gap)
         if worst < 0.5 * best:
             best, best_at = worst, iteration
@@ -310,22 +738,47 @@ def _solve(
         if not accurate and _stalled_near_optimum(iteration, best_at, best):
             accurate, best_at = True, iteration
         try:
-            newton = _Newton(lp, point, residuals, accurate)
-            first_rank = newton.system.rank if first_rank is None else first_rank
-            if not accurate and newton.system.rank < first_rank:
+            # Turned accurate just now: the pass formed the fast form's matrix, the QR takes one more pass.
+            system = rows.system(lp.center, True) if accurate and normal.r is None else normal
+            equations = _NormalEquations(system, theta_r)
+            first_rank = equations.rank if first_rank is None else first_rank
+            if not accurate and equations.rank < first_rank:
                 # Theta, not K, has made the fast form singular: its truncated directions would soon
                 # undo the progress made (see _NormalEquations). This step and the rest use the accurate form.
                 accurate = True
-                newton = _Newton(lp, point, residuals, accurate)
+                equations = _NormalEquations(rows.system(lp.center, True), theta_r)
         except np.linalg.LinAlgError:
             break
-        point, step_d, dy_image = newton.step()
-        # The step's point replaces the one it started from: let that go before the next residuals are formed
-        # (seven vectors of length m: the old iterate, its residuals and Theta).
-        del newton
-        a_times_y += step_d * dy_image
-        exact = False
-    return _result(lp, point, False, iteration, primal, dual, gap)
+        predictor_rhs = residual_b + images[:, 1]
+        predictor = rows.run(lp.center, equations.solve(predictor_rhs), _predictor_work)
+        step_p = _step_length(predictor.peaks["primal"], 1.0)
+        step_d = _step_length(predictor.peaks["dual"], 1.0)
+        complementarity = sums["xz"] + sums["wv"]
+        mu = complementarity / (2 * n)
+        # (x + tp dx)'(z + td dz) + (w + tp dw)'(v + td dv), expanded into the passes' dot products.
+        mu_affine = (
+            complementarity
+            + step_d * predictor.sums["x_dz"]
+            + step_p * predictor.sums["dx_z"]
+            + step_p * step_d * predictor.sums["dx_dz"]
+        ) / (2 * n)
+        target = (max(mu_affine, 0.0) / mu) ** 3 * mu
+        # Corrector: centring (target) plus the second-order term of the predictor.
+        corrector_rhs = predictor_rhs + target * images[:, 2] + lp.images(_given(predictor.products))[:, 0]
+        dy = equations.solve(corrector_rhs)
+        corrector = rows.run(lp.center, dy, functools.partial(_corrector_work, target=target))
+        step_p = _step_length(corrector.peaks["primal"], _STEP_TO_BOUNDARY)
+        step_d = _step_length(corrector.peaks["dual"], _STEP_TO_BOUNDARY)
+        rows.step(step_p, step_d)
+        y = y + step_d * dy
+    return _result(lp, rows, y, False, iteration, primal, dual, gap)
+
+
+def _given(array: np.ndarray | None) -> np.ndarray:
+    """A partial's field that the pass in question always fills."""
+    if array is None:
+        raise ValueError("a pass returned no share where one was expected")
+    return array
 
 
 def _stalled_near_optimum(iteration: int, best_at: int, best: float) -> bool:
@@ -333,135 +786,49 @@ def _stalled_near_optimum(iteration: int, best_at: int, best: float) -> bool:
     return iteration - best_at >= _SLOW_ITERATIONS and best < _ACCURATE_BELOW
 
 
-@dataclass(frozen=True)
-class _Point:
-    """An iterate: x in (0, U) with w = U - x, multipliers y, and z, v > 0 for x >= 0 and x <= U."""
-
-    x: np.ndarray
-    w: np.ndarray
-    y: np.ndarray
-    z: np.ndarray
-    v: np.ndarray
-
-
-@dataclass(frozen=True)
-class _Residuals:
-    """b - A x, U - x - w and f - A'y - z + v."""
-
-    b: np.ndarray
-    u: np.ndarray
-    c: np.ndarray
-
-
-class _Newton:
-    """One Mehrotra predictor-corrector step from ``point``: one factorisation, two solves."""
-
-    def __init__(self, lp: _Dual, point: _Point, residuals: _Residuals, accurate: bool):
-        self.lp, self.point, self.residuals = lp, point, residuals
-        self.theta = 1.0 / (point.z / point.x + point.v / point.w)
-        self.system = _NormalEquations(lp, self.theta, accurate)
-
-    def direction(self, r_xz: np.ndarray, r_wv: np.ndarray) -> tuple[_Point, np.ndarray]:
-        """The Newton direction for complementarity targets XZe + r_xz and WVe + r_wv, and A'dy.
-
-        dz, dw and dv are eliminated (see the module docstring's references); dy solves the
-        normal equations and dx follows from it. In place wherever a temporary can be reused:
-        dz and dv are written over r_xz and r_wv, which the caller has no further use for.
-        """
-        p, r, lp, theta = self.point, self.residuals, self.lp, self.theta
-        rhs_x = p.v * r.u
-        np.subtract(r_wv, rhs_x, out=rhs_x)
-        rhs_x /= p.w
-        rhs_x += r.c
-        rhs_x -= r_xz / p.x
-        dy = self.system.solve(r.b + lp.times(theta * rhs_x))
-        dy_image = lp.transpose_times(dy)
-        dx = np.subtract(dy_image, rhs_x, out=rhs_x)
-        dx *= theta
-        dw = r.u - dx
-        dz = r_xz
-        dz -= p.z * dx
-        dz /= p.x
-        dv = r_wv
-        dv -= p.v * dw
-        dv /= p.w
-        return _Point(dx, dw, dy, dz, dv), dy_image
-
-    def step(self) -> tuple[_Point, float, np.ndarray]:
-        """The next iterate, the dual step length and A'dy of the step's dy."""
-        p = self.point
-        n = len(p.x)
-        xz, wv = p.x * p.z, p.w * p.v
-        mu = float(xz.sum() + wv.sum()) / (2 * n)
-        # Predictor: the affine-scaling direction (no centring).
-        d = self.direction(-xz, -wv)[0]
-        step_p, step_d = _step(p.x, d.x, p.w, d.w, 1.0), _step(p.z, d.z, p.v, d.v, 1.0)
-        # (x + tp dx)'(z + td dz) + (w + tp dw)'(v + td dv), expanded into dot products (no temporaries).
-        mu_affine = (
-            xz.sum()
-            + wv.sum()
-            + step_d * (p.x @ d.z + p.w @ d.v)
-            + step_p * (d.x @ p.z + d.w @ p.v)
-            + step_p * step_d * (d.x @ d.z + d.w @ d.v)
-        ) / (2 * n)
-        target = (max(float(mu_affine), 0.0) / mu) ** 3 * mu
-        # Corrector: centring (sigma mu) plus the second-order term of the predictor, in the predictor's arrays.
-        r_xz = np.multiply(d.x, d.z, out=d.x)
-        r_xz += xz
-        np.subtract(target, r_xz, out=r_xz)
-        r_wv = np.multiply(d.w, d.v, out=d.w)
-        r_wv += wv
-        np.subtract(target, r_wv, out=r_wv)
-        # The predictor's dz and dv, and xz and wv, are not needed past here: four vectors of length m less at
-        # the solver's peak (the corrector's direction), about 30 MiB at 1,000,000 rows.
-        del d, xz, wv
-        d, dy_image = self.direction(r_xz, r_wv)
-        step_p = _step(p.x, d.x, p.w, d.w, _STEP_TO_BOUNDARY)
-        step_d = _step(p.z, d.z, p.v, d.v, _STEP_TO_BOUNDARY)
-        for value, change, length in ((p.x, d.x, step_p), (p.w, d.w, step_p), (p.z, d.z, step_d), (p.v, d.v, step_d)):
-            change *= length
-            change += value
-        return _Point(d.x, d.w, p.y + step_d * d.y, d.z, d.v), step_d, dy_image
-
-
-def _start(lp: _Dual) -> _Point:
-    """An interior starting point that already meets s'a = 0 and is dual feasible with y = 0.
+def _start(
+    rows: _LocalRows, sign: np.ndarray, cost: np.ndarray, a_lo: float, rho: float, a_width: float, r_width: float
+) -> _Dual:
+    """Write an interior starting point that already meets s'a = 0 and is dual feasible with y = 0; the constants.
 
     The a's sit at a quarter of their box, split between s = +1 and s = -1 in inverse
     proportion to their counts (the middle of the box would miss s'a = 0 by m/2 times the box
     when one class is rare); r sits at K'(s a) pulled into the middle half of its box.
     """
-    U, f = lp.upper, lp.f
-    x = U / 2.0
-    a_width = U[0]
-    if lp.a_lo == 0.0:  # classify: a in [0, nu], s = labels
-        positive = lp.sign > 0
+    m, mbar = rows.source.shape
+    variables = rows.variables
+    x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
+    if a_lo == 0.0:  # classify: a in [0, nu], s = labels
+        positive = sign > 0
         n_pos, n_neg = int(positive.sum()), int((~positive).sum())
         smaller = min(n_pos, n_neg)
-        x[: lp.m] = np.where(positive, smaller / max(n_pos, 1), smaller / max(n_neg, 1)) * a_width / 4.0
-    rho = U[lp.m :] / 2.0
-    r = lp.times(np.r_[lp.a_lo + x[: lp.m], np.zeros(lp.mbar)])[: lp.mbar]
-    x[lp.m :] = np.clip(r, -rho / 2.0, rho / 2.0) + rho
-    w = U - x
-    y = np.zeros(lp.mbar + 1)
-    shift = 1.0 + 0.1 * float(np.abs(f).max())
-    z = np.maximum(f, 0.0) + shift
-    v = np.maximum(-f, 0.0) + shift
+        x[:m] = np.where(positive, smaller / max(n_pos, 1), smaller / max(n_neg, 1)) * a_width / 4.0
+    else:
+        x[:m] = a_width / 2.0
+    survey = rows.survey(a_lo)
+    products = _given(survey.products)
+    center = products[:mbar, 0] / m
+    # K's columns centred: Kc'(s), Kc'(s (a_lo + x_a)), Kc'(s c).
+    centred = products[:mbar, 1:] - np.outer(center, products[mbar, 1:])
+    # A's image of the lower bounds (a_lo, -rho), moved to the right-hand side: b = -A l.
+    b = -np.r_[a_lo * centred[:, 0] + rho, a_lo * products[mbar, 1]]
+    x[m:] = np.clip(centred[:, 1], -rho / 2.0, rho / 2.0) + rho
+    w[:m] = a_width - x[:m]
+    w[m:] = r_width - x[m:]
+    shift = 1.0 + 0.1 * float(np.abs(cost).max())
+    z[:m] = np.maximum(-cost, 0.0) + shift
+    v[:m] = np.maximum(cost, 0.0) + shift
     # The multipliers of r's bounds end at |u|, often in the hundreds: started near 1, the first
     # steps toward u drive one of each pair to its bound and stall (5 steps of length 0.006-0.35 at
     # 40,000 x 19, nu = 1). Both start at the size of a ridge estimate of u instead: the least-squares
     # solution of A'y = f (u = -y_K), one normal matrix with Theta = I. Measured over 28 LPs
     # (classify and regress, mbar 19 and 100, three widths, nu 1e-3 to 1e4): 464 iterations against 497.
-    size = _ridge_size(lp)
-    z[lp.m :] += size
-    v[lp.m :] += size
-    return _Point(x, w, y, z, v)
-
-
-def _ridge_size(lp: _Dual) -> float:
-    """max |u| of the least-squares multipliers y = (A A')^-1 A f."""
-    ridge = _NormalEquations(lp, np.ones(lp.m + lp.mbar), accurate=False).solve(lp.times(lp.f))
-    return float(np.abs(ridge[: lp.mbar]).max())
+    ridge_rhs = -np.r_[centred[:, 2], products[mbar, 3]]  # A f, f = (-c, 0)
+    ridge = _NormalEquations(rows.system(center, False, unit=True), np.ones(mbar)).solve(ridge_rhs)
+    z[m:] = v[m:] = shift + float(np.abs(ridge[:mbar]).max())
+    upper_norm = float(np.sqrt(m * a_width**2 + mbar * r_width**2))
+    k_max = survey.peaks["k_max"]
+    return _Dual(m, mbar, a_lo, center, k_max, b, upper_norm, _norm(np.asarray(cost)))
 
 
 class _NormalEquations:
@@ -476,24 +843,31 @@ class _NormalEquations:
     Accurate form: forming the matrix squares the condition number of Theta^(1/2) Khat, which
     stalls the method on wide bases of a smooth kernel (300 Gaussian columns over 6 features:
     the gap stuck at 1e-5). The accurate form takes R from a QR factorisation of
-    Theta^(1/2) Khat itself, row block by row block (R of the stacked previous R and the next
-    block), and solves R'R dy = rhs: 4-7 times the cost, so only used once the fast form
+    Theta^(1/2) Khat itself, row block by row block (R of the stacked R's of the blocks),
+    and solves R'R dy = rhs: 4-7 times the cost, so only used once the fast form
     stops making progress or loses rank to Theta (see the loop in :func:`_solve`).
+
+    ``system`` is K's share from the passes (:class:`_Partial`'s ``matrix`` or ``r``); theta_r the r's scaling.
     """
 
-    def __init__(self, lp: _Dual, theta: np.ndarray, accurate: bool):
-        self.accurate = accurate
-        self.rank = lp.mbar + 1
-        if accurate:
-            self.R = _stacked_r(lp, theta)
+    def __init__(self, system: _Partial, theta_r: np.ndarray):
+        mbar = len(theta_r)
+        self.rank = mbar + 1
+        self.accurate = system.r is not None
+        if system.r is not None:
+            bounds = np.zeros((mbar, mbar + 1))
+            bounds[np.arange(mbar), np.arange(mbar)] = np.sqrt(theta_r)
+            self.R = _r_factor(np.vstack([system.r, bounds]))
+            if not np.isfinite(self.R).all():
+                raise np.linalg.LinAlgError("the Newton system has non-finite entries")
             # Tiny pivots treated as infinite here too: the component they carry is dropped.
             diagonal = np.abs(np.diag(self.R))
             columns = np.linalg.norm(self.R, axis=0)
             tiny = diagonal <= _PIVOT_FLOOR * np.maximum(columns, np.finfo(float).tiny)
             self.R[tiny, tiny] = _HUGE
             return
-        M = normal_matrix(lp.K, theta[: lp.m], lp.center)
-        M[np.arange(lp.mbar), np.arange(lp.mbar)] += theta[lp.m :]
+        M = _symmetric(system.matrix)
+        M[np.arange(mbar), np.arange(mbar)] += theta_r
         if not np.isfinite(M).all():
             raise np.linalg.LinAlgError("the Newton system has non-finite entries")
         # Symmetric diagonal scaling first, so that the floors do not depend on the units of K's
@@ -521,19 +895,11 @@ class _NormalEquations:
         return self.scale * (self.vectors @ ((self.vectors.T @ (self.scale * rhs)) / self.values))
 
 
-def _stacked_r(lp: _Dual, theta: np.ndarray) -> np.ndarray:
-    """R (mbar + 1 square) of the QR factorisation of [Theta_a^(1/2) [Kc, 1]; diag(theta_r)^(1/2), 0]."""
-    width = lp.mbar + 1
-    root = np.sqrt(theta)
-    R = np.zeros((0, width))
-    for weighted in _weighted_blocks(lp.K, lp.center, root[: lp.m]):
-        R = _r_factor(np.vstack([R, weighted]))
-    bounds = np.zeros((lp.mbar, width))
-    bounds[np.arange(lp.mbar), np.arange(lp.mbar)] = root[lp.m :]
-    R = _r_factor(np.vstack([R, bounds]))
-    if not np.isfinite(R).all():
-        raise np.linalg.LinAlgError("the Newton system has non-finite entries")
-    return R
+def _symmetric(matrix: np.ndarray | None) -> np.ndarray:
+    """The summed W'W made exactly symmetric (its upper triangle mirrored: the product's two may differ in the
+    last bit)."""
+    upper = _given(matrix)
+    return np.triu(upper) + np.triu(upper, 1).T
 
 
 def _r_factor(matrix: np.ndarray) -> np.ndarray:
@@ -545,25 +911,10 @@ def _norm(vector: np.ndarray) -> float:
     return float(np.linalg.norm(vector))
 
 
-def _step(x: np.ndarray, dx: np.ndarray, w: np.ndarray, dw: np.ndarray, fraction: float) -> float:
-    """The largest step in [0, 1] keeping x + t dx and w + t dw positive, times ``fraction``."""
-    limit = 1.0 / fraction
-    with np.errstate(over="ignore"):
-        for value, change in ((x, dx), (w, dw)):
-            # Branch-free: a rising entry divides by a tiny number and never binds. Masks (gathering the falling
-            # entries, or a ufunc's where=) cost 10 to 40 times as much at m = 160,000: they mispredict branches.
-            # value / min(change, -tiny) is minus the step to the boundary: its largest entry gives the limit.
-            ratio = np.minimum(change, -_TINY)
-            np.divide(value, ratio, out=ratio)
-            limit = min(limit, -float(ratio.max()))
-    return min(1.0, fraction * limit)
-
-
 def _result(
-    lp: _Dual, point: _Point, converged: bool, iterations: int, primal: float, dual: float, gap: float
+    lp: _Dual, rows: _LocalRows, y: np.ndarray, converged: bool, iterations: int, primal: float, dual: float, gap: float
 ) -> IpmResult:
-    a = lp.a_lo + point.x[: lp.m]
-    y = point.y
+    a = lp.a_lo + rows.variables[_X, : lp.m]
     u = -y[: lp.mbar]
-    # Undo the centring's change of variable: gamma = gamma' + kbar'u.
+    # Undo the centring's change of variable: gamma = gamma' + center'u.
     return IpmResult(u, float(y[lp.mbar] + lp.center @ u), a, converged, iterations, primal, dual, gap)
