@@ -56,6 +56,23 @@ def _evaluation(output: str) -> dict:
     return found[-1]
 
 
+def _containers_report(compose: list[str]) -> str:
+    """Every container's state, its health checks' last answers and its log's end: what `up` does not print when a
+    dependency never becomes healthy (compose then stops before attaching to any log)."""
+    parts = []
+    ids = subprocess.run([*compose, "ps", "-q"], cwd=REPO, capture_output=True, text=True, timeout=60).stdout.split()
+    for container in ids:
+        inspected = subprocess.run(
+            ["docker", "inspect", "--format", "{{.Name}} {{json .State}}", container],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        )
+        log = subprocess.run(["docker", "logs", "--tail", "40", container], capture_output=True, text=True, timeout=60)
+        parts.append(f"--- {inspected.stdout.strip()[-3000:]}\n{(log.stdout + log.stderr)[-3000:]}")
+    return "\n".join(parts) or "(no containers)"
+
+
 def test_compose_demo_trains_and_evaluates_privately() -> None:
     _start_engine()
     compose = ["docker-compose", "-p", PROJECT]
@@ -69,7 +86,9 @@ def test_compose_demo_trains_and_evaluates_privately() -> None:
             timeout=COMPOSE_TIMEOUT_S,
         )
         output = result.stdout
-        assert result.returncode == 0, f"docker-compose up exited {result.returncode}:\n{output[-5000:]}"
+        assert result.returncode == 0, (
+            f"docker-compose up exited {result.returncode}:\n{output[-5000:]}\n{_containers_report(compose)}"
+        )
         evaluation = _evaluation(output)
         assert evaluation["private"] is True, evaluation
         assert evaluation["error_rate"] < 0.1, evaluation
