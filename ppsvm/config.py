@@ -21,7 +21,7 @@ import math
 import os
 import tomllib
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
@@ -72,7 +72,8 @@ class EntityConfig:
         host:port to serve on; port 0 picks a free port.
     data : DataSource
         Where its records come from: ``[entity] data`` (a cell CSV with columns id, [label],
-        [split], features) or the ``[data]`` table.
+        [split], features) or the ``[data]`` table. A file source keeps its encoded cell beside it
+        (``<file>.ppsvm-cache``) unless ``[entity] data_cache = false``.
     column_block : int
     secret_file : Path | None
     secret_env : str | None
@@ -403,6 +404,9 @@ def _data_and_schema(document: dict[str, Any], table: dict[str, Any], path: Path
     schema = parse_schema(document["schema"], str(path)) if "schema" in document else None
     if schema is None and not source.cell_format:
         raise ConfigError(f"{path}: a {source.kind} source needs a [schema] declaring its features")
+    # The encoded cell is kept beside a data file (not a database's) unless the owner wants no second copy.
+    if source.kind != "sql" and _get(table, "data_cache", bool, where, True):
+        source = replace(source, cache=True)
     return source, schema
 
 

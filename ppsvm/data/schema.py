@@ -23,6 +23,7 @@ model file can tell two schemas apart.
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 import math
@@ -150,7 +151,7 @@ class Schema:
             was not declared; naming where.
         """
         rows = len(next(iter(columns.values()))) if columns else 0
-        parts = [_encode_feature(feature, columns[feature.name], rows, missing, locate) for feature in self.features]
+        parts = [encode_feature(feature, columns[feature.name], rows, missing, locate) for feature in self.features]
         return np.hstack(parts) if parts else np.empty((rows, 0))
 
 
@@ -162,14 +163,26 @@ def _is_missing(value: Any, missing: frozenset[str]) -> bool:
     return isinstance(value, float | np.floating) and math.isnan(value)  # a null in a float column
 
 
-def _encode_feature(
+def encode_feature(
     feature: Feature, values: Sequence[Any], rows: int, missing: frozenset[str], locate: Locate
 ) -> np.ndarray:
+    """One feature's encoded columns for ``rows`` raw values, shape (rows, 1) or (rows, len(categories)).
+
+    Raises
+    ------
+    DataError
+        As :meth:`Schema.encode`.
+    """
     if feature.type == "number":
-        try:  # the common case, at numpy's speed: every value a number or numeric text
-            column = np.asarray(values, dtype=np.float64)
-        except (TypeError, ValueError):
-            column = None
+        column = None
+        # The common case, at numpy's speed: every value a number or numeric text. Not where a missing-value token
+        # is itself a number ("-999"): numpy would read it as one, and it would be missing only in batches that
+        # also hold a value numpy cannot read.
+        if not has_numeric_token(missing):
+            try:
+                column = np.asarray(values, dtype=np.float64)
+            except (TypeError, ValueError):
+                pass
         if column is not None and column.shape == (rows,) and np.isfinite(column).all():
             return column.reshape(rows, 1)
         out = np.empty((rows, 1))
@@ -198,6 +211,18 @@ def _encode_feature(
             )
         out[row, k] = 1.0
     return out
+
+
+@functools.cache
+def has_numeric_token(missing: frozenset[str]) -> bool:
+    """Whether a missing-value token reads as a finite number (float() of it), such as "-999"."""
+    for token in missing:
+        try:
+            if math.isfinite(float(token)):
+                return True
+        except ValueError:
+            continue
+    return False
 
 
 def _category_text(value: Any) -> str:

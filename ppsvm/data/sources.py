@@ -1,11 +1,14 @@
 """Where an entity's records come from: a CSV file, a Parquet file or a SQL table or query.
 
-Every source is read in batches of rows (a CSV's lines, a Parquet file's record batches, a
-database cursor's ``fetchmany``), each batch encoded at once by the entity's
-:class:`~ppsvm.data.schema.Schema` into float64 rows, so memory stays near the encoded matrix
-whatever the source holds (no table of Python strings for the whole source). Errors name the
-source and the line (CSV), row (Parquet, SQL) and column at fault; a SQL URL's password never
-appears in a message or a log line.
+A source is read column by column first (:mod:`ppsvm.data.columnar`: pyarrow's CSV and Parquet readers,
+PostgreSQL through ADBC, other databases through SQLAlchemy), every check made on whole columns. Where that
+reader cannot vouch for a source (a value a check refuses, a line it would not read as the csv module does),
+the source is read again the exact way below: in batches of rows (a CSV's lines, a Parquet file's record
+batches, a database cursor's ``fetchmany``), each batch encoded at once by the entity's
+:class:`~ppsvm.data.schema.Schema` into float64 rows, whose errors name the source and the line (CSV), row
+(Parquet, SQL) and column at fault. Either way the cell is the same. A SQL URL's password never appears in
+a message or a log line. A file source may keep its encoded cell beside it (:mod:`ppsvm.data.cell_cache`),
+so that an entity's next start does not read it again unless the file, the schema or the options changed.
 
 The plain cell CSV that ``ppsvm split`` writes (header ``id,[label],[split],features...``) is the
 CSV source with those column names and every other column a number.
@@ -19,12 +22,13 @@ import os
 from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any, Literal, TextIO
 
 import numpy as np
 
 from ppsvm.constants import MAX_CSV_LINE_CHARS
 from ppsvm.data.cell import Cell, repeated_id
+from ppsvm.data.cell_cache import CellCache
 from ppsvm.data.dataset import DEFAULT_MISSING_VALUES
 from ppsvm.data.delimited import bounded_lines, csv_records, not_utf8
 from ppsvm.data.schema import Schema, numeric_schema
@@ -69,6 +73,9 @@ class DataSource:
     cell_format : bool
         The plain cell CSV of ``ppsvm split``: label and split are read where the header has them,
         and without a schema every other column is a number.
+    cache : bool
+        Keep the encoded cell beside a file source and read it from there while the file, the schema and
+        these options are unchanged (:mod:`ppsvm.data.cell_cache`); never for a SQL source.
     """
 
     kind: SourceKind
@@ -84,6 +91,7 @@ class DataSource:
     delimiter: str = ","
     missing_values: frozenset[str] = field(default_factory=lambda: frozenset(DEFAULT_MISSING_VALUES))
     cell_format: bool = False
+    cache: bool = False
 
     def describe(self) -> str:
         """The source for messages: the file, or the table/query and the URL without its password."""
@@ -104,14 +112,14 @@ class DataSource:
 
 
 def _safe_url(url: str) -> str:
-    sqlalchemy = _optional("sqlalchemy", "sql")
+    sqlalchemy = optional_module("sqlalchemy", "sql")
     try:
         return sqlalchemy.engine.make_url(url).render_as_string(hide_password=True)
     except sqlalchemy.exc.ArgumentError:
         return "<an unparseable database URL>"
 
 
-def _optional(module: str, extra: str) -> Any:
+def optional_module(module: str, extra: str) -> Any:
     """An optional dependency, or a ConfigError saying which extra installs it."""
     import importlib
 
@@ -135,7 +143,7 @@ def cell_file(path: Path) -> DataSource:
     )
 
 
-def load_cell(path: Path, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Cell:
+def load_cell(path: Path, *, max_line_chars: int = MAX_CSV_LINE_CHARS, cache: bool = False) -> Cell:
     """Read and validate a plain cell CSV: header ``id,[label],[split],features...``, every feature a number.
 
     Parameters
@@ -143,13 +151,15 @@ def load_cell(path: Path, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Cell:
     path : Path
     max_line_chars : int
         Longest line read (see :func:`ppsvm.data.delimited.bounded_lines`).
+    cache : bool
+        Keep the encoded cell beside the file, and read it from there while the file is unchanged.
 
     Raises
     ------
     DataError
         Naming the file, line and column at fault.
     """
-    return read_source(cell_file(path), max_line_chars=max_line_chars)
+    return read_source(replace(cell_file(path), cache=cache), max_line_chars=max_line_chars)
 
 
 def parse_data_table(table: Mapping[str, Any], where: str, base: Path) -> DataSource:
@@ -218,7 +228,7 @@ def parse_data_table(table: Mapping[str, Any], where: str, base: Path) -> DataSo
 
 
 @dataclass
-class _Batch:
+class RowBatch:
     """Raw columns of consecutive source rows and where each row sits (a CSV line or a 1-based row)."""
 
     columns: dict[str, Sequence[Any]]
@@ -254,15 +264,55 @@ def read_source(
     DataError
         Naming the source, line or row, and column at fault.
     """
-    unit = "line" if source.kind == "csv" else "row"
     where = source.describe()
     if schema is None and not source.cell_format:
         raise DataError(f"{where}: a {source.kind} source needs a declared schema ([schema] in the config)")
+    cache = None
+    if source.cache and source.kind != "sql":
+        assert source.path is not None
+        cache = CellCache(source.path, _read_options(source, schema, max_line_chars))
+    digest = None if cache is None else cache.source_digest()
+    if cache is not None and digest is not None:
+        cached = cache.load(digest, where)
+        if cached is not None:
+            return cached
+    # Imported here: pyarrow takes 0.3 s to import, which commands that read no source need not pay.
+    from ppsvm.data import columnar
+
+    try:
+        cell = columnar.read_source(source, schema, max_line_chars)
+    except columnar.NotColumnar as declined:
+        if declined.reason:
+            logger.info("%s: %s; reading it line by line, which names what is wrong", where, declined.reason)
+        cell = _read_by_batches(source, schema, max_line_chars, allow_empty)
+    if cache is not None and digest is not None:
+        cache.store(cell, digest)
+    return cell
+
+
+def _read_options(source: DataSource, schema: Schema | None, max_line_chars: int) -> dict[str, Any]:
+    """Everything besides a file's bytes that decides the cell read from it: the key of its cache."""
+    return {
+        "kind": source.kind,
+        "columns": [source.id_column, source.label_column, source.split_column],
+        "labels": source.labels,
+        "delimiter": source.delimiter,
+        "missing_values": sorted(source.missing_values),
+        "cell_format": source.cell_format,
+        "schema": None if schema is None else schema.fingerprint(),
+        "max_line_chars": max_line_chars,
+    }
+
+
+def _read_by_batches(source: DataSource, schema: Schema | None, max_line_chars: int, allow_empty: bool) -> Cell:
+    """:func:`read_source` batch by batch, each value checked where it stands: the first error names its place."""
+    unit = "line" if source.kind == "csv" else "row"
+    where = source.describe()
     if source.kind == "csv":
         batches, schema, source = _csv_batches(source, schema, max_line_chars)
     else:
         assert schema is not None
-        batches = (_parquet_batches if source.kind == "parquet" else _sql_batches)(source, schema)
+        batches = (_parquet_batches if source.kind == "parquet" else sql_batches)(source, schema)
     ids: list[np.ndarray] = []
     labels: list[np.ndarray] = []
     is_test: list[np.ndarray] = []
@@ -272,14 +322,14 @@ def read_source(
     positions: list[np.ndarray] = []
     for batch in batches:
 
-        def locate(row: int, column: str, batch: _Batch = batch) -> str:
+        def locate(row: int, column: str, batch: RowBatch = batch) -> str:
             return f"{where}, {unit} {batch.positions[row]}, column {column!r}"
 
         ids.append(_ids(batch.columns[source.id_column], source.id_column, locate))
         if source.label_column is not None:
-            labels.append(_labels(batch.columns[source.label_column], source, locate))
+            labels.append(label_values(batch.columns[source.label_column], source, locate))
         held_out = (
-            _roles(batch.columns[source.split_column], source.split_column, locate)
+            split_roles(batch.columns[source.split_column], source.split_column, locate)
             if source.split_column is not None
             else np.zeros(len(batch.positions), dtype=bool)
         )
@@ -340,7 +390,14 @@ def _id_text(value: Any) -> str:
     return str(value)
 
 
-def _labels(values: Sequence[Any], source: DataSource, locate: Any) -> np.ndarray:
+def label_values(values: Sequence[Any], source: DataSource, locate: Any) -> np.ndarray:
+    """Labels (``source.labels`` mapped to +1/-1) or real targets, shape (k,), of k raw values of the label column.
+
+    Raises
+    ------
+    DataError
+        A missing label, a text label outside ``source.labels``, a value that is not a finite number.
+    """
     column = source.label_column
     assert column is not None
     out = np.empty(len(values))
@@ -365,7 +422,14 @@ def _labels(values: Sequence[Any], source: DataSource, locate: Any) -> np.ndarra
     return out
 
 
-def _roles(values: Sequence[Any], column: str, locate: Any) -> np.ndarray:
+def split_roles(values: Sequence[Any], column: str, locate: Any) -> np.ndarray:
+    """Whether each of k raw values of the split column marks a held-out record ("test"), shape (k,).
+
+    Raises
+    ------
+    DataError
+        A value other than "train" or "test".
+    """
     out = np.empty(len(values), dtype=bool)
     for row, value in enumerate(values):
         role = value.strip() if isinstance(value, str) else value
@@ -384,13 +448,14 @@ def _refuse_repeated_ids(ids: np.ndarray, positions: np.ndarray, where: str, uni
         )
 
 
-def _needed_columns(source: DataSource, schema: Schema) -> list[str]:
+def needed_columns(source: DataSource, schema: Schema) -> list[str]:
+    """The columns read: id, label and split where the source has them, then the schema's features."""
     extra = [c for c in (source.label_column, source.split_column) if c is not None]
     return [source.id_column, *extra, *schema.source_columns]
 
 
 def _missing_columns(source: DataSource, schema: Schema, present: Sequence[str]) -> None:
-    absent = [name for name in _needed_columns(source, schema) if name not in present]
+    absent = [name for name in needed_columns(source, schema) if name not in present]
     if absent:
         raise DataError(
             f"{source.describe()}: no column(s) {', '.join(map(repr, absent))} "
@@ -401,9 +466,23 @@ def _missing_columns(source: DataSource, schema: Schema, present: Sequence[str])
 # --- CSV ---------------------------------------------------------------------------------------
 
 
-def _csv_batches(
+def csv_header(source: DataSource, schema: Schema | None, max_line_chars: int) -> tuple[list[str], DataSource, Schema]:
+    """The header's column names, the source with the cell CSV's absent optional columns dropped, the schema.
+
+    Raises
+    ------
+    DataError
+        The file cannot be read, its header is not UTF-8, empty, names a column twice or lacks one needed.
+    """
+    handle, _, _, header, source, schema = _open_csv(source, schema, max_line_chars)
+    handle.close()
+    return header, source, schema
+
+
+def _open_csv(
     source: DataSource, schema: Schema | None, max_line_chars: int
-) -> tuple[Iterator[_Batch], Schema, DataSource]:
+) -> tuple[TextIO, Any, Iterator[list[str]], list[str], DataSource, Schema]:
+    """The open file, its csv reader and records past the header, and what :func:`csv_header` returns."""
     assert source.path is not None
     path = source.path
     try:
@@ -420,11 +499,20 @@ def _csv_batches(
     except BaseException:
         handle.close()
         raise
-    wanted = {name: header.index(name) for name in _needed_columns(source, schema)}
+    return handle, reader, records, header, source, schema
+
+
+def _csv_batches(
+    source: DataSource, schema: Schema | None, max_line_chars: int
+) -> tuple[Iterator[RowBatch], Schema, DataSource]:
+    handle, reader, records, header, source, schema = _open_csv(source, schema, max_line_chars)
+    path = source.path
+    assert path is not None
+    wanted = {name: header.index(name) for name in needed_columns(source, schema)}
     total = os.path.getsize(path)
     progress = EtaLog(logger, f"reading {path} (bytes)")
 
-    def batches() -> Iterator[_Batch]:
+    def batches() -> Iterator[RowBatch]:
         with handle:
             try:
                 while True:
@@ -444,7 +532,7 @@ def _csv_batches(
                     if not chunk:
                         return
                     progress(min(handle.tell(), total), total)
-                    yield _Batch({name: [row[k] for row in chunk] for name, k in wanted.items()}, np.asarray(numbers))
+                    yield RowBatch({name: [row[k] for row in chunk] for name, k in wanted.items()}, np.asarray(numbers))
             except UnicodeDecodeError:
                 raise DataError(not_utf8(path)) from None
 
@@ -472,7 +560,7 @@ def _csv_header(
         # The plain cell CSV without a schema: id first, every column but label and split a number.
         if header[0] != source.id_column:
             raise DataError(f"{path}, line 1: the first column must be {source.id_column!r}, got {header[0]!r}")
-        features = [name for name in header if name not in _needed_columns(source, Schema(()))]
+        features = [name for name in header if name not in needed_columns(source, Schema(()))]
         if not features:
             raise DataError(f"{path}, line 1: no feature columns (only {', '.join(header)})")
         schema = numeric_schema(features)
@@ -483,29 +571,41 @@ def _csv_header(
 # --- Parquet -------------------------------------------------------------------------------------
 
 
-def _parquet_batches(source: DataSource, schema: Schema) -> Iterator[_Batch]:
-    pq = _optional("pyarrow.parquet", "parquet")
+def open_parquet(source: DataSource, schema: Schema, **options: Any) -> Any:
+    """The source's ``pyarrow.parquet.ParquetFile`` (``options`` passed on), holding every column needed.
+
+    Raises
+    ------
+    DataError
+        The file is absent, is not Parquet or lacks a column.
+    """
+    pq = optional_module("pyarrow.parquet", "parquet")
     assert source.path is not None
     try:
-        # No pre-buffering: pyarrow would read ahead the column chunks of whole row groups (measured 37 MiB more
-        # peak at 300,000 rows) to save round trips, which a local file does not need.
-        parquet = pq.ParquetFile(source.path, pre_buffer=False)
+        parquet = pq.ParquetFile(source.path, **options)
     except FileNotFoundError:
         raise DataError(f"cannot read data file {source.path}: no such file") from None
     except Exception as exc:  # noqa: BLE001 - pyarrow raises its own kinds for a file that is not Parquet
         raise DataError(f"{source.path}: not a readable Parquet file ({exc})") from None
     _missing_columns(source, schema, parquet.schema_arrow.names)
+    return parquet
+
+
+def _parquet_batches(source: DataSource, schema: Schema) -> Iterator[RowBatch]:
+    # No pre-buffering: pyarrow would read ahead the column chunks of whole row groups (measured 37 MiB more
+    # peak at 300,000 rows) to save round trips, which a local file does not need.
+    parquet = open_parquet(source, schema, pre_buffer=False)
     total = parquet.metadata.num_rows
     progress = EtaLog(logger, f"reading {source.path} (rows)")
 
-    def batches() -> Iterator[_Batch]:
+    def batches() -> Iterator[RowBatch]:
         done = 0
-        for record_batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=_needed_columns(source, schema)):
+        for record_batch in parquet.iter_batches(batch_size=BATCH_ROWS, columns=needed_columns(source, schema)):
             # Numbers arrive as float64 arrays (null as NaN, which the schema reads as missing); text as objects.
             columns: dict[str, Sequence[Any]] = {
                 name: record_batch.column(name).to_numpy(zero_copy_only=False) for name in record_batch.schema.names
             }
-            yield _Batch(columns, np.arange(done + 1, done + record_batch.num_rows + 1))
+            yield RowBatch(columns, np.arange(done + 1, done + record_batch.num_rows + 1))
             done += record_batch.num_rows
             progress(done, total)
 
@@ -515,22 +615,34 @@ def _parquet_batches(source: DataSource, schema: Schema) -> Iterator[_Batch]:
 # --- SQL -----------------------------------------------------------------------------------------
 
 
-def _sql_batches(source: DataSource, schema: Schema) -> Iterator[_Batch]:
-    sqlalchemy = _optional("sqlalchemy", "sql")
-    try:
-        engine = sqlalchemy.create_engine(source.database_url())
-    except (sqlalchemy.exc.ArgumentError, ImportError) as exc:
-        raise DataError(f"{source.describe()}: cannot open the database ({exc})") from None
-    needed = [sqlalchemy.column(name) for name in _needed_columns(source, schema)]
-    # A table or the user's query as a subquery; only the columns the schema names are selected.
+def sql_select(source: DataSource, schema: Schema) -> Any:
+    """The SQLAlchemy SELECT of the columns needed, from the source's table or its query as a subquery."""
+    sqlalchemy = optional_module("sqlalchemy", "sql")
+    needed = [sqlalchemy.column(name) for name in needed_columns(source, schema)]
     rows_from: Any = (
         sqlalchemy.table(source.table, *needed)
         if source.table is not None
         else sqlalchemy.text(source.query or "").columns(*needed).subquery("source")
     )
-    selectable = sqlalchemy.select(*(rows_from.c[column.name] for column in needed))
+    return sqlalchemy.select(*(rows_from.c[column.name] for column in needed))
 
-    def batches() -> Iterator[_Batch]:
+
+def sql_batches(source: DataSource, schema: Schema) -> Iterator[RowBatch]:
+    """The source's rows through SQLAlchemy, a streamed cursor's partitions of BATCH_ROWS, as columns.
+
+    Raises
+    ------
+    DataError
+        The database cannot be opened or the query fails, with the database's own first line.
+    """
+    sqlalchemy = optional_module("sqlalchemy", "sql")
+    try:
+        engine = sqlalchemy.create_engine(source.database_url())
+    except (sqlalchemy.exc.ArgumentError, ImportError) as exc:
+        raise DataError(f"{source.describe()}: cannot open the database ({exc})") from None
+    selectable = sql_select(source, schema)
+
+    def batches() -> Iterator[RowBatch]:
         try:
             with engine.connect() as connection:
                 total = connection.execute(
@@ -540,10 +652,11 @@ def _sql_batches(source: DataSource, schema: Schema) -> Iterator[_Batch]:
                 result = connection.execution_options(stream_results=True, yield_per=BATCH_ROWS).execute(selectable)
                 done = 0
                 for rows in result.partitions():
-                    columns: dict[str, Sequence[Any]] = {
-                        str(name): [row[k] for row in rows] for k, name in enumerate(result.keys())
-                    }
-                    yield _Batch(columns, np.arange(done + 1, done + len(rows) + 1))
+                    # Rows to columns in C (zip), not a Python loop per value.
+                    columns: dict[str, Sequence[Any]] = dict(
+                        zip(map(str, result.keys()), zip(*rows, strict=True), strict=True)
+                    )
+                    yield RowBatch(columns, np.arange(done + 1, done + len(rows) + 1))
                     done += len(rows)
                     progress(done, total)
         except sqlalchemy.exc.SQLAlchemyError as exc:

@@ -329,3 +329,57 @@ def test_a_hospital_grows_and_the_federation_retrains_without_an_edit(
     assert m1["training"]["n_train"] == m0["training"]["n_train"] + 40
     assert m1["scaling"] == m0["scaling"]  # the declared bounds: new records never move the scaling
     assert json.loads(after.splitlines()[-1])["error_rate"] == json.loads(before.splitlines()[-1])["error_rate"]
+
+
+# --- PostgreSQL through ADBC: the rows, the order and the errors of the SQLAlchemy reader ---------------------
+
+
+def test_postgresql_is_read_through_adbc_exactly_as_the_sqlalchemy_reader_reads_it(
+    rows: list[tuple[Any, ...]], postgres: Postgres, caplog: pytest.LogCaptureFixture
+) -> None:
+    """NUMERIC and integer columns, a table name that needs quoting, a query with a LIKE '%': ADBC's Arrow columns
+    give the SQLAlchemy reader's cell bit for bit, and a refused connection never shows its password."""
+    import logging
+    import tomllib
+
+    import sqlalchemy
+
+    from ppsvm.data import columnar, sources
+    from ppsvm.data.schema import parse_schema
+    from ppsvm.errors import DataError
+
+    pytest.importorskip("adbc_driver_postgresql")
+    engine = sqlalchemy.create_engine(postgres.url)
+    with engine.begin() as connection:
+        connection.execute(sqlalchemy.text('DROP TABLE IF EXISTS "Patients 2"'))
+        connection.execute(sqlalchemy.text(
+            'CREATE TABLE "Patients 2" (patient text, x0 numeric, x1 double precision, x2 integer, smoker text, '
+            "bmi numeric(12, 6), outcome text, part text)"
+        ))  # fmt: skip
+        for k, row in enumerate(rows[:60]):
+            values = dict(zip(COLUMNS, row, strict=True)) | {"x2": k % 5}
+            columns = ", ".join(COLUMNS)
+            connection.execute(
+                sqlalchemy.text(f'INSERT INTO "Patients 2" ({columns}) VALUES ({", ".join(":" + c for c in COLUMNS)})'),
+                values,
+            )
+    engine.dispose()
+    schema = parse_schema(tomllib.loads(SCHEMA_TOML)["schema"], "test")
+    common = {"id_column": "patient", "label_column": "outcome", "split_column": "part", "labels": ("yes", "no")}
+    for source in (
+        sources.DataSource("sql", url=postgres.url, table="Patients 2", **common),
+        sources.DataSource(
+            "sql", url=postgres.url, query="SELECT * FROM \"Patients 2\" WHERE patient LIKE 'p%'", **common
+        ),
+    ):
+        want = sources._read_by_batches(source, schema, 1 << 20, False)
+        got = columnar.read_source(source, schema, 1 << 20)  # raises NotColumnar if ADBC could not read it
+        for name in ("train_ids", "test_ids"):
+            assert getattr(got, name).tolist() == getattr(want, name).tolist()
+        for name in ("X_train", "X_test", "y_train", "y_test"):
+            assert getattr(got, name).tobytes() == getattr(want, name).tobytes(), name
+    refused = sources.DataSource("sql", url="postgresql+psycopg://alice:s3cret@127.0.0.1:9/h", table="t", **common)
+    caplog.set_level(logging.INFO)
+    with pytest.raises(DataError) as caught:
+        sources.read_source(refused, schema)
+    assert "127.0.0.1" in str(caught.value) and "s3cret" not in str(caught.value) + caplog.text

@@ -8,6 +8,8 @@ from typing import Any
 
 import numpy as np
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from ppsvm.data import sources
 from ppsvm.data.schema import Feature, Schema, outward_bounds, parse_schema
@@ -320,3 +322,179 @@ def test_proposed_bounds_are_round_and_never_narrower_than_the_data(low: float, 
     proposed = outward_bounds(low, high)
     assert proposed == expected
     assert proposed[0] <= low and proposed[1] >= high and proposed[0] < proposed[1]
+
+
+# --- the columnar reader: the exact reader's cell, or none ----------------------------------------------------
+
+# Fields the csv module and pyarrow might read apart: spellings of numbers, missing values, padding, quotes.
+TRICKY = st.sampled_from(
+    [
+        "1", "-2.5", "+3", ".5", "5.", "1e3", "1E-3", " 4", "4 ", "\t4", "1_000", "0x1", "-0", "007", "1e400",
+        "nan", "NaN", "-nan", "inf", "-Infinity", "NA", "", " ", "?", "null", "-999", '"7"', '""', '"8', '9"',
+        "never", " never", "former ", "current", "Never", "yes", "no", " yes", "train", "test", " test", "valid",
+        '"a,b"', '"x\ny"', '"x\r\ny"', "é", "١", "p01", "p02", " p03", "p04\t",
+    ]
+)  # fmt: skip
+# Mostly what each column of COLUMNS (and a note) should hold, so that many files are valid; now and then anything.
+PLAUSIBLE = [
+    st.sampled_from(["p1", "p2", " p3", "p4", "é5", '"p,6"', "p1"]),
+    st.sampled_from(["1", "2.5", " 3", "1e3", '"4"', "-0", "0.1"]),
+    st.sampled_from(["never", " former", "current", "", "NA"]),
+    st.sampled_from(["1", "", "NA", "2.5", "-999"]),
+    st.sampled_from(["yes", "no", " yes"]),
+    st.sampled_from(["train", "test", "train"]),
+    TRICKY,
+]
+
+
+def plausible_line(fields: tuple[str, ...], at: int, tricky: str, swap: int) -> str:
+    """A plausible row, one field in four rows swapped for a tricky one."""
+    return ",".join(tricky if k == at and swap == 0 else field for k, field in enumerate(fields))
+
+
+CSV_LINES = st.lists(
+    st.builds(plausible_line, st.tuples(*PLAUSIBLE), st.integers(0, 5), TRICKY, st.integers(0, 7)), max_size=12
+).flatmap(
+    lambda lines: st.lists(st.lists(TRICKY, min_size=4, max_size=7).map(",".join), max_size=1).map(
+        lambda tricky: lines + tricky
+    )
+)
+# The plain cell CSV: id, label, split, two features, mostly numbers.
+CELL_NUMBERS = st.sampled_from(["1", "-2.5", "0.1", "1e-3", "-0", "007", "3", "0.30000000000000004", "1e300"])
+CELL_LINES = st.lists(
+    st.tuples(
+        st.sampled_from(["1", "-1", "0.5"]),
+        st.sampled_from(["train", "train", "test"]),
+        st.one_of(CELL_NUMBERS, TRICKY),
+        CELL_NUMBERS,
+    ).map(",".join),
+    max_size=12,
+)
+
+
+def assert_same_cell(got: Any, want: Any) -> None:
+    assert got.feature_names == want.feature_names and got.source == want.source
+    for name in ("train_ids", "test_ids"):
+        assert getattr(got, name).tolist() == getattr(want, name).tolist(), name
+    for name in ("X_train", "X_test", "y_train", "y_test"):
+        a, b = getattr(got, name), getattr(want, name)
+        assert (a is None) == (b is None), name
+        if a is not None:  # bit for bit, -0.0 and all
+            assert a.shape == b.shape and a.tobytes() == b.tobytes(), name
+
+
+def either_reader(source: DataSource, schema: Schema | None) -> None:
+    """The columnar reader declines, or returns what the exact reader returns; it never returns a cell where the
+    exact reader raises."""
+    from ppsvm.data import columnar
+
+    try:
+        want = sources._read_by_batches(source, schema, 1 << 20, False)
+    except DataError:
+        want = None
+    try:
+        got = columnar.read_source(source, schema, 1 << 20)
+    except columnar.NotColumnar:
+        return
+    except DataError:  # a header both readers refuse
+        assert want is None
+        return
+    assert want is not None, "the columnar reader returned a cell the exact reader refuses"
+    assert_same_cell(got, want)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(lines=CSV_LINES, cell_lines=CELL_LINES, crlf=st.booleans(), numeric_token=st.booleans())
+def test_fuzz_csv_columnar_reader_agrees_with_the_exact_reader(
+    tmp_path: Path, lines: list[str], cell_lines: list[str], crlf: bool, numeric_token: bool
+) -> None:
+    end = "\r\n" if crlf else "\n"
+    path = tmp_path / "fuzz.csv"
+    lines = [f"r{k}{line}" for k, line in enumerate(lines)]  # ids mostly unique: many files read to a cell
+    path.write_bytes(end.join(["patient,age,smoker,bmi,outcome,part,note", *lines, ""]).encode("utf-8"))
+    missing = frozenset({"", "NA", "?", "-999"} if numeric_token else {"", "NA", "?"})
+    either_reader(DataSource("csv", path=path, missing_values=missing, **COMMON), SCHEMA)
+    cell = tmp_path / "cell.csv"
+    cell.write_bytes(
+        end.join(["id,label,split,f1,f2", *(f"r{k},{line}" for k, line in enumerate(cell_lines)), ""]).encode()
+    )
+    either_reader(sources.cell_file(cell), None)
+
+
+TYPED_ODD = st.one_of(
+    st.none(), st.integers(-3, 3), st.floats(allow_nan=True, allow_infinity=True),
+    st.sampled_from(["never", " current", "yes", "no", "train", " test", "1.5", "NA", "", "-0", "x"]),
+)  # fmt: skip
+# What each column of COLUMNS should hold as a typed source holds it (ids get the row's number), now and then odd.
+TYPED_PLAUSIBLE = [
+    st.sampled_from(["p", " q", "r "]),
+    st.one_of(st.integers(0, 90), st.floats(0, 90), st.sampled_from(["61", " 2.5"])),
+    st.sampled_from(["never", "former", "current", None, "NA", " never"]),
+    st.one_of(st.floats(10, 40), st.none(), st.just(float("nan")), st.integers(10, 40)),
+    st.sampled_from(["yes", "no", " no"]),
+    st.sampled_from(["train", "train", "test"]),
+]
+
+
+def typed_row(k: int, fields: tuple[Any, ...], at: int, odd: Any, swap: int) -> tuple[Any, ...]:
+    """A plausible row (its id made unique by its number ``k``), one field in eight rows swapped for an odd one."""
+    row = [f"{fields[0]}{k}", *fields[1:]]
+    if swap == 0:
+        row[at] = odd
+    return tuple(row)
+
+
+TYPED_ROWS = st.lists(
+    st.tuples(st.tuples(*TYPED_PLAUSIBLE), st.integers(0, 5), TYPED_ODD, st.integers(0, 7)), max_size=8
+).map(lambda drawn: [typed_row(k, *row) for k, row in enumerate(drawn)])
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(rows=TYPED_ROWS)
+def test_fuzz_parquet_and_sqlite_columnar_reader_agrees_with_the_exact_reader(
+    tmp_path: Path, rows: list[tuple[Any, ...]]
+) -> None:
+    """Typed columns as Parquet and SQLite hold them: nulls, NaN, integers and floats, text where numbers are
+    expected. A SQLite column takes any mix; a Parquet column is one type (pyarrow's own choice, or text)."""
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    columns = {}
+    for k, name in enumerate(COLUMNS):
+        values = [row[k] for row in rows]
+        try:
+            columns[name] = pa.array(values)
+        except (pa.ArrowInvalid, pa.ArrowTypeError):
+            columns[name] = pa.array([None if v is None else str(v) for v in values], pa.string())
+    pq.write_table(pa.table(columns), tmp_path / "p.parquet", row_group_size=3)
+    either_reader(DataSource("parquet", path=tmp_path / "p.parquet", **COMMON), SCHEMA)
+    with sqlite3.connect(tmp_path / "h.db") as connection:
+        connection.execute("DROP TABLE IF EXISTS patients")  # tmp_path is the same for every example
+        connection.execute(f"CREATE TABLE patients ({', '.join(COLUMNS)})")
+        connection.executemany("INSERT INTO patients VALUES (?, ?, ?, ?, ?, ?)", rows)
+    either_reader(DataSource("sql", url=f"sqlite:///{tmp_path / 'h.db'}", table="patients", **COMMON), SCHEMA)
+
+
+def test_a_clean_source_is_read_column_by_column(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The fast reader is what reads a clean source: the exact one is not called."""
+
+    def refuse(*args: Any) -> None:
+        raise AssertionError("read line by line")
+
+    monkeypatch.setattr(sources, "_read_by_batches", refuse)
+    check_expected(read_source(DataSource("csv", path=write_csv(tmp_path / "p.csv"), **COMMON), SCHEMA))
+    check_expected(read_source(DataSource("parquet", path=write_parquet(tmp_path / "p.parquet"), **COMMON), SCHEMA))
+    url = write_sqlite(tmp_path / "h.db")
+    check_expected(read_source(DataSource("sql", url=url, table="patients", **COMMON), SCHEMA))
+
+
+def test_a_quoted_line_end_past_the_first_mebibyte_is_read_as_the_csv_module_reads_it(tmp_path: Path) -> None:
+    """pyarrow is told to look for line ends in quotes where the file holds a quote, wherever it is (past its first
+    blocks here), so the record is the csv module's, not two halves."""
+    from ppsvm.data import columnar
+
+    rows = [f"r{k},{k % 7},{1 + k % 3}" for k in range(120_000)]  # about 1.3 MB without a quote
+    path = write_csv(tmp_path / "late.csv", [], ("id", "f1", "f2"))
+    path.write_text("id,f1,f2\n" + "\n".join(rows) + '\n"late\nid",8,9\n', encoding="utf-8")
+    cell = columnar.read_source(sources.cell_file(path), None, 1 << 20)
+    assert_same_cell(cell, sources._read_by_batches(sources.cell_file(path), None, 1 << 20, False))
+    assert cell.train_ids[-1] == "late\nid" and len(cell.train_ids) == 120_001
