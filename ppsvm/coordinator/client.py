@@ -21,6 +21,7 @@ from ppsvm.wire.tls import TlsFiles
 
 logger = logging.getLogger(__name__)
 T = TypeVar("T")
+KERNEL_BLOCK_METHOD = f"/{pb.DESCRIPTOR.services_by_name['Entity'].full_name}/KernelBlock"
 
 
 class EntityClient:
@@ -38,6 +39,10 @@ class EntityClient:
         self.attempts = attempts
         self.channel = open_channel(entity.address, tls=tls, peer=entity.id)
         self.stub = pb_grpc.EntityStub(self.channel)
+        # KernelBlock's replies left serialised: RowStream reads their rows in place instead of protobuf copying them.
+        self.kernel_messages: grpc.UnaryStreamMultiCallable[pb.KernelRequest, bytes] = self.channel.unary_stream(
+            KERNEL_BLOCK_METHOD, request_serializer=pb.KernelRequest.SerializeToString, response_deserializer=None
+        )
 
     @property
     def name(self) -> str:
@@ -171,7 +176,7 @@ class EntityClient:
 
         def run() -> None:
             nonlocal delivered
-            stream = RowStream(self.stub.KernelBlock(request, timeout=self.deadline), "kernel")
+            stream = RowStream(self.kernel_messages(request, timeout=self.deadline), "kernel")
             if stream.dtype != dtype or stream.shape[1] != request.mbar:
                 raise EntityError(
                     f"{self.name} sent a kernel block of shape {stream.shape} and "

@@ -152,7 +152,8 @@ def kernel_request(
     """A kernel request for one column block, relaying its members' signed ranges, for ``record_set`` or ``ids``.
 
     A ``nonce`` asks for the entity's masked share of its row block's kernel (secure aggregation); without one,
-    for its block on its own.
+    for its block on its own. The rows are asked for column-major: K is kept by columns (the LP's products run
+    along them), and so they are copied into it without transposing.
     """
     return pb.KernelRequest(
         kernel=KERNEL_KINDS[kernel],
@@ -163,6 +164,7 @@ def kernel_request(
         ids=ids,
         nonce=nonce,
         epoch=epoch,
+        column_major=True,
     )
 
 

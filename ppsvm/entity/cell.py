@@ -16,12 +16,12 @@ from __future__ import annotations
 import hmac
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from fractions import Fraction
 from functools import cached_property
 from pathlib import Path
-from typing import Any, TypedDict
+from typing import Any, ParamSpec, TypedDict
 
 import numpy as np
 
@@ -71,6 +71,7 @@ from ppsvm.errors import CallCancelled, ConfigError, DataError, PrivacyError
 from ppsvm.files import write_atomic
 
 logger = logging.getLogger(__name__)
+P = ParamSpec("P")
 
 # The entity-alone model uses its whole cell as the kernel basis up to this many rows, and a
 # random subset of this size beyond: its tuning (dozens of LPs) must fit in one call's deadline.
@@ -104,6 +105,48 @@ class SignedRange:
     low: Sequence[float]
     high: Sequence[float]
     tag: str
+
+
+# Rows of a kernel block computed per step when it is asked for whole (the servicer asks for one message's rows).
+KERNEL_BATCH_ROWS = 8192
+
+
+@dataclass(frozen=True)
+class BlockStream:
+    """A kernel block, or a masked share, that leaves batch by batch once its release was charged.
+
+    Attributes
+    ----------
+    shape : (int, int)
+        (rows, mbar), known before any row is computed.
+    dtype : numpy dtype
+        uint64 for a masked share, float64 for kernel values.
+    batches : iterator of ndarray, each shape (k, mbar)
+        Consecutive rows, each batch computed when it is asked for.
+    """
+
+    shape: tuple[int, int]
+    dtype: np.dtype
+    batches: Iterator[np.ndarray]
+
+    def whole(self) -> np.ndarray:
+        """Every batch put together: the block, shape (rows, mbar)."""
+        block = np.empty(self.shape, self.dtype)
+        start = 0
+        for batch in self.batches:
+            block[start : start + len(batch)] = batch
+            start += len(batch)
+        return block
+
+
+def _whole(stream: Callable[P, BlockStream]) -> Callable[P, np.ndarray]:
+    """``stream``, answering with its block whole (:meth:`BlockStream.whole`)."""
+
+    def whole(*args: P.args, **kwargs: P.kwargs) -> np.ndarray:
+        return stream(*args, **kwargs).whole()
+
+    whole.__doc__ = f":meth:`{stream.__name__}`'s block whole: shape (rows, mbar), uint64 with a nonce, else float64."
+    return whole
 
 
 class DpEvaluation(TypedDict):
@@ -327,7 +370,7 @@ class EntityCore:
             self._points = points
         return points[1]
 
-    def kernel_block(
+    def kernel_stream(
         self,
         kernel_name: KernelName,
         mbar: int,
@@ -338,7 +381,8 @@ class EntityCore:
         peer: str = "",
         nonce: bytes = b"",
         epoch: int = 0,
-    ) -> np.ndarray:
+        batch_rows: int = KERNEL_BATCH_ROWS,
+    ) -> BlockStream:
         """This entity's share of its row block's kernel (masked), or its block K(A, B_j') on its own.
 
         The rows are the training or held-out records in this entity's order, or the records named by
@@ -352,10 +396,14 @@ class EntityCore:
         it is released only when the reconstruction risk measured on the entity's own records is within
         ``single_block_max_gain`` or its config consents.
 
+        Every check and the charge happen here, before any row is computed; the rows are computed as
+        the stream's batches are asked for (a block on its own ``batch_rows`` at a time, a masked share
+        in its masks' batches), so that they can leave while the next ones are computed.
+
         Returns
         -------
-        ndarray, shape (rows, mbar)
-            uint64 masked shares with a nonce, float64 kernel values without.
+        BlockStream
+            Shape (rows, mbar); uint64 masked shares with a nonce, float64 kernel values without.
 
         Raises
         ------
@@ -409,25 +457,45 @@ class EntityCore:
         if exposed:
             self._check_single_block(basis, mbar, epoch)
         named = self._served_rows(ids or []) if records == "ids" else None
+        X = self.cell.X_train if records == "train" else self.cell.X_test if records == "test" else named
+        assert X is not None
         with self.guard.touching("KernelBlock"):
-            ordered_ids = (
-                self.cell.train_ids if records == "train" else self.cell.test_ids if records == "test" else ids or []
+            points = self._random_points(mbar, epoch)
+        if not nonce:
+            # Each batch of rows is scaled and its kernel computed only when it is to leave, as K(B, A')': both
+            # kernels are symmetric, and so the rows come laid out by columns, as the coordinator keeps K.
+            batches = (
+                kernel(kernel_name, points, scale_to_unit(X[start : start + batch_rows], low, high), mu).T
+                for start in range(0, count, batch_rows)
             )
-            X = self.cell.X_train if records == "train" else self.cell.X_test if records == "test" else named
-            assert X is not None
-            scaled, points = scale_to_unit(X, low, high), self._random_points(mbar, epoch)
-            if not nonce:
-                return kernel(kernel_name, scaled, points, mu)
+            return BlockStream((count, mbar), np.dtype(np.float64), self._touching_each(batches))
+        ordered_ids = (
+            self.cell.train_ids if records == "train" else self.cell.test_ids if records == "test" else ids or []
+        )
+        with self.guard.touching("KernelBlock"):
             # What every entity of the row block asks under: its column block's scaling is not (each has its own).
             view = {"kernel": kernel_name, "mu": basis.mu.hex(), "mbar": mbar}
             context = mask_context(nonce, self._records_digest(records, ordered_ids), view)
-            share = log_share(kernel_name, scaled, points, mu)
-            out = share.view(np.uint64)  # the masked batches overwrite the share row by row, in place
-            start = 0
-            for batch in masked_shares(share, self.id, self._pair_secrets, context):
-                out[start : start + len(batch)] = batch
-                start += len(batch)
-            return out
+            # The masks are one stream per pair over all rows in order: the share is made whole, then masked
+            # batch by batch as the batches leave.
+            share = log_share(kernel_name, scale_to_unit(X, low, high), points, mu)
+        return BlockStream(
+            (count, mbar),
+            np.dtype(np.uint64),
+            self._touching_each(masked_shares(share, self.id, self._pair_secrets, context)),
+        )
+
+    # The same release with its rows put together, for callers that want the block whole (tests, the attack runs).
+    kernel_block = _whole(kernel_stream)
+
+    def _touching_each(self, batches: Iterator[np.ndarray]) -> Iterator[np.ndarray]:
+        """``batches``, each computed inside :meth:`ReleaseGuard.touching` (a failure's text names no record)."""
+        while True:
+            with self.guard.touching("KernelBlock"):
+                batch = next(batches, None)
+            if batch is None:
+                return
+            yield batch
 
     @property
     def blocks_leave_alone(self) -> bool:

@@ -17,7 +17,7 @@ from ppsvm.core.lp import is_task
 from ppsvm.core.tuning import Search
 from ppsvm.entity.cell import EntityCore, SignedRange
 from ppsvm.errors import DataError
-from ppsvm.wire.chunks import encode_arrays
+from ppsvm.wire.chunks import encode_arrays, encode_rows, rows_per_message
 from ppsvm.wire.grpc_util import stream_handler, unary_handler
 from ppsvm.wire.proto_names import KERNEL_NAMES, RECORD_SET_NAMES
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
@@ -89,7 +89,7 @@ class EntityServicer(pb_grpc.EntityServicer):
         yield from encode_arrays(self.core.feature_range(_peer(context)))
 
     @stream_handler
-    def KernelBlock(self, request: pb.KernelRequest, context: grpc.ServicerContext) -> Iterator[pb.ArrayChunk]:
+    def KernelBlock(self, request: pb.KernelRequest, context: grpc.ServicerContext) -> Iterator[bytes]:
         kernel = _kernel(request.kernel)
         if kernel is None:
             raise DataError("kernel must be LINEAR or GAUSSIAN")
@@ -101,7 +101,7 @@ class EntityServicer(pb_grpc.EntityServicer):
         if which is None:
             raise DataError("name a record set or record ids")
         ranges = [SignedRange(r.entity_id, r.low, r.high, r.tag) for r in request.scaling.ranges]
-        block = self.core.kernel_block(
+        stream = self.core.kernel_stream(
             kernel,
             request.mbar,
             request.mu,
@@ -111,15 +111,18 @@ class EntityServicer(pb_grpc.EntityServicer):
             peer=_peer(context),
             nonce=request.nonce,
             epoch=request.epoch,
+            # One message's rows at a time (uint64 shares and float64 values alike take 8 bytes).
+            batch_rows=rows_per_message(request.mbar, 8),
         )
         logger.info(
             "entity %s: kernel block %s for %s%s",
             self.core.id,
-            block.shape,
+            stream.shape,
             record_set or f"{len(ids or [])} ids",
             ", masked" if request.nonce else "",
         )
-        yield from encode_arrays({"kernel": block})
+        # Serialised already: the server sends the messages as they are (ppsvm.wire.server).
+        yield from encode_rows("kernel", stream.shape, stream.dtype, stream.batches, column_major=request.column_major)
 
     @unary_handler
     def AcceptModel(self, request: pb.ModelMessage, context: grpc.ServicerContext) -> pb.Ack:

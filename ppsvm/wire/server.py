@@ -58,7 +58,9 @@ Behaviour = Callable[[Any, grpc.ServicerContext], Any]
 class WrappingInterceptor(grpc.ServerInterceptor):
     """A server interceptor that wraps each method's behaviour; subclasses say how, for unary and streaming replies.
 
-    Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist.
+    Every RPC of ppsvm takes a single request message; client-streaming handlers do not exist. A reply
+    that is already serialised (bytes, as :func:`ppsvm.wire.chunks.encode_rows` writes a kernel block's
+    messages) is sent as it is.
     """
 
     def _wrap_unary(self, behaviour: Behaviour, method: str) -> Behaviour:
@@ -78,13 +80,24 @@ class WrappingInterceptor(grpc.ServerInterceptor):
         method = handler_call_details.method
         codec = {
             "request_deserializer": handler.request_deserializer,
-            "response_serializer": handler.response_serializer,
+            "response_serializer": _serialised_as_is(handler.response_serializer),
         }
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(self._wrap_unary(handler.unary_unary, method), **codec)
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(self._wrap_stream(handler.unary_stream, method), **codec)
         raise TypeError(f"{method}: only unary-request methods can be wrapped")
+
+
+def _serialised_as_is(serialize: Callable[[Any], bytes] | None) -> Callable[[Any], bytes] | None:
+    """``serialize``, except for a reply that is bytes already."""
+    if serialize is None:
+        return None
+
+    def serialized(reply: Any) -> bytes:
+        return reply if isinstance(reply, bytes) else serialize(reply)
+
+    return serialized
 
 
 class Authorize(WrappingInterceptor):
@@ -185,7 +198,8 @@ class _ObservedCall:
     def sent(self, message: Any) -> None:
         if self.metrics is not None:
             self.metrics.sent_messages.labels(self.service, self.name).inc()
-            self.metrics.sent_bytes.labels(self.service, self.name).inc(message.ByteSize())
+            size = len(message) if isinstance(message, bytes) else message.ByteSize()
+            self.metrics.sent_bytes.labels(self.service, self.name).inc(size)
 
     def finish(self, code: grpc.StatusCode) -> None:
         seconds = time.perf_counter() - self.started

@@ -44,8 +44,8 @@ class Spy:
 
     @property
     def sent(self) -> list[bytes]:
-        """Every reply as it went on the wire."""
-        return [reply.SerializeToString() for reply in self.replies]
+        """Every reply as it went on the wire (a kernel block's messages are serialised by the servicer itself)."""
+        return [reply if isinstance(reply, bytes) else reply.SerializeToString() for reply in self.replies]
 
     def __getattr__(self, name: str) -> Any:
         method = getattr(self._servicer, name)

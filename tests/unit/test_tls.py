@@ -5,7 +5,6 @@ from __future__ import annotations
 import datetime
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from types import SimpleNamespace
 
 import grpc
 import numpy as np
@@ -188,24 +187,24 @@ def test_a_kernel_stream_is_retried_only_while_no_row_was_folded(monkeypatch: py
     request = pb.KernelRequest(mbar=2)
     calls: list[str] = []
 
-    def stream(fail_after: int | None) -> Callable[..., Iterator[pb.ArrayChunk]]:
-        def call(request: pb.KernelRequest, timeout: float) -> Iterator[pb.ArrayChunk]:
+    def stream(fail_after: int | None) -> Callable[..., Iterator[bytes]]:
+        def call(request: pb.KernelRequest, timeout: float) -> Iterator[bytes]:
             calls.append("KernelBlock")
             for sent, chunk in enumerate(encode_arrays({"kernel": block}, chunk_bytes=32)):
                 if sent == fail_after:
                     raise unavailable()
-                yield chunk
+                yield chunk.SerializeToString()
 
         return call
 
     plans = iter([0, None])  # the first stream fails before any row, the second is whole
-    monkeypatch.setattr(client, "stub", SimpleNamespace(KernelBlock=lambda *a, **k: stream(next(plans))(*a, **k)))
+    monkeypatch.setattr(client, "kernel_messages", lambda *a, **k: stream(next(plans))(*a, **k))
     assert np.array_equal(client.kernel_block(request, 6, "train records"), block)
     assert calls == ["KernelBlock"] * 2
 
     calls.clear()
     folded: list[np.ndarray] = []
-    monkeypatch.setattr(client, "stub", SimpleNamespace(KernelBlock=stream(2)))  # after 2 messages, 4 rows
+    monkeypatch.setattr(client, "kernel_messages", stream(2))  # after 2 messages, 4 rows
     with pytest.raises(EntityError, match=r"unreachable \(KernelBlock; 1 attempts"):
         client.kernel_rows(request, 6, "train records", lambda start, rows: folded.append(rows))
     assert calls == ["KernelBlock"] and np.array_equal(np.concatenate(folded), block[:4])

@@ -4,14 +4,18 @@ from __future__ import annotations
 
 import re
 import tracemalloc
+from collections.abc import Iterable
 
 import numpy as np
 import pytest
+from google.protobuf.message import DecodeError
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from ppsvm.errors import WireError
-from ppsvm.wire.chunks import RowStream, decode_arrays, encode_arrays, expect_arrays
+from ppsvm.config import FederationEntity
+from ppsvm.coordinator.client import EntityClient
+from ppsvm.errors import EntityError, WireError
+from ppsvm.wire.chunks import RowStream, decode_arrays, encode_arrays, encode_rows, expect_arrays, read_chunk
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
 GRPC_DEFAULT_MAX = 4 * 1024 * 1024
@@ -23,6 +27,10 @@ def header(name: str, dtype: str, shape: list[int]) -> pb.ArrayChunk:
 
 def data(payload: bytes) -> pb.ArrayChunk:
     return pb.ArrayChunk(data=payload)
+
+
+def column_major(name: str, shape: list[int], payload: bytes = b"") -> pb.ArrayChunk:
+    return pb.ArrayChunk(header=pb.ArrayHeader(name=name, dtype="<f8", shape=shape, column_major=True), data=payload)
 
 
 def roundtrip(arrays: dict[str, np.ndarray], **kwargs) -> tuple[dict[str, np.ndarray], list[pb.ArrayChunk]]:
@@ -410,8 +418,18 @@ def test_fuzz_roundtrip_any_chunk_size(specs, chunk_bytes: int) -> None:
 # --- RowStream: a matrix handed on in whole rows as it arrives -----------------------------------
 
 
+def serialised(chunks: Iterable[pb.ArrayChunk]) -> list[bytes]:
+    """The messages as gRPC hands them to a client that leaves them serialised (the coordinator's kernel calls)."""
+    return [chunk.SerializeToString() for chunk in chunks]
+
+
+def parsed(messages: Iterable[bytes]) -> list[pb.ArrayChunk]:
+    """Serialised messages (as encode_rows writes them) parsed by protobuf: what every other reader sees."""
+    return [pb.ArrayChunk.FromString(message) for message in messages]
+
+
 def stream_rows(chunks: list[pb.ArrayChunk], name: str = "a") -> tuple[RowStream, list[np.ndarray]]:
-    stream = RowStream(iter(chunks), name)
+    stream = RowStream(serialised(chunks), name)
     return stream, list(stream)
 
 
@@ -426,11 +444,11 @@ def test_row_stream_rebuilds_the_matrix_from_whole_rows_whatever_the_chunk_size(
 
 def test_row_stream_holds_at_most_one_message_of_rows() -> None:
     matrix = np.random.default_rng(1).normal(size=(8192, 64))  # 4 MiB, in 64 KiB messages
-    chunks = encoded(matrix, chunk_bytes=1 << 16)
+    messages = serialised(encoded(matrix, chunk_bytes=1 << 16))
     tracemalloc.start()
     try:
         total = 0.0
-        for batch in RowStream(iter(chunks), "a"):
+        for batch in RowStream(iter(messages), "a"):
             total += float(batch.sum())
         _, peak = tracemalloc.get_traced_memory()
     finally:
@@ -453,6 +471,10 @@ def test_row_stream_holds_at_most_one_message_of_rows() -> None:
         ([header("a", "<f8", [1, 1]), pb.ArrayChunk()], "neither header nor data"),
         ([header("a", "|O", [1, 1])], "not allowed on the wire"),
         ([header("a", "<f8", [2**40, 5])], "over the limit"),
+        ([column_major("a", [2, 2]), data(b"\x00" * 24)], "a message of 24 bytes is not whole rows of 16 bytes"),
+        ([column_major("a", [2, 2], b"\x00" * 8)], "a message of 8 bytes is not whole rows of 16 bytes"),
+        ([column_major("a", [2, 2]), data(b"\x00" * 48)], "more bytes than shape"),
+        ([column_major("a", [3])], "sent column-major; only (rows, columns) can be"),
     ],
 )
 def test_row_stream_refuses_malformed_streams(chunks: list[pb.ArrayChunk], message: str) -> None:
@@ -463,3 +485,131 @@ def test_row_stream_refuses_malformed_streams(chunks: list[pb.ArrayChunk], messa
 def test_row_stream_of_no_rows_yields_nothing() -> None:
     stream, batches = stream_rows([header("a", "<f8", [0, 4])])
     assert stream.shape == (0, 4) and batches == []
+    stream, batches = stream_rows(parsed(encode_rows("a", (0, 4), np.dtype(np.float64), [], column_major=True)))
+    assert stream.shape == (0, 4) and batches == []
+
+
+@pytest.mark.parametrize("column_major_rows", [False, True])
+def test_encode_rows_sends_whole_rows_and_the_last_message_short(column_major_rows: bool) -> None:
+    """Batches of any size become messages of whole rows (at most chunk_bytes); both decoders rebuild the matrix."""
+    matrix = np.random.default_rng(2).normal(size=(1000, 19))
+    batches = [matrix[:7], matrix[7:307], np.asfortranarray(matrix[307:])]  # 7, 300 and 693 rows, any layout
+    chunks = parsed(
+        encode_rows(
+            "kernel", matrix.shape, matrix.dtype, batches, column_major=column_major_rows, chunk_bytes=50 * 19 * 8
+        )
+    )
+    rows = [len(chunk.data) // (19 * 8) for chunk in chunks]
+    assert rows == [7, *[50] * 6, *[50] * 13, 43]  # never more than 50, the last message of each batch short
+    assert all(len(chunk.data) % (19 * 8) == 0 for chunk in chunks)
+    assert [chunk.HasField("header") for chunk in chunks] == [True] + [False] * (len(chunks) - 1)
+    assert chunks[0].header.column_major is column_major_rows
+    stream, received = stream_rows(chunks, "kernel")
+    assert np.array_equal(np.concatenate(received), matrix)
+    assert np.array_equal(decode_arrays(chunks)["kernel"], matrix)
+    if column_major_rows:
+        # Each batch is the message's own bytes read column by column: Fortran-ordered, not a copy.
+        assert all(batch.flags.f_contiguous and not batch.flags.owndata for batch in received)
+        assert np.array_equal(np.frombuffer(chunks[1].data).reshape(19, 50), matrix[7:57].T)
+
+
+def test_row_stream_hands_on_each_message_of_whole_rows_without_copying() -> None:
+    matrix = np.arange(60.0).reshape(20, 3)
+    messages = list(encode_rows("a", matrix.shape, matrix.dtype, [matrix], chunk_bytes=5 * 24))
+    batches = list(RowStream(messages, "a"))
+    assert [len(batch) for batch in batches] == [5, 5, 5, 5]
+    assert all(not batch.flags.writeable and not batch.flags.owndata for batch in batches)
+    assert np.array_equal(np.concatenate(batches), matrix)
+
+
+def test_row_stream_puts_together_a_row_that_messages_cut() -> None:
+    """A C-order stream may cut rows anywhere (an older entity's 1 MiB chunks): the cut rows come whole, in order."""
+    matrix = np.arange(12.0).reshape(4, 3)
+    raw = matrix.tobytes()
+    pieces = [raw[:4], raw[4:30], raw[30:31], raw[31:90], raw[90:]]  # 24-byte rows: 0, 1 and 3 are cut
+    chunks = [pb.ArrayChunk(header=header("a", "<f8", [4, 3]).header, data=pieces[0]), *map(data, pieces[1:])]
+    stream, batches = stream_rows(chunks)
+    assert np.array_equal(np.concatenate(batches), matrix)
+    assert [len(batch) for batch in batches] == [1, 1, 1, 1]  # row 2 whole within a message, each cut row alone
+
+
+@settings(max_examples=300, deadline=None)
+@given(
+    st.one_of(st.binary(max_size=40), chunk_lists.map(lambda chunks: chunks[0].SerializeToString() if chunks else b""))
+)
+def test_read_chunk_agrees_with_protobuf(message: bytes) -> None:
+    """The direct read of a serialised chunk gives what protobuf's parser gives, or refuses what it refuses."""
+    try:
+        expected = pb.ArrayChunk.FromString(message)
+    except DecodeError:
+        with pytest.raises(WireError, match="not an array chunk"):
+            read_chunk(message)
+        return
+    try:
+        header_read, payload = read_chunk(message)
+    except WireError:
+        # Only a header that protobuf reads lazily can be refused here and not there (an ill-formed sub-message).
+        assert expected.HasField("header")
+        return
+    assert (header_read is None) == (not expected.HasField("header"))
+    if header_read is not None:
+        assert header_read == expected.header
+    assert bytes(payload) == expected.data
+
+
+def test_read_chunk_reads_the_data_in_place_and_hand_made_layouts_through_protobuf() -> None:
+    chunk = pb.ArrayChunk(header=header("a", "<f8", [2, 1]).header, data=b"\x01" * 16)
+    message = chunk.SerializeToString()
+    parsed_header, payload = read_chunk(message)
+    assert parsed_header == chunk.header and payload.obj is message and bytes(payload) == chunk.data
+    # Data before header, and a repeated data field (protobuf keeps the last): not protobuf's own layout.
+    swapped = data(b"\x02" * 8).SerializeToString() + header("a", "<f8", [1, 1]).SerializeToString()
+    parsed_header, payload = read_chunk(swapped)
+    assert parsed_header is not None and parsed_header.name == "a" and bytes(payload) == b"\x02" * 8
+    _, payload = read_chunk(data(b"x").SerializeToString() + data(b"yz").SerializeToString())
+    assert bytes(payload) == b"yz"
+    with pytest.raises(WireError, match="not an array chunk"):
+        read_chunk(b"\x12\x05abc")  # data shorter than its length says
+
+
+# --- the coordinator's client: a kernel block of the wrong size names the entity ------------------------------
+
+
+def kernel_client(messages: list[bytes]) -> EntityClient:
+    client = EntityClient(FederationEntity("r0c1", "127.0.0.1:9", 0, 1), tls=None, attempts=1)
+    client.kernel_messages = lambda request, timeout: iter(messages)  # type: ignore[assignment,method-assign]
+    return client
+
+
+@pytest.mark.parametrize(
+    ("sent", "message"),
+    [
+        (np.zeros((5, 2)), "sent a 5 x 2 kernel block for 6 train records"),
+        (np.zeros((6, 3)), "sent a kernel block of shape (6, 3) and dtype float64; expected (rows, 2) float64"),
+    ],
+)
+def test_a_kernel_block_of_the_wrong_size_is_refused_naming_the_entity(sent: np.ndarray, message: str) -> None:
+    client = kernel_client(list(encode_rows("kernel", sent.shape, sent.dtype, [sent], column_major=True)))
+    try:
+        with pytest.raises(EntityError, match=re.escape(f"entity r0c1 at 127.0.0.1:9 {message}")):
+            client.kernel_block(pb.KernelRequest(mbar=2, column_major=True), 6, "train records")
+    finally:
+        client.close()
+
+
+@pytest.mark.parametrize(
+    ("last", "expected"),
+    [(None, "stream truncated, 64 of 96 bytes"), (24, "a message of 24 bytes is not whole rows of 16 bytes")],
+)
+def test_a_kernel_stream_cut_short_or_with_a_cut_row_names_the_entity(last: int | None, expected: str) -> None:
+    block = np.arange(12.0).reshape(6, 2)
+    chunks = parsed(encode_rows("kernel", block.shape, block.dtype, [block], column_major=True, chunk_bytes=32))
+    assert [len(chunk.data) for chunk in chunks] == [32, 32, 32]
+    # The last message lost, or cut to a row and a half.
+    chunks[-1:] = [] if last is None else [data(chunks[-1].data[:last])]
+    client = kernel_client(serialised(chunks))
+    try:
+        with pytest.raises(EntityError, match=rf"entity r0c1 at 127\.0\.0\.1:9 sent a malformed array .*{expected}"):
+            client.kernel_block(pb.KernelRequest(mbar=2, column_major=True), 6, "train records")
+    finally:
+        client.close()

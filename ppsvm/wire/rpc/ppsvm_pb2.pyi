@@ -26,14 +26,16 @@ LINEAR: KernelKind
 GAUSSIAN: KernelKind
 
 class ArrayHeader(_message.Message):
-    __slots__ = ("name", "dtype", "shape")
+    __slots__ = ("name", "dtype", "shape", "column_major")
     NAME_FIELD_NUMBER: _ClassVar[int]
     DTYPE_FIELD_NUMBER: _ClassVar[int]
     SHAPE_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_MAJOR_FIELD_NUMBER: _ClassVar[int]
     name: str
     dtype: str
     shape: _containers.RepeatedScalarFieldContainer[int]
-    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ...) -> None: ...
+    column_major: bool
+    def __init__(self, name: _Optional[str] = ..., dtype: _Optional[str] = ..., shape: _Optional[_Iterable[int]] = ..., column_major: _Optional[bool] = ...) -> None: ...
 
 class ArrayChunk(_message.Message):
     __slots__ = ("header", "data")
@@ -126,7 +128,7 @@ class Scaling(_message.Message):
     def __init__(self, ranges: _Optional[_Iterable[_Union[SignedRange, _Mapping]]] = ...) -> None: ...
 
 class KernelRequest(_message.Message):
-    __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids", "nonce", "epoch")
+    __slots__ = ("kernel", "mbar", "mu", "scaling", "record_set", "ids", "nonce", "epoch", "column_major")
     KERNEL_FIELD_NUMBER: _ClassVar[int]
     MBAR_FIELD_NUMBER: _ClassVar[int]
     MU_FIELD_NUMBER: _ClassVar[int]
@@ -135,6 +137,7 @@ class KernelRequest(_message.Message):
     IDS_FIELD_NUMBER: _ClassVar[int]
     NONCE_FIELD_NUMBER: _ClassVar[int]
     EPOCH_FIELD_NUMBER: _ClassVar[int]
+    COLUMN_MAJOR_FIELD_NUMBER: _ClassVar[int]
     kernel: KernelKind
     mbar: int
     mu: float
@@ -143,7 +146,8 @@ class KernelRequest(_message.Message):
     ids: RecordIds
     nonce: bytes
     epoch: int
-    def __init__(self, kernel: _Optional[_Union[KernelKind, str]] = ..., mbar: _Optional[int] = ..., mu: _Optional[float] = ..., scaling: _Optional[_Union[Scaling, _Mapping]] = ..., record_set: _Optional[_Union[RecordSet, str]] = ..., ids: _Optional[_Union[RecordIds, _Mapping]] = ..., nonce: _Optional[bytes] = ..., epoch: _Optional[int] = ...) -> None: ...
+    column_major: bool
+    def __init__(self, kernel: _Optional[_Union[KernelKind, str]] = ..., mbar: _Optional[int] = ..., mu: _Optional[float] = ..., scaling: _Optional[_Union[Scaling, _Mapping]] = ..., record_set: _Optional[_Union[RecordSet, str]] = ..., ids: _Optional[_Union[RecordIds, _Mapping]] = ..., nonce: _Optional[bytes] = ..., epoch: _Optional[int] = ..., column_major: _Optional[bool] = ...) -> None: ...
 
 class RecordIds(_message.Message):
     __slots__ = ("ids",)
