@@ -153,7 +153,7 @@ def _as_source(K: np.ndarray | RowSource) -> RowSource:
     return _ArrayRows(K) if isinstance(K, np.ndarray) else K
 
 
-def _row_ranges(m: int, mbar: int) -> list[tuple[int, int]]:
+def row_ranges(m: int, mbar: int) -> list[tuple[int, int]]:
     """(start, stop) of K's row blocks, each at most _BLOCK_ELEMENTS entries (but at least 4 (mbar + 1) rows)."""
     rows = max(4 * (mbar + 1), _BLOCK_ELEMENTS // (mbar + 1))
     return [(start, min(start + rows, m)) for start in range(0, m, rows)]
@@ -432,7 +432,7 @@ def _system_share(
 ) -> _Partial:
     """The Newton system's :func:`_system_part` over all of K, ``root(start, stop)`` weighting each block."""
     m, mbar = source.shape
-    parts = (_system_part(source.rows(a, b), root(a, b), center, accurate) for a, b in _row_ranges(m, mbar))
+    parts = (_system_part(source.rows(a, b), root(a, b), center, accurate) for a, b in row_ranges(m, mbar))
     return functools.reduce(_Partial.combine, parts)
 
 
@@ -627,7 +627,7 @@ class _LocalRows:
         self.source = source
         # Rows _X to _DV over the m a's and then the mbar r's.
         self.variables = np.empty((12, m + mbar))
-        self.ranges = _row_ranges(m, mbar)
+        self.ranges = row_ranges(m, mbar)
         self.blocks = [self._rows(a, b, cost[a:b], sign[a:b], a_width) for a, b in self.ranges]
         self.slack = self._rows(m, m + mbar, np.zeros(mbar), np.ones(mbar), r_width)
 
