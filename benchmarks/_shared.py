@@ -288,6 +288,28 @@ def write_json(name: str, payload: dict[str, Any], quick: bool = False) -> Path:
     return path
 
 
+def with_earlier_runs(
+    name: str, field: str, entries: list[dict[str, Any]], key: Callable[[dict[str, Any]], Any]
+) -> list[dict[str, Any]]:
+    """``entries`` and those of ``results/<name>.json``'s ``field`` whose key none of them has, sorted by key.
+
+    A run of some sizes replaces those sizes' figures and keeps the others, so that a long table can be measured
+    in parts (an idle hour is rare here). An earlier entry keeps the machine block of the run that measured it,
+    under "machine", unless it has its own already.
+    """
+    path = result_path(name, ".json")
+    fresh = {key(entry) for entry in entries}
+    earlier = []
+    if path.exists():
+        previous = json.loads(path.read_text(encoding="utf-8"))
+        earlier = [
+            {**entry, "machine": entry.get("machine", previous["machine"])}
+            for entry in previous.get(field, [])
+            if key(entry) not in fresh
+        ]
+    return sorted([*earlier, *entries], key=key)
+
+
 def table(headers: list[str], rows: list[list[str]]) -> str:
     """Plain text table: first column left-aligned, the rest right-aligned."""
     widths = [max(len(str(r[k])) for r in [headers, *rows]) for k in range(len(headers))]

@@ -34,8 +34,9 @@ serialising, parsing and the floor (twice K's for 2x2). The fetch / floor ratio 
     python -m benchmarks.fetch_floor --quick                  # 200,000 rows (writes fetch_floor-quick.json)
     python -m benchmarks.fetch_floor --rows 1000000 --splits 4x1 --repeats 5
 
-Writes results/fetch_floor.json. Splitting and starting the entities take most of a run (5,000,000 rows: about
-2 minutes each); the measurements a few seconds per size.
+Writes results/fetch_floor.json (a run of some sizes and splits replaces theirs and keeps the others', each
+with the machine and load it was measured at). Splitting and starting the entities take most of a run
+(5,000,000 rows: about 2 minutes each); the measurements a few seconds per size.
 """
 
 from __future__ import annotations
@@ -516,6 +517,8 @@ def main(argv: list[str] | None = None) -> int:
                 case = measure(rows, split, args.repeats, args.seed, Path(temporary))
                 cases.append(case)
                 print("\n" + report(case) + "\n", flush=True)
+    if not args.quick:
+        cases = shared.with_earlier_runs(NAME, "cases", cases, key=lambda case: (case["rows"], case["split"]))
     verdicts = []
     for case in cases:
         if case["rows"] >= 1_000_000:

@@ -14,7 +14,8 @@ would be (not timed), and then, each step a real ``ppsvm`` command or process:
 - ``ppsvm coordinator predict`` of one held-out record: the time to a first prediction.
 
 "entity start + train" is the issue 28 target (10,000,000 records in under 60 s). Writes
-results/pipeline.json and prints a table with the date and the load average.
+results/pipeline.json (a run of some sizes replaces theirs and keeps the other sizes', each with the machine
+and load it was measured at) and prints a table with the date and the load average.
 
     python -m benchmarks.pipeline [--quick] [--sizes 1000000 2000000 5000000 10000000]
 """
@@ -33,7 +34,17 @@ from typing import Any
 
 import numpy as np
 
-from benchmarks._shared import MBAR, N_FEATURES, load_average, machine_info, print_machine, synthetic, table, write_json
+from benchmarks._shared import (
+    MBAR,
+    N_FEATURES,
+    load_average,
+    machine_info,
+    print_machine,
+    synthetic,
+    table,
+    with_earlier_runs,
+    write_json,
+)
 from ppsvm.api.inprocess import add_privacy_settings
 from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY, federation_at_addresses, load_federation
 from ppsvm.processes import EntityProcesses
@@ -165,6 +176,8 @@ def main(argv: list[str] | None = None) -> int:
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(report(results[-1:]), flush=True)
+    if not args.quick:
+        results = with_earlier_runs("pipeline", "results", results, key=lambda entry: entry["records"])
     print(report(results))
     write_json("pipeline", {"machine": machine, "results": results}, quick=args.quick)
     return 0
