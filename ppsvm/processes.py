@@ -23,12 +23,24 @@ START_SECONDS_PER_PROCESS = 5.0
 
 
 class EntityProcesses:
-    """A context manager that runs ``ppsvm entity`` for each config and yields their addresses."""
+    """A context manager that runs ``ppsvm entity`` for each config and yields their addresses.
 
-    def __init__(self, configs: list[Path], host: str = "127.0.0.1", *, insecure: bool = False) -> None:
+    ``start_timeout`` (seconds each entity may take to listen) defaults to :data:`START_TIMEOUT_S` plus
+    :data:`START_SECONDS_PER_PROCESS` per entity; cells of millions of records need more.
+    """
+
+    def __init__(
+        self,
+        configs: list[Path],
+        host: str = "127.0.0.1",
+        *,
+        insecure: bool = False,
+        start_timeout: float | None = None,
+    ) -> None:
         self.configs = configs
         self.host = host
         self.insecure = insecure
+        self.start_timeout = start_timeout or START_TIMEOUT_S + START_SECONDS_PER_PROCESS * len(configs)
         self.processes: list[subprocess.Popen[str]] = []
         self.addresses: list[str] = []
 
@@ -66,8 +78,7 @@ class EntityProcesses:
         self.stop()
 
     def _wait_ready(self, process: subprocess.Popen[str], config: Path) -> str:
-        timeout = START_TIMEOUT_S + START_SECONDS_PER_PROCESS * len(self.configs)
-        address = read_listening_address(process, f"entity {config.name}", timeout)
+        address = read_listening_address(process, f"entity {config.name}", self.start_timeout)
         # Drain stderr so a chatty entity never blocks on a full pipe.
         threading.Thread(target=_drain, args=(process,), daemon=True).start()
         return address
