@@ -20,6 +20,7 @@ from ppsvm.coordinator.train import TrainOptions, train_and_save
 from ppsvm.data.dataset import DatasetOptions, load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.data.shipped import WDBC
+from ppsvm.errors import EntityError
 from ppsvm.processes import EntityProcesses
 
 logger = logging.getLogger(__name__)
@@ -44,7 +45,12 @@ class DemoOptions:
 
 
 def run_demo(options: DemoOptions) -> dict[str, Any]:
-    """Run the whole pipeline on local processes; returns the PPSVM evaluation object."""
+    """Run the whole pipeline on local processes; returns the PPSVM evaluation object.
+
+    An entity-alone baseline that fails (its deadline passed, its entity refused or went away) does not fail
+    the demo: the federated model's figures are printed with a line naming the failure and how to give the
+    baselines more time. A failure of the federated training or evaluation does fail it.
+    """
     work = options.out or Path(tempfile.mkdtemp(prefix="ppsvm-demo-"))
     try:
         return _run(options, work)
@@ -87,16 +93,29 @@ def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
         logger.info("started %d entity processes", len(federation.entities))
         model = train_and_save(federation, options.train, work / "model.json")
         result = evaluate_model(federation, model, options.train.deadline)
-        alone = entity_alone(
-            federation, model.task, model.kernel, nu=None, mu=None, seed=options.seed, deadline=options.train.deadline
-        )
+        # The federated model is trained and evaluated by now: a failed baseline must not hide it.
+        alone: dict[str, float] | EntityError
+        try:
+            alone = mean_figures(
+                entity_alone(
+                    federation,
+                    model.task,
+                    model.kernel,
+                    nu=None,
+                    mu=None,
+                    seed=options.seed,
+                    deadline=options.train.deadline,
+                )
+            )
+        except EntityError as error:
+            alone = error
     reference = pooled_reference(work, model.task, model.kernel, nu=None, mu=None, seed=options.seed)
     _print_table(
         options,
         model.training["n_train"],
         model.mbar,
         result,
-        mean_figures(alone),
+        alone,
         reference,
         len(federation.entities),
         model.training.get("warnings", []),
@@ -109,7 +128,7 @@ def _print_table(
     n_train: int,
     mbar: int,
     ppsvm: dict[str, Any],
-    alone: dict[str, float],
+    alone: dict[str, float] | EntityError,
     reference: dict[str, Any],
     n_entities: int,
     warnings: list[str],
@@ -126,6 +145,9 @@ def _print_table(
         (REFERENCE_LABEL, reference),
     ]
     for name, figures in rows:
+        if isinstance(figures, EntityError):
+            print(f"{name:<62}{'failed: see below':>{16 * len(keys)}}")
+            continue
         print(f"{name:<62}" + "".join(f"{figures[k]:>16.4f}" for k in keys))
     # The figures of a model that ignores the features, under the same column names.
     baseline = ppsvm["trivial_baseline"]
@@ -138,7 +160,15 @@ def _print_table(
     name = "majority class, constant score" if "majority_error_rate" in baseline else "mean target for everyone"
     print(f"{'trivial baseline: ' + name:<62}" + "".join(f"{trivial[k]:>16.4f}" for k in keys))
     main = keys[0]  # error_rate or relative_error: lower is better
-    if ppsvm[main] > alone[main]:
+    if isinstance(alone, EntityError):
+        print(f"\nEach entity alone: not computed. {alone}")
+        # A refusal is the entity's answer; anything else (a missed deadline above all) may pass with more time.
+        if not alone.refused:
+            print(
+                "If a baseline ran out of time, give each entity call more with --deadline SECONDS "
+                f"(this run: {options.train.deadline:g} s)."
+            )
+    elif ppsvm[main] > alone[main]:
         other = "gaussian" if options.train.kernel == "linear" else "linear"
         why = " ".join(w[:1].upper() + w[1:] for w in warnings) or (
             f"mbar = {mbar} random points per column block may be too few for these data, or the tuning may have "

@@ -17,7 +17,7 @@ from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
 from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, Task, solve_lp
 from ppsvm.core.model import Model, ModelEntity
-from ppsvm.core.privacy import NOT_PRIVATE_BANNER
+from ppsvm.core.privacy import NOT_PRIVATE_BANNER, default_mbar
 from ppsvm.core.tuning import SEARCHES, Search, tune_search
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
 from ppsvm.memory import release_free_memory
@@ -137,11 +137,6 @@ def _basis_warnings(
         "kernel columns often classify worse than each entity alone (compare with `ppsvm coordinator baselines`). "
         "Private alternatives: " + "; ".join(alternatives)
     ]
-
-
-def default_mbar(widths: list[int], n_train: int) -> int:
-    """The papers' rule: min(n_j) - 1 (privacy rule 3), and at most 10% of the training rows."""
-    return max(1, min(min(widths) - 1, math.ceil(0.1 * n_train)))
 
 
 def train(federation: Federation, options: TrainOptions) -> Model:

@@ -3,8 +3,10 @@
 Used for the papers' two comparisons, never for the private model:
 - the **pooled reference** (non-private, benchmarks only): K(A, Abar') with
   Abar a random 10% of the pooled training rows (Mangasarian & Wild);
-- **each entity alone**: an entity's model of its own cell, K(A_ij, A_ij') on
-  its own rows, computed inside the entity; only its error leaves it.
+- **each entity alone**: an entity's model of its own cell, K(A_ij, Abar_ij') with
+  as many of its own rows as basis as the federated model has points (the whole
+  cell for the papers' leave-one-out), computed inside the entity; only its error
+  leaves it.
 """
 
 from __future__ import annotations
@@ -53,6 +55,7 @@ def fit_local(
     target: np.ndarray,
     *,
     basis_fraction: float,
+    basis_rows: int | None = None,
     nu: float | None,
     mu: float | None,
     seed: int,
@@ -69,6 +72,9 @@ def fit_local(
     target : ndarray, shape (m,)
     basis_fraction : float
         Fraction of rows (at least one) used as the kernel basis Abar; 1.0 for the full kernel.
+    basis_rows : int, optional
+        The basis's row count instead (capped at the rows there are): a fraction times the rows is not always
+        that count in floating point.
     seed : int
         Chooses the basis rows and the folds.
     folds : int
@@ -81,7 +87,7 @@ def fit_local(
     rng = np.random.default_rng(seed)
     low, high = X.min(axis=0), X.max(axis=0)
     scaled = scale_to_unit(X, low, high)
-    k = max(1, math.ceil(basis_fraction * len(X)))
+    k = max(1, math.ceil(basis_fraction * len(X)) if basis_rows is None else basis_rows)
     basis = scaled[np.sort(rng.choice(len(X), size=min(k, len(X)), replace=False))]
     n = X.shape[1]
     mu_ref = mu if mu is not None else 1.0 / n

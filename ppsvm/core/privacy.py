@@ -1,6 +1,10 @@
-"""Privacy rule 3 (docs/design.md section 2): fewer random points than features; rule 8's measured exposure."""
+"""Privacy rule 3 (docs/design.md section 2): fewer random points than features, and the mbar it sets by default;
+rule 8's measured exposure."""
 
 from __future__ import annotations
+
+import math
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -17,6 +21,19 @@ MIXED_MODE_WARNING = (
     'serves the random-kernel and the DP protocol for the same records ([privacy] mode = "mixed"): labels, ranges '
     "and kernel blocks are not differentially private, so no epsilon-DP guarantee holds for its records"
 )
+
+
+def default_mbar(widths: Sequence[int], n_train: int) -> int:
+    """The papers' rule: min(n_j) - 1 (privacy rule 3), and at most 10% of the training rows.
+
+    Parameters
+    ----------
+    widths : sequence of int
+        n_j of every column block.
+    n_train : int
+        Training rows.
+    """
+    return max(1, min(min(widths) - 1, math.ceil(0.1 * n_train)))
 
 
 def check_mbar(mbar: int, n_features: int, override: bool, who: str) -> bool:

@@ -178,7 +178,7 @@ def _rows(K: np.ndarray, keep: np.ndarray) -> np.ndarray:
 def tuning_row_limit(mbar: int) -> int:
     """How many rows the cross-validation may use for a basis of ``mbar`` points.
 
-    A solve costs about rows x mbar^2, so wide bases (an entity-alone model's 300 points) get fewer rows,
+    A solve costs about rows x mbar^2, so wide bases (the pooled reference's up to 500 points) get fewer rows,
     never fewer than TUNING_MIN_ROWS.
     """
     return int(np.clip(TUNING_WORK // (mbar + 1) ** 2, TUNING_MIN_ROWS, TUNING_MAX_ROWS))

@@ -56,7 +56,13 @@ from ppsvm.core.local_svm import fit_local
 from ppsvm.core.lp import Task
 from ppsvm.core.metrics import class_histogram, evaluate
 from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
-from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER, check_mbar, exposure_at_defaults
+from ppsvm.core.privacy import (
+    MIXED_MODE_WARNING,
+    NOT_PRIVATE_BANNER,
+    check_mbar,
+    default_mbar,
+    exposure_at_defaults,
+)
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
 from ppsvm.core.reconstruction import Risk, measure_risk
 from ppsvm.core.release_log import ReleaseLog, create_release_log
@@ -73,9 +79,6 @@ from ppsvm.files import write_atomic
 logger = logging.getLogger(__name__)
 P = ParamSpec("P")
 
-# The entity-alone model uses its whole cell as the kernel basis up to this many rows, and a
-# random subset of this size beyond: its tuning (dozens of LPs) must fit in one call's deadline.
-_BASELINE_BASIS_ROWS = 300
 # Leave-one-out costs one fit per record and point searched: fine for the papers' cells of about 25 records.
 LEAVE_ONE_OUT_MAX_ROWS = 200
 # A fixed nu or mu of LocalBaseline must lie in these ranges (a decade or more beyond the tuning grids): HiGHS
@@ -859,9 +862,16 @@ class EntityCore:
     ) -> dict[str, float]:
         """Train on this cell alone, evaluate on its held-out records; only the figures leave.
 
+        It is the federated model's LP on this cell's rows: a reduced kernel K(A_ij, Abar') whose basis Abar is
+        as many of its own training rows, drawn by ``seed``, as the federated training's rule gives
+        (:func:`ppsvm.core.privacy.default_mbar` of its n_j features and its training rows), the same solver and
+        the same tuning. So it costs what the federated training costs on as many rows: with a basis of up to 300
+        rows it took 20-50 times as long and outran the call's deadline (issue 29). With ``leave_one_out``,
+        the papers' protocol for cells of about 25 records, the basis is the whole cell, K(A_ij, A_ij'), as theirs.
+
         nu and mu of None are tuned by ``search`` (grid or nested uniform design) with 5-fold
-        cross-validation, or leave-one-out as the papers did for cells of about 25 records (refused above
-        LEAVE_ONE_OUT_MAX_ROWS training records: a requester could otherwise ask for a very long computation).
+        cross-validation, or leave-one-out (refused above LEAVE_ONE_OUT_MAX_ROWS training records: a requester
+        could otherwise ask for a very long computation).
 
         ``wanted`` (the call's ``context.is_active``) is asked after each grid point of the tuning: once the
         caller has cancelled or its deadline has passed, the computation stops with :class:`CallCancelled`.
@@ -920,13 +930,13 @@ class EntityCore:
                 raise CallCancelled(f"entity {self.id}: LocalBaseline stopped, its caller cancelled or timed out")
 
         with self.guard.touching("LocalBaseline"):
-            fraction = min(1.0, _BASELINE_BASIS_ROWS / len(cell.train_ids))
             model = fit_local(
                 task,
                 kernel_name,
                 cell.X_train,
                 cell.y_train,
-                basis_fraction=fraction,
+                basis_fraction=1.0,
+                basis_rows=None if leave_one_out else default_mbar([cell.X_train.shape[1]], n_train),
                 nu=nu,
                 mu=mu,
                 seed=seed,

@@ -13,7 +13,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from ppsvm import demo
 from ppsvm.constants import SHUTDOWN_GRACE_S
+from ppsvm.coordinator.train import TrainOptions
 
 from .conftest import REPO, WDBC, WDBC_OPTIONS, ppsvm, ppsvm_process, split
 
@@ -90,6 +92,40 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
     assert any(line.startswith("PPSVM") for line in lines) and any("each entity alone" in line for line in lines)
     assert any(line.startswith("trivial baseline: majority class, constant score") for line in lines)
     assert not _running_with(str(out))
+
+
+def test_demo_whose_baselines_miss_their_deadline_still_shows_the_federated_model(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Issue 29: baselines past their deadline do not hide the model already trained and evaluated; the demo
+    names the entities and how to give them more time, and ends normally. Its entities are real processes;
+    the demo runs here so that only the baselines' calls get a deadline too short for their tuning (a real
+    gRPC deadline: 280 fold fits do not fit in 50 ms), while training and evaluation keep the default."""
+    real = demo.entity_alone
+    monkeypatch.setattr(demo, "entity_alone", lambda *args, **kwargs: real(*args, **{**kwargs, "deadline": 0.05}))
+    options = demo.DemoOptions(
+        data=demo.DEFAULT_DATA,
+        dataset=demo.DEFAULT_DATASET_OPTIONS,
+        rows=2,
+        cols=2,
+        test_fraction=0.3,
+        seed=0,
+        train=TrainOptions(mbar=5, nu=10.0, mu=0.03),
+        out=tmp_path / "demo",
+        json=False,
+    )
+    result = demo.run_demo(options)
+    lines = capsys.readouterr().out.splitlines()
+    federated = next(line for line in lines if line.startswith("PPSVM K(A, B') over gRPC"))
+    assert federated.split()[-2:] == [f"{result['error_rate']:.4f}", f"{result['auc']:.4f}"]
+    assert next(line for line in lines if line.startswith("each entity alone")).endswith("failed: see below")
+    assert any(line.startswith("trivial baseline") for line in lines)
+    failures = [line for line in lines if "did not answer LocalBaseline within 0.05 s" in line]
+    assert sorted(line.split()[1] for line in failures) == ["r0c0", "r0c1", "r1c0", "r1c1"]
+    assert lines[-1] == "If a baseline ran out of time, give each entity call more with --deadline SECONDS " + (
+        "(this run: 120 s)."
+    )
+    assert not _running_with(str(tmp_path / "demo"))
 
 
 def _demo_json(out: Path, seed: int) -> dict:
@@ -179,10 +215,11 @@ def _cpu_seconds(pid: int) -> float:
 
 
 def _one_large_entity(federation, tmp_path: Path):  # type: ignore[no-untyped-def]
-    """One entity over 14,000 training records: its entity-alone tuning (56 grid points) takes minutes."""
+    """One entity over 2,800 training records of 300 features: its entity-alone model has 280 of them as basis
+    (10% of its rows, below n_j - 1), and its tuning (56 grid points, fold fits of up to seconds) takes minutes."""
     rng = np.random.default_rng(0)
-    X = rng.normal(size=(20000, 10))
-    y = np.where(X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.normal(size=20000) > 0, 1, -1)
+    X = rng.normal(size=(4000, 300))
+    y = np.where(X[:, 0] + X[:, 1] * X[:, 2] + 0.5 * rng.normal(size=4000) > 0, 1, -1)
     data = tmp_path / "large.csv"
     np.savetxt(data, np.column_stack([X, y]), delimiter=",", fmt="%.5f")
     return federation(1, 1, data=data, options=["--label", "-1"])
@@ -210,7 +247,7 @@ def test_a_caller_that_gives_up_stops_the_entitys_computation(federation, tmp_pa
 
 @pytest.mark.slow
 def test_an_entity_deep_in_a_computation_stops_within_seconds_of_sigterm(federation, tmp_path: Path) -> None:
-    """`coordinator baselines` on 14,000 records keeps the entity's solver busy for minutes; SIGTERM must not wait."""
+    """`coordinator baselines` on a wide cell keeps the entity's solver busy for minutes; SIGTERM must not wait."""
     run = _one_large_entity(federation, tmp_path)
     entity = run.processes.processes[0]
     baselines = ppsvm_process(

@@ -404,6 +404,47 @@ def test_local_baseline_tunes_by_leave_one_out_and_refuses_it_on_large_cells(tmp
     assert large.guard.log.count == 0  # refused before anything was released
 
 
+def test_local_baseline_is_the_federated_lp_on_a_basis_of_the_federated_size(tmp_path: Path) -> None:
+    """Issue 29: the entity-alone model is K(A_ij, Abar') with Abar min(n_j - 1, ceil(10% of the training rows))
+    of its own training rows, the rule of the federated mbar, not the whole cell; checked against the papers' LP
+    written out with its slacks and solved by scipy's linprog, and the figures computed by hand."""
+    from scipy.optimize import linprog
+    from scipy.spatial.distance import cdist
+
+    rng = np.random.default_rng(3)
+    n, m, nu, mu = 6, 200, 10.0, 0.5
+    X = rng.random((m, n))
+    y = np.where(X[:, 0] + X[:, 1] ** 2 + 0.3 * rng.standard_normal(m) > 0.9, 1, -1)
+    test = np.arange(m) % 10 == 0
+    rows = [f"r{i},{y[i]},{'test' if test[i] else 'train'}," + ",".join(f"{v:.6f}" for v in X[i]) for i in range(m)]
+    core = make_core(tmp_path, "id,label,split," + ",".join(f"f{j}" for j in range(n)) + "\n" + "\n".join(rows))
+    figures = core.local_baseline("classify", "gaussian", nu, mu, seed=4)
+
+    A, d = core.cell.X_train, core.cell.y_train
+    low, high = A.min(axis=0), A.max(axis=0)
+    k = min(n - 1, int(np.ceil(0.1 * len(A))))  # 5 points, where the whole cell has 180
+    basis = (A[np.sort(np.random.default_rng(4).choice(len(A), size=k, replace=False))] - low) / (high - low)
+    K = np.exp(-mu * cdist((A - low) / (high - low), basis, "sqeuclidean"))
+    # min nu e'xi + e's over (u, gamma, xi, s): D(K u - e gamma) + xi >= e, -s <= u <= s, xi >= 0.
+    p = len(A)
+    cost = np.concatenate([np.zeros(k + 1), nu * np.ones(p), np.ones(k)])
+    margin = np.hstack([-d[:, None] * K, d[:, None], -np.eye(p), np.zeros((p, k))])
+    bound = np.hstack([np.eye(k), np.zeros((k, 1 + p)), -np.eye(k)])
+    solved = linprog(
+        cost,
+        A_ub=np.vstack([margin, bound, np.hstack([-np.eye(k), np.zeros((k, 1 + p)), -np.eye(k)])]),
+        b_ub=np.concatenate([-np.ones(p), np.zeros(2 * k)]),
+        bounds=[(None, None)] * (k + 1) + [(0, None)] * (p + k),
+    )
+    u, gamma = solved.x[:k], solved.x[k]
+    decision = np.exp(-mu * cdist((core.cell.X_test - low) / (high - low), basis, "sqeuclidean")) @ u - gamma
+    labels = core.cell.y_test
+    errors = np.mean(np.where(decision >= 0, 1, -1) != labels)
+    pairs = decision[labels > 0][:, None] - decision[labels < 0][None, :]
+    area = np.mean((pairs > 0) + 0.5 * (pairs == 0))
+    assert figures == {"n_train": 180, "n_test": 20, "error_rate": round(errors, 3), "auc": round(area, 3)}
+
+
 # ---------------------------------------------------------------- privacy rule 8: combined, or consented
 
 

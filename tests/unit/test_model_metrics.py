@@ -183,6 +183,7 @@ def test_auc_known_values_and_one_class() -> None:
     assert auc(np.array([1.0, -1.0]), np.array([5.0, 5.0])) == 0.5
     assert math.isnan(auc(np.ones(4), np.arange(4.0)))
     assert math.isnan(auc(-np.ones(4), np.arange(4.0)))
+    assert math.isnan(auc(np.array([1.0, -1.0, 1.0]), np.array([np.nan, 0.0, 1.0])))  # as scipy's ranks propagate it
 
 
 def test_error_rate_hand_count() -> None:
