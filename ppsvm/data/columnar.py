@@ -34,6 +34,7 @@ import itertools
 import os
 from collections.abc import Callable
 from decimal import Decimal
+from pathlib import Path
 from typing import Any
 
 import numpy as np
@@ -146,10 +147,10 @@ def encode(table: pa.Table, source: DataSource, schema: Schema, *, text: bool) -
     rows = table.num_rows
     if not rows:
         raise NotColumnar("")  # the exact reader says "no records", or gives the empty cell asked for
-    ids = _ids(table.column(source.id_column), text)
+    ids = record_ids(table.column(source.id_column), text)
     held_out = np.zeros(rows, dtype=bool)
     if source.split_column is not None:
-        split, (values, codes) = source.split_column, _distinct(table.column(source.split_column), text)
+        split, (values, codes) = source.split_column, distinct(table.column(source.split_column), text)
         held_out = _judged(split, lambda locate: split_roles(values, split, locate))[codes]
         if held_out.all():
             raise NotColumnar("every record is marked 'test'")
@@ -164,12 +165,12 @@ def encode(table: pa.Table, source: DataSource, schema: Schema, *, text: bool) -
         if feature.type == "number" and _is_postgresql_numeric(column.type):
             # NUMERIC's text parsed to the nearest float64, as float(Decimal) rounds it; its 'NaN' is a value the
             # exact reader refuses (psycopg's Decimal('NaN') is not a missing float), as a NaN parsed from text.
-            blocks.append(_numbers(feature, _parsed(column), text=True))
+            blocks.append(numbers(feature, _parsed(column), text=True))
         elif feature.type == "number" and _is_numeric(column.type):
-            blocks.append(_numbers(feature, column, text))
+            blocks.append(numbers(feature, column, text))
         else:
             blocks.append(_encoded(feature, column, source.missing_values, text))
-    X_train, X_test = _assembled(blocks, held_out)
+    X_train, X_test = assembled(blocks, held_out)
     train = ~held_out
     return Cell(
         train_ids=ids[train],
@@ -214,13 +215,24 @@ _Block = np.ndarray | tuple[np.ndarray, np.ndarray] | _Chunked
 _ASSEMBLY_ROWS = 8192
 
 
-def _assembled(blocks: list[_Block], held_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def assembled(blocks: list[_Block], held_out: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The training and held-out matrices, shapes (m_train, n_j) and (m_test, n_j), from the features' blocks.
 
     A block of rows at a time: each feature's columns written into a small row-major buffer (a clean number
     column straight from Arrow's buffers: no copy of it, no intermediate matrix), then its training and
     held-out rows copied into place. For a million rows of 25 columns this took 0.15 s of CPU here where
     writing each column into the row-major matrices took 0.35 to 0.44 s (a write per 200 bytes).
+
+    Parameters
+    ----------
+    blocks : list of block
+        Each feature's encoded values for m rows (:func:`numbers`, a text feature's distinct encodings).
+    held_out : ndarray of bool, shape (m,)
+        The rows that go to the held-out matrix.
+
+    Returns
+    -------
+    X_train, X_test : ndarray of float64, shapes (m_train, n_j) and (m_test, n_j)
     """
     widths = [1 if isinstance(b, _Chunked) else b[0].shape[1] if isinstance(b, tuple) else b.shape[1] for b in blocks]
     n_test = int(held_out.sum())
@@ -270,13 +282,33 @@ def _is_numeric(kind: pa.DataType) -> bool:
     )
 
 
-def _numbers(feature: Feature, column: pa.ChunkedArray, text: bool) -> _Block:
-    """A number feature's values, m in all: the chunks' own buffers where none is missing, else one array (m, 1)
-    with the missing ones (null; NaN too unless parsed from text) imputed."""
-    floats = None if pa.types.is_null(column.type) else pc.cast(column, pa.float64(), safe=False)
-    if floats is not None and not column.null_count and pc.all(pc.is_finite(floats)).as_py():
-        return _Chunked(_views(floats, np.float64))
-    values, nulls = _floats(column)
+def numbers(feature: Feature, column: pa.ChunkedArray, text: bool) -> _Block:
+    """A number feature's values as a block of :func:`assembled`.
+
+    Parameters
+    ----------
+    feature : Feature
+        Its name (for the reason of a refusal) and the value a missing one becomes (``impute``).
+    column : pyarrow.ChunkedArray, m values
+        A numeric column.
+    text : bool
+        Parsed from text: a NaN is a value refused, not a missing one.
+
+    Returns
+    -------
+    block
+        The chunks' own buffers where none is missing, else one array (m, 1) with the missing ones (null; NaN
+        too unless parsed from text) imputed.
+
+    Raises
+    ------
+    NotColumnar
+        A value that is not a finite number, or a missing one where ``feature.impute`` is None.
+    """
+    cast = None if pa.types.is_null(column.type) else pc.cast(column, pa.float64(), safe=False)
+    if cast is not None and not column.null_count and pc.all(pc.is_finite(cast)).as_py():
+        return _Chunked(_views(cast, np.float64))
+    values, nulls = floats(column)
     missing = nulls if text else nulls | np.isnan(values)
     if (~np.isfinite(values) & ~missing).any():
         raise NotColumnar(f"column {feature.name!r} holds a value that is not a finite number")
@@ -285,10 +317,20 @@ def _numbers(feature: Feature, column: pa.ChunkedArray, text: bool) -> _Block:
     return np.where(missing, float(feature.impute), values)[:, None]
 
 
-def _floats(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+def floats(column: pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
     """A numeric column as float64 (numpy's rounding of integers) and its nulls, shapes (m,) and (m,) bool.
 
     Read from Arrow's buffers: ``to_numpy`` would import pandas where it is installed (a second at a start).
+
+    Parameters
+    ----------
+    column : pyarrow.ChunkedArray, m values
+
+    Returns
+    -------
+    values : ndarray of float64, shape (m,)
+        A null's value is undefined.
+    nulls : ndarray of bool, shape (m,)
     """
     if pa.types.is_null(column.type):
         return np.zeros(len(column)), np.ones(len(column), dtype=bool)
@@ -321,26 +363,43 @@ def _encoded(
     feature: Feature, column: pa.ChunkedArray, missing: frozenset[str], text: bool
 ) -> tuple[np.ndarray, np.ndarray]:
     """A feature's encodings of its distinct values, shape (d, 1) or (d, categories), and each record's row (m,)."""
-    values, codes = _distinct(column, text)
+    values, codes = distinct(column, text)
     return _judged(feature.name, lambda locate: encode_feature(feature, values, len(values), missing, locate)), codes
 
 
 def _labels(column: pa.ChunkedArray, source: DataSource, text: bool) -> np.ndarray:
     """Labels or targets, shape (m,): numeric columns at numpy's speed, text through its distinct values."""
     if source.labels is None and _is_numeric(column.type) and not pa.types.is_null(column.type):
-        labels, nulls = _floats(column)
+        labels, nulls = floats(column)
         if nulls.any() or not np.isfinite(labels).all():
             raise NotColumnar(f"column {source.label_column!r} has a missing or non-finite label")
         return labels
-    values, codes = _distinct(column, text)
+    values, codes = distinct(column, text)
     return _judged(str(source.label_column), lambda locate: label_values(values, source, locate))[codes]
 
 
-def _distinct(column: pa.ChunkedArray, text: bool) -> tuple[list[Any], np.ndarray]:
+def distinct(column: pa.ChunkedArray, text: bool) -> tuple[list[Any], np.ndarray]:
     """A column's distinct values as the exact reader sees them, and each row's index among them, shape (m,).
 
     Nulls are None (listed once, last, if any). PostgreSQL's numeric arrives as its text: it becomes the
     Decimal that psycopg gives the exact reader.
+
+    Parameters
+    ----------
+    column : pyarrow.ChunkedArray, m values
+        Text (dictionary-encoded or not) or numbers.
+    text : bool
+        Parsed from CSV text: a value holding a carriage return declines.
+
+    Returns
+    -------
+    values : list, length d
+    codes : ndarray of int, shape (m,)
+
+    Raises
+    ------
+    NotColumnar
+        A type the exact reader reads otherwise, or a carriage return in CSV text.
     """
     numeric_text = _is_postgresql_numeric(column.type)
     if numeric_text:
@@ -384,8 +443,21 @@ def _is_postgresql_numeric(kind: pa.DataType) -> bool:
     )
 
 
-def _ids(column: pa.ChunkedArray, text: bool) -> np.ndarray:
-    """Record ids as the exact reader makes them (stripped text, an integer's digits), shape (m,), numpy str."""
+def record_ids(column: pa.ChunkedArray, text: bool) -> np.ndarray:
+    """Record ids as the exact reader makes them (stripped text, an integer's digits), shape (m,), numpy str.
+
+    Parameters
+    ----------
+    column : pyarrow.ChunkedArray, m values
+        Text or integers.
+    text : bool
+        Parsed from CSV text: an id holding a carriage return declines.
+
+    Raises
+    ------
+    NotColumnar
+        A missing or empty id, a type the exact reader reads otherwise, or a carriage return in CSV text.
+    """
     if column.null_count:
         raise NotColumnar("a record id is missing")
     if pa.types.is_integer(column.type):
@@ -437,7 +509,7 @@ def _ascii_unicode(chars: np.ndarray, lengths: np.ndarray) -> np.ndarray:
 # --- CSV -------------------------------------------------------------------------------------------------
 
 
-def _spare_core() -> bool:
+def spare_core() -> bool:
     """Whether a core is idle (by the last minute's load average): only then do pyarrow's threads pay. On this
     2-core machine, busy with other work, one thread parsed the 25-column CSV in 1.6 s of CPU and 1.6 s of wall
     time, two in 2.4 s of each; idle, two took 0.69 s of wall time against 1.1 s for one."""
@@ -459,25 +531,96 @@ def _csv_table(source: DataSource, schema: Schema, header: list[str], max_line_c
     if source.split_column is not None:
         types[source.split_column] = words
     types |= {f.name: pa.float64() if f.type == "number" else words for f in schema.features}
-    # What the line-by-line reader refuses in the file as text, looked for first in a pass of its own: pyarrow
-    # reads the file natively (through a Python file object it took a quarter more time here).
-    scan = _TextScan(max_line_chars)
+    scan = scan_text(source.path, max_line_chars)
+    return read_csv_columns(
+        source.path, types, column_names=header, delimiter=source.delimiter, missing=missing, quoted=scan.quoted, skip=1
+    )
+
+
+def scan_text(path: Path, max_chars: int) -> TextScan:
+    """A file's bytes checked for what the line-by-line reader refuses as text (:class:`TextScan`), in a pass of
+    their own before pyarrow reads them natively (through a Python file object it took a quarter more time here).
+
+    Parameters
+    ----------
+    path : Path
+    max_chars : int
+        Longest line the line-by-line reader reads.
+
+    Returns
+    -------
+    TextScan
+        Its ``quoted``: whether the file holds a quote character.
+
+    Raises
+    ------
+    NotColumnar
+        The file is not UTF-8 text, may hold a line over ``max_chars``, or cannot be read.
+    """
+    scan = TextScan(max_chars)
     try:
-        with source.path.open("rb", buffering=0) as handle:
+        with path.open("rb", buffering=0) as handle:
             buffer = bytearray(_SCAN_BYTES)  # one buffer, filled again and again: no page faults for new ones
             while scan.problem is None:
                 size = handle.readinto(buffer)
                 if not scan.check(buffer if size == len(buffer) else buffer[:size]):
                     break
-        if scan.problem is not None:
-            raise NotColumnar(scan.problem)
-        with pa.OSFile(str(source.path)) as native:  # not the path: pyarrow would decompress a file named .gz
+    except OSError as refused:
+        raise NotColumnar(f"cannot read it: {refused.strerror or refused}") from None
+    if scan.problem is not None:
+        raise NotColumnar(scan.problem)
+    return scan
+
+
+def read_csv_columns(
+    path: Path,
+    types: dict[str, pa.DataType],
+    *,
+    column_names: list[str],
+    delimiter: str,
+    missing: list[str],
+    quoted: bool,
+    skip: int = 0,
+    offset: int = 0,
+) -> pa.Table:
+    """Columns of a delimited file by pyarrow's CSV reader, each converted to its type (the others only counted).
+
+    Parameters
+    ----------
+    path : Path
+    types : dict of str to pyarrow.DataType
+        The columns converted, by name, and their types.
+    column_names : list of str
+        Every column's name, in order: each row has exactly as many fields.
+    delimiter : str
+    missing : list of str
+        Fields that are null, compared as they stand (quoted too), never stripped.
+    quoted : bool
+        The file holds a quote character (:func:`scan_text`).
+    skip : int
+        Rows skipped first (a header).
+    offset : int
+        Bytes skipped first (a header that the csv module read).
+
+    Returns
+    -------
+    pyarrow.Table
+        The columns of ``types``, m rows.
+
+    Raises
+    ------
+    NotColumnar
+        pyarrow's reader stopped: a row's field count, a value its type does not take, an unreadable file.
+    """
+    try:
+        with pa.OSFile(str(path)) as native:  # not the path: pyarrow would decompress a file named .gz
+            native.seek(offset)
             return pacsv.read_csv(
                 native,
-                read_options=pacsv.ReadOptions(column_names=header, skip_rows=1, use_threads=_spare_core()),
+                read_options=pacsv.ReadOptions(column_names=column_names, skip_rows=skip, use_threads=spare_core()),
                 # A quoted field may hold a line end, which pyarrow looks for only when told (20-40% slower here),
                 # also where one straddles two of its blocks: so where the file holds a quote character.
-                parse_options=pacsv.ParseOptions(delimiter=source.delimiter, newlines_in_values=scan.quoted),
+                parse_options=pacsv.ParseOptions(delimiter=delimiter, newlines_in_values=quoted),
                 convert_options=pacsv.ConvertOptions(
                     column_types=types,
                     include_columns=list(types),
@@ -493,7 +636,7 @@ def _csv_table(source: DataSource, schema: Schema, header: list[str], max_line_c
 _SCAN_BYTES = 1 << 24
 
 
-class _TextScan:
+class TextScan:
     """A file's bytes, block by block, checked for what the line-by-line reader refuses as text.
 
     UTF-8 throughout (pyarrow validates only the text columns it converts) and no line longer than
@@ -554,7 +697,7 @@ def _parquet_table(source: DataSource, schema: Schema) -> pa.Table:
     dictionary = [name for name in words if name is not None]
     parquet = open_parquet(source, schema, read_dictionary=dictionary, pre_buffer=False)
     try:
-        table = parquet.read(columns=needed_columns(source, schema), use_threads=_spare_core())
+        table = parquet.read(columns=needed_columns(source, schema), use_threads=spare_core())
     except pa.ArrowException as refused:
         raise NotColumnar(f"pyarrow's Parquet reader stopped: {str(refused).splitlines()[0]}") from None
     return table

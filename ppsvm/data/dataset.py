@@ -12,16 +12,22 @@ module gives the fields their meaning: features, labels, ids, missing values.
 
 from __future__ import annotations
 
+import codecs
+import csv
 import logging
 import math
+import re
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Literal
+from typing import Literal, NoReturn
 
 import numpy as np
 
 from ppsvm.constants import MAX_CSV_LINE_CHARS, TASKS
-from ppsvm.data.delimited import Table, read_table
+from ppsvm.data.cell import repeated_id
+from ppsvm.data.delimited import Table, bounded_lines, check_header, open_text, read_table, stripped_records
+from ppsvm.data.schema import Feature, has_numeric_token
 from ppsvm.errors import ConfigError, DataError
 
 __all__ = ["Dataset", "DatasetOptions", "load_dataset"]
@@ -132,6 +138,10 @@ class Dataset:
 def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: int = MAX_CSV_LINE_CHARS) -> Dataset:
     """Read a delimited text file into a :class:`Dataset`.
 
+    Column by column through pyarrow where that reader can vouch for the file; otherwise (and so for every
+    file with a problem) line by line, whose errors name the file, line and column. Either way the dataset is
+    the same, bit for bit.
+
     Parameters
     ----------
     path : str or Path
@@ -156,8 +166,21 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
     ConfigError
         A column reference does not exist or the columns overlap.
     """
-    table = read_table(Path(path), delimiter=options.delimiter, header=options.header, max_line_chars=max_line_chars)
-    label_column, id_column, feature_columns = _resolve_columns(table, options)
+    # Imported here: pyarrow takes 0.3 s to import, which commands that read no dataset need not pay.
+    from ppsvm.data import columnar
+
+    try:
+        return _load_columns(Path(path), str(path), options, max_line_chars)
+    except columnar.NotColumnar as declined:
+        if declined.reason:
+            logger.info("%s: %s; reading it line by line, which names what is wrong", path, declined.reason)
+    return _load_lines(Path(path), str(path), options, max_line_chars)
+
+
+def _load_lines(path: Path, source: str, options: DatasetOptions, max_line_chars: int) -> Dataset:
+    """:func:`load_dataset` a line and a value at a time: every problem found where it stands."""
+    table = read_table(path, delimiter=options.delimiter, header=options.header, max_line_chars=max_line_chars)
+    label_column, id_column, feature_columns = _resolve_columns(path, table.n_columns, table.header, options)
     tokens = frozenset(options.missing_values)
 
     X, missing, problems, unlisted = _parse_features(table, feature_columns, tokens)
@@ -169,54 +192,231 @@ def load_dataset(path: str | Path, options: DatasetOptions, *, max_line_chars: i
         raise DataError(_problem_report(table, problems, unlisted, refused, options.header, feature_columns, tokens))
     ids = _record_ids(table, id_column, tokens)
 
-    keep = _apply_missing_policy(table, options, X, missing, label_missing, label_column, feature_columns)
-    raw_labels = [row[label_column] for row, kept in zip(table.rows, keep, strict=True) if kept]
+    def missing_label(r: int) -> NoReturn:
+        raise DataError(
+            f"{table.where(r, label_column)}: missing label {table.rows[r][label_column]!r}; "
+            "fix the file or drop such rows with --missing drop"
+        )
+
+    keep = _apply_missing_policy(path, options, missing, label_missing, missing_label)
     kept_rows = np.flatnonzero(keep)
     if options.task == "classify":
-        y = _classification_labels(table, label_column, raw_labels, options)
+        raw_labels = [row[label_column] for row, kept in zip(table.rows, keep, strict=True) if kept]
+        y = _classification_labels(path, label_column, raw_labels, options)
     else:
         y = _regression_targets(table, label_column, kept_rows)
+    return Dataset(
+        ids=ids[keep], X=X[keep], y=y, feature_names=_feature_names(table.header, feature_columns), source=source
+    )
 
-    if table.header is not None:
-        feature_names = tuple(table.header[c] for c in feature_columns)
+
+def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_chars: int) -> Dataset:
+    """:func:`load_dataset` column by column (pyarrow's CSV reader, numpy): the line-by-line reader's dataset, or
+    :class:`~ppsvm.data.columnar.NotColumnar` wherever this reader cannot vouch for the file or finds a problem
+    whose message names a line (errors that name none, of the labels or the rows left, are raised as they are).
+
+    Where pyarrow and the csv module might read a file otherwise, this declines: a field quoted after a space
+    (skipped by the csv module, kept by pyarrow) or holding a line end leaves a quote or a line end in a text
+    value, and a number that pyarrow does not parse as Python's float() does, or at all, fails its column.
+    pyarrow strips only spaces and tabs around a number and parses what float() parses (tests/unit/
+    test_dataset_columnar.py holds it to that), a missing-value token is compared unstripped (so one with
+    whitespace around it, or a number, declines), and a field the csv module would refuse as over its size
+    limit lies on a line the text scan flags.
+    """
+    from ppsvm.data import columnar
+
+    tokens = frozenset(options.missing_values)
+    delimiter = options.delimiter
+    if delimiter == " " or not (delimiter == "\t" or (delimiter.isascii() and delimiter.isprintable())):
+        raise columnar.NotColumnar("the delimiter is a space, a control character or beyond ASCII")
+    if has_numeric_token(tokens) or any(token != token.strip() for token in tokens):
+        raise columnar.NotColumnar("a missing-value token is a number or has whitespace around it")
+    scan = columnar.scan_text(path, min(max_line_chars, csv.field_size_limit()))
+    header, n_columns, offset = _first_records(path, options, max_line_chars)
+    try:
+        label_column, id_column, feature_columns = _resolve_columns(path, n_columns, header, options)
+    except ConfigError as refused:
+        raise columnar.NotColumnar("") from refused  # the line-by-line reader says so, or what it finds first
+
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    types = {str(c): pa.float64() for c in feature_columns}
+    types[str(label_column)] = pa.dictionary(pa.int32(), pa.string()) if options.task == "classify" else pa.float64()
+    if id_column is not None:
+        types[str(id_column)] = pa.string()
+    if scan.quoted:  # the dropped columns too: a field quoted after a space may have split or joined fields there
+        types |= {str(c): pa.string() for c in range(n_columns) if str(c) not in types}
+    table = columnar.read_csv_columns(
+        path,
+        types,
+        column_names=[str(c) for c in range(n_columns)],
+        delimiter=delimiter,
+        missing=sorted(tokens),
+        quoted=scan.quoted,
+        offset=offset,
+    )
+    m = table.num_rows
+    if not m:
+        raise columnar.NotColumnar("")  # the line-by-line reader says "no data rows"
+    structural = r'["\r\n]'  # a quote or a line end left in a text value: see the docstring
+    if scan.quoted and any(
+        kind == pa.string() and pc.any(pc.match_substring_regex(table.column(name), structural)).as_py()
+        for name, kind in types.items()
+    ):
+        raise columnar.NotColumnar("a text field holds a quote or a line end")
+
+    blocks = [
+        columnar.numbers(Feature(f"column {c}", "number", impute=math.nan), table.column(str(c)), text=True)
+        for c in feature_columns
+    ]
+    X = columnar.assembled(blocks, np.zeros(m, dtype=bool))[0]
+    # Every value read is finite (numbers declines otherwise): NaN is exactly a missing one.
+    missing = np.isnan(X) if any(isinstance(block, np.ndarray) for block in blocks) else np.zeros(X.shape, bool)
+    if options.missing == "refuse" and missing.any():
+        raise columnar.NotColumnar("")  # the line-by-line reader names the missing values
+    if options.task == "classify":
+        raw, codes = columnar.distinct(table.column(str(label_column)), text=True)
+        if scan.quoted and any(re.search(structural, str(value)) for value in raw):
+            raise columnar.NotColumnar("a label holds a quote or a line end")
+        values, codes = _merged([str(value).strip() for value in raw], codes)
+        label_missing = np.isin(np.asarray(values, dtype=str), sorted(tokens))[codes]
     else:
-        feature_names = tuple(f"x{c}" for c in feature_columns)
-    return Dataset(ids=ids[keep], X=X[keep], y=y, feature_names=feature_names, source=str(path))
+        targets, label_missing = columnar.floats(table.column(str(label_column)))
+        if not np.isfinite(targets[~label_missing]).all():
+            raise columnar.NotColumnar("")  # the line-by-line reader names the target
+    if id_column is None:
+        ids = _row_numbers(m)
+    else:
+        ids = columnar.record_ids(table.column(str(id_column)), text=True)
+        if np.isin(ids, sorted(tokens)).any() or repeated_id([ids]) is not None:
+            raise columnar.NotColumnar("")  # the line-by-line reader names the missing or repeated id
+    del table, blocks
+    pa.default_memory_pool().release_unused()  # what pyarrow parsed through, given back for the split's arrays
+
+    def missing_label(r: int) -> NoReturn:
+        raise columnar.NotColumnar("")  # the line-by-line reader names the missing label
+
+    keep = _apply_missing_policy(path, options, missing, label_missing, missing_label)
+    every = bool(keep.all())
+    if options.task == "classify":
+        kept_codes = codes if every else codes[keep]
+        counts = np.bincount(kept_codes, minlength=len(values))
+        present = np.flatnonzero(counts)
+        signs = np.zeros(len(values))  # 0.0: values only on rows dropped
+        try:
+            signs[present] = _label_signs(path, label_column, _counted(values, counts, present), options)
+        except DataError:
+            # Raised again with the values listed as the line-by-line reader meets them (the same checks fail).
+            present, first = np.unique(kept_codes, return_index=True)
+            _label_signs(path, label_column, _counted(values, counts, present[np.argsort(first)]), options)
+            raise
+        y = signs[kept_codes]
+    else:
+        y = targets if every else targets[keep]
+    return Dataset(
+        ids=ids if every else ids[keep],
+        X=X if every else X[keep],
+        y=y,
+        feature_names=_feature_names(header, feature_columns),
+        source=source,
+    )
 
 
-def _resolve_column(table: Table, ref: ColumnRef, role: str) -> int:
-    n = table.n_columns
+def _first_records(path: Path, options: DatasetOptions, max_line_chars: int) -> tuple[tuple[str, ...] | None, int, int]:
+    """The header's names (None without one), the first record's field count and the byte offset of the data
+    (past a byte-order mark and the header), read by the csv module exactly as :func:`read_table` reads them.
+
+    Raises
+    ------
+    NotColumnar
+        The file cannot be read so, or holds no data record, or its header names a column twice or none.
+    """
+    from ppsvm.data.columnar import NotColumnar
+
+    read = 0
+
+    def counted(lines: Iterator[str]) -> Iterator[str]:
+        nonlocal read
+        for line in lines:  # the csv module reads no further than the record it returns
+            read += len(line.encode("utf-8"))
+            yield line
+
+    try:
+        with open_text(path) as handle:
+            records = stripped_records(counted(bounded_lines(handle, path, max_line_chars)), path, options.delimiter)
+            header = tuple(next(records)[1]) if options.header else None
+            offset = read
+            fields = next(records)[1]
+        if header is not None:
+            check_header(path, header)
+        with path.open("rb") as raw:
+            offset += len(codecs.BOM_UTF8) if raw.read(len(codecs.BOM_UTF8)) == codecs.BOM_UTF8 else 0
+    except (OSError, UnicodeDecodeError, DataError, StopIteration):
+        raise NotColumnar("") from None  # the line-by-line reader says what is wrong
+    if header is not None and len(header) != len(fields):
+        raise NotColumnar("")
+    return header, len(fields), offset
+
+
+def _merged(values: list[str], codes: np.ndarray) -> tuple[list[str], np.ndarray]:
+    """Distinct values (d,) of which some may now be equal (stripped), and each row's index (m,) among them: the
+    values made distinct again, in order of first listing, and each row's index among those."""
+    position: dict[str, int] = {}
+    remap = np.array([position.setdefault(value, len(position)) for value in values], dtype=np.intp)
+    return list(position), remap[codes] if len(position) < len(values) else codes
+
+
+def _counted(values: list[str], counts: np.ndarray, order: np.ndarray) -> dict[str, int]:
+    """Distinct values (d,) with their counts (d,), those of ``order`` in that order."""
+    return {values[k]: int(counts[k]) for k in order.tolist()}
+
+
+def _row_numbers(m: int) -> np.ndarray:
+    """The default record ids, shape (m,): each data row's 0-based number as text (the dtype just as wide)."""
+    return np.arange(m).astype(f"U{len(str(max(m - 1, 0)))}")
+
+
+def _feature_names(header: tuple[str, ...] | None, feature_columns: list[int]) -> tuple[str, ...]:
+    if header is not None:
+        return tuple(header[c] for c in feature_columns)
+    return tuple(f"x{c}" for c in feature_columns)
+
+
+def _resolve_column(path: Path, n: int, header: tuple[str, ...] | None, ref: ColumnRef, role: str) -> int:
     if isinstance(ref, int):
         if not -n <= ref < n:
             raise ConfigError(
-                f"{table.path}: {role} column {ref} is out of range: the file has {n} columns "
+                f"{path}: {role} column {ref} is out of range: the file has {n} columns "
                 f"(0..{n - 1}, or -1..-{n} from the end)"
             )
         return ref % n
-    if table.header is None:
+    if header is None:
         raise ConfigError(
-            f"{table.path}: {role} column {ref!r} is a name, but the file has no header; "
+            f"{path}: {role} column {ref!r} is a name, but the file has no header; "
             "give a 0-based column index or read the header"
         )
-    if ref not in table.header:
-        raise ConfigError(f"{table.path}: no {role} column named {ref!r}; the columns are {', '.join(table.header)}")
-    return table.header.index(ref)
+    if ref not in header:
+        raise ConfigError(f"{path}: no {role} column named {ref!r}; the columns are {', '.join(header)}")
+    return header.index(ref)
 
 
-def _resolve_columns(table: Table, options: DatasetOptions) -> tuple[int, int | None, list[int]]:
-    """Label column, id column and the feature columns, all as 0-based indices."""
-    label = _resolve_column(table, options.label, "label")
-    dropped = {_resolve_column(table, ref, "dropped") for ref in options.drop}
+def _resolve_columns(
+    path: Path, n: int, header: tuple[str, ...] | None, options: DatasetOptions
+) -> tuple[int, int | None, list[int]]:
+    """Label column, id column and the feature columns of a file of ``n`` columns, all as 0-based indices."""
+    label = _resolve_column(path, n, header, options.label, "label")
+    dropped = {_resolve_column(path, n, header, ref, "dropped") for ref in options.drop}
     if label in dropped:
-        raise ConfigError(f"{table.path}: column {label} is both the label and a dropped column")
+        raise ConfigError(f"{path}: column {label} is both the label and a dropped column")
     id_column = None
     if options.id_column is not None:
-        id_column = _resolve_column(table, options.id_column, "id")
+        id_column = _resolve_column(path, n, header, options.id_column, "id")
         if id_column == label:
-            raise ConfigError(f"{table.path}: column {label} is both the label and the id column")
-    features = [c for c in range(table.n_columns) if c != label and c != id_column and c not in dropped]
+            raise ConfigError(f"{path}: column {label} is both the label and the id column")
+    features = [c for c in range(n) if c != label and c != id_column and c not in dropped]
     if not features:
-        raise ConfigError(f"{table.path}: no feature columns left after the label, id and dropped columns")
+        raise ConfigError(f"{path}: no feature columns left after the label, id and dropped columns")
     return label, id_column, features
 
 
@@ -302,7 +502,7 @@ def _problem_report(
 
 def _record_ids(table: Table, id_column: int | None, tokens: frozenset[str]) -> np.ndarray:
     if id_column is None:
-        return np.array([str(r) for r in range(len(table.rows))])
+        return _row_numbers(len(table.rows))
     first_line: dict[str, int] = {}
     for r, fields in enumerate(table.rows):
         record_id = fields[id_column]
@@ -317,42 +517,37 @@ def _record_ids(table: Table, id_column: int | None, tokens: frozenset[str]) -> 
 
 
 def _apply_missing_policy(
-    table: Table,
+    path: Path,
     options: DatasetOptions,
-    X: np.ndarray,
     missing: np.ndarray,
     label_missing: np.ndarray,
-    label_column: int,
-    feature_columns: list[int],
+    missing_label: Callable[[int], NoReturn],
 ) -> np.ndarray:
-    """The mask (m,) of rows kept under the missing-value policy (imputation is left to the split)."""
+    """The mask (m,) of rows kept under the missing-value policy (imputation is left to the split), given the
+    missing features (m, n) and labels (m,); ``missing_label(row)`` raises for a missing label that is kept."""
     rows_missing = missing.any(axis=1)
     if options.missing == "drop":
         keep = ~(rows_missing | label_missing)
         n_dropped = int((~keep).sum())
         if not keep.any():
-            raise DataError(f"{table.path}: every row has a missing value; nothing is left after dropping them")
+            raise DataError(f"{path}: every row has a missing value; nothing is left after dropping them")
         if n_dropped:
-            logger.warning("%s: dropped %d of %d rows with missing values", table.path, n_dropped, len(keep))
+            logger.warning("%s: dropped %d of %d rows with missing values", path, n_dropped, len(keep))
         return keep
 
     if label_missing.any():
-        r = int(np.flatnonzero(label_missing)[0])
-        raise DataError(
-            f"{table.where(r, label_column)}: missing label {table.rows[r][label_column]!r}; "
-            "fix the file or drop such rows with --missing drop"
-        )
+        missing_label(int(np.flatnonzero(label_missing)[0]))
     if not missing.any():
-        return np.ones(len(X), dtype=bool)
+        return np.ones(len(missing), dtype=bool)
 
     # "refuse" was reported with the other problems; "impute" leaves NaN for split_dataset to fill per entity.
     logger.info(
         "%s: %d missing values in %d columns, to impute from each entity's training records",
-        table.path,
+        path,
         int(missing.sum()),
         int(missing.any(axis=0).sum()),
     )
-    return np.ones(len(X), dtype=bool)
+    return np.ones(len(missing), dtype=bool)
 
 
 def _missing_summary(table: Table, missing: np.ndarray, feature_columns: list[int]) -> str:
@@ -371,13 +566,24 @@ def _listing(counts: dict[str, int]) -> str:
     return shown + (", ..." if len(counts) > _MAX_LISTED_VALUES else "")
 
 
-def _classification_labels(table: Table, label_column: int, raw: list[str], options: DatasetOptions) -> np.ndarray:
+def _classification_labels(path: Path, label_column: int, raw: list[str], options: DatasetOptions) -> np.ndarray:
     """Map raw label strings (m,) to +1/-1."""
     counts: dict[str, int] = {}
     for value in raw:
         counts[value] = counts.get(value, 0) + 1
-    where = f"{table.path}: label column {label_column}"
+    signs = dict(zip(counts, _label_signs(path, label_column, counts, options).tolist(), strict=True))
+    return np.array([signs[value] for value in raw])
 
+
+def _label_signs(path: Path, label_column: int, counts: dict[str, int], options: DatasetOptions) -> np.ndarray:
+    """The sign, +1 or -1, of each distinct raw label, shape (d,), given each one's count in order of appearance.
+
+    Raises
+    ------
+    DataError
+        The labels are not two classes that the options (or their values, -1/1 or 0/1) tell apart.
+    """
+    where = f"{path}: label column {label_column}"
     chosen = options.positive if options.positive is not None else options.negative
     if chosen is not None:
         sign, flag = (1.0, "positive") if options.positive is not None else (-1.0, "negative")
@@ -385,11 +591,11 @@ def _classification_labels(table: Table, label_column: int, raw: list[str], opti
             raise DataError(f"{where} has no value {chosen!r} (the {flag} class); values found: {_listing(counts)}")
         if len(counts) == 1:
             raise DataError(f"{where}: every record has label {chosen!r}; a classifier needs two classes")
-        return np.where(np.array(raw) == chosen, sign, -sign)
+        return np.array([sign if value == chosen else -sign for value in counts])
 
     numeric = _as_numbers(list(counts))
     if numeric is not None and len(numeric) == 2 and set(numeric) in ({-1.0, 1.0}, {0.0, 1.0}):
-        return np.where(np.array([float(v) for v in raw]) == 1.0, 1.0, -1.0)
+        return np.where(np.array(numeric) == 1.0, 1.0, -1.0)
     raise DataError(
         f"{where} has {len(counts)} distinct values ({_listing(counts)}), not two of -1/1 or 0/1; "
         "pass --positive VALUE (that value -> +1, all others -> -1) or --negative VALUE"

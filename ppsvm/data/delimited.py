@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import csv
 import itertools
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TextIO
@@ -84,38 +84,73 @@ def read_table(path: Path, *, delimiter: str, header: bool, max_line_chars: int 
     line_numbers: list[int] = []
     rows: list[list[str]] = []
     try:
-        # utf-8-sig: spreadsheet exports often start with a byte-order mark.
-        with path.open(encoding="utf-8-sig", newline="") as handle:
-            reader = csv.reader(bounded_lines(handle, path, max_line_chars), delimiter=delimiter, skipinitialspace=True)
-            for raw in reader:
-                fields = [field.strip() for field in raw]
-                if not fields or fields == [""]:
-                    continue
+        with open_text(path) as handle:
+            for line_number, fields in stripped_records(bounded_lines(handle, path, max_line_chars), path, delimiter):
                 if header and names is None:
                     names = tuple(fields)
-                    header_line = reader.line_num
+                    header_line = line_number
                     continue
                 expected = len(names) if names is not None else len(rows[0]) if rows else len(fields)
                 if len(fields) != expected:
                     first = f"the header on line {header_line}" if names is not None else f"line {line_numbers[0]}"
-                    raise DataError(f"{path}, line {reader.line_num}: {len(fields)} fields, but {first} has {expected}")
-                line_numbers.append(reader.line_num)
+                    raise DataError(f"{path}, line {line_number}: {len(fields)} fields, but {first} has {expected}")
+                line_numbers.append(line_number)
                 rows.append(fields)
     except OSError as error:
         raise DataError(f"cannot read {path}: {error.strerror or error}") from error
     except UnicodeDecodeError as error:
         raise DataError(f"{path}: not UTF-8 text ({error.reason} at byte {error.start})") from error
-    except csv.Error as error:
-        raise DataError(f"{path}, line {reader.line_num}: {error}") from error
 
     if not rows:
         raise DataError(f"{path}: no data rows (the file is empty or holds only a header)")
     if names is not None:
-        _check_header(path, names)
+        check_header(path, names)
     return Table(path=path, header=names, line_numbers=line_numbers, rows=rows)
 
 
-def _check_header(path: Path, header: tuple[str, ...]) -> None:
+def open_text(path: Path) -> TextIO:
+    """A delimited text file opened for :func:`bounded_lines` as :func:`read_table` reads it.
+
+    utf-8-sig: spreadsheet exports often start with a byte-order mark, which is then no part of the first field.
+    """
+    return path.open(encoding="utf-8-sig", newline="")
+
+
+def stripped_records(lines: Iterable[str], path: Path, delimiter: str) -> Iterator[tuple[int, list[str]]]:
+    """The non-blank records of a file's lines, each with its (last) 1-based line number and its stripped fields.
+
+    Parameters
+    ----------
+    lines : iterable of str
+        The file's lines with their line ends (:func:`bounded_lines`); one record may span several.
+    path : Path
+        The file, for messages.
+    delimiter : str
+        One-character field separator; spaces after it are skipped and every field is stripped.
+
+    Raises
+    ------
+    DataError
+        The csv module refuses a record (e.g. a field over its size limit); names the file and line.
+    """
+    reader = csv.reader(lines, delimiter=delimiter, skipinitialspace=True)
+    try:
+        for raw in reader:
+            fields = [field.strip() for field in raw]
+            if fields and fields != [""]:
+                yield reader.line_num, fields
+    except csv.Error as error:
+        raise DataError(f"{path}, line {reader.line_num}: {error}") from error
+
+
+def check_header(path: Path, header: tuple[str, ...]) -> None:
+    """Refuse a header with an empty or a repeated column name.
+
+    Raises
+    ------
+    DataError
+        Naming the file and the column(s).
+    """
     seen: dict[str, int] = {}
     for index, name in enumerate(header):
         if not name:

@@ -21,6 +21,7 @@ import json
 import logging
 import re
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -207,14 +208,14 @@ def split_dataset(
     bounds = np.array([outward_bounds(float(column.min()), float(column.max())) for column in dataset.X.T]).reshape(
         -1, 2
     )
-    files: dict[str, tuple[str, int]] = {}
+    files: dict[str, tuple[str | bytes, int]] = {}
     entity_names: list[str] = []
     cells: list[dict[str, Any]] = []
     for i in range(options.rows):
         for j, columns in enumerate(blocks):
             name = f"r{i}c{j}"
             entity_names.append(name)
-            cell = cell_csv(dataset, train_blocks[i], test_blocks[i], columns, options.task)
+            cell = cell_bytes(dataset, train_blocks[i], test_blocks[i], columns, options.task)
             files[f"{name}.csv"] = (cell, PRIVATE_MODE)
             members = [f"r{row}c{j}" for row in range(options.rows)]
             peers = [f"r{i}c{col}" for col in range(options.cols) if col != j]
@@ -414,19 +415,99 @@ def _check_both_classes(y: np.ndarray, train_blocks: list[np.ndarray]) -> None:
 
 def cell_csv(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: np.ndarray, task: str) -> str:
     """A cell file's text: header ``id,label,split,<features>``, the `train` then the `test` records (index arrays)
-    with the features `columns`."""
+    with the features `columns` (see :func:`cell_bytes`)."""
+    return cell_bytes(dataset, train, test, columns, task).decode("utf-8")
+
+
+# Records formatted at a time: the text of a block stays small (a few MB) and within pyarrow's 2 GiB string arrays.
+_CELL_BLOCK_ROWS = 1 << 16
+
+
+def cell_bytes(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: np.ndarray, task: str) -> bytes:
+    """A cell file's bytes (UTF-8): header ``id,label,split,<features>``, then a line per record of `train`, then of
+    `test`, with the features `columns`.
+
+    Every number is the shortest text that reads back as the same float64 (pyarrow's, as Python's repr but for
+    its choice of notation: ``0`` for ``0.0``, ``1e-7`` for ``1e-07``, ``0.00001`` for ``1e-05``), made a
+    column at a time in C++: Python's repr of each value took 1.2 s of CPU per million values here, pyarrow
+    0.17 s. Ids are written as the csv module writes them (quoted where they hold a comma, a quote or a line end).
+    Blocks of records are formatted on two threads where a core is idle (pyarrow's kernels release the GIL).
+
+    Parameters
+    ----------
+    dataset : Dataset
+        ids (m,), X (m, n), y (m,).
+    train, test : ndarray of int, shapes (m_train,) and (m_test,)
+        The records' rows in `dataset`.
+    columns : ndarray of int, shape (n_j,)
+        The features written, in order.
+    task : str
+        "classify": labels written as 1 and -1; else the real targets.
+
+    Returns
+    -------
+    bytes
+        The file's content.
+    """
+    from ppsvm.data.columnar import spare_core
+
+    header = io.StringIO()
+    names = ["id", "label", "split", *(dataset.feature_names[c] for c in columns)]
+    csv.writer(header, lineterminator="\n").writerow(names)
+    rows = np.concatenate([train, test])
+    held_out = np.arange(len(rows)) >= len(train)
+    starts = range(0, len(rows), _CELL_BLOCK_ROWS)
+
+    def lines(start: int) -> memoryview:
+        stop = start + _CELL_BLOCK_ROWS
+        return _cell_lines(dataset, rows[start:stop], held_out[start:stop], columns, task)
+
+    if spare_core() and len(starts) > 1:
+        with ThreadPoolExecutor(max_workers=2) as pool:
+            blocks = list(pool.map(lines, starts))
+    else:
+        blocks = [lines(start) for start in starts]
+    return b"".join([header.getvalue().encode("utf-8"), *blocks])
+
+
+def _cell_lines(dataset: Dataset, rows: np.ndarray, held_out: np.ndarray, columns: np.ndarray, task: str) -> memoryview:
+    """The lines of records ``rows`` (k,) of a cell file, each with its line end; ``held_out`` (k,) marks "test"."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    ids = pa.array(dataset.ids[rows], pa.string())
+    quoted = pc.match_substring_regex(ids, r'[,"\r\n]')
+    if pc.any(quoted).as_py():  # the rare id the csv module quotes: written by it, as before
+        fields = dataset.ids[rows].tolist()
+        for k in pc.indices_nonzero(quoted).to_pylist():
+            fields[k] = _csv_field(fields[k])
+        ids = pa.array(fields, pa.string())
+    labels = dataset.y[rows]
+    label_texts = pc.if_else(pa.array(labels == 1), "1", "-1") if task == "classify" else _float_texts(labels)
+    split = pc.if_else(pa.array(held_out), "test", "train")
+    # The rows gathered once (each a contiguous run of X), then read a column at a time; the line end joined to
+    # the last column alone, not copied with the whole line.
+    values = dataset.X[np.ix_(rows, columns)]
+    texts = [_float_texts(values[:, k]) for k in range(values.shape[1])]
+    texts[-1] = pc.binary_join_element_wise(texts[-1], "", "\n")
+    text = pc.binary_join_element_wise(ids, label_texts, split, *texts, ",")
+    offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset : text.offset + len(text) + 1]
+    return memoryview(text.buffers()[2])[offsets[0] : offsets[-1]]
+
+
+def _float_texts(values: np.ndarray) -> Any:
+    """float64 values (k,) as pyarrow strings (k,), each the shortest text that reads back as the same value."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.cast(pa.array(np.ascontiguousarray(values)), pa.string())
+
+
+def _csv_field(value: str) -> str:
+    """One field as the csv module's writer writes it in a row (quoted where it must be)."""
     buffer = io.StringIO()
-    writer = csv.writer(buffer, lineterminator="\n")
-    writer.writerow(["id", "label", "split", *(dataset.feature_names[c] for c in columns)])
-    for split, rows in (("train", train), ("test", test)):
-        # tolist() gives Python floats, whose repr round-trips exactly.
-        values = dataset.X[np.ix_(rows, columns)].tolist()
-        for record_id, label, features in zip(
-            dataset.ids[rows].tolist(), dataset.y[rows].tolist(), values, strict=True
-        ):
-            label_text = ("1" if label == 1 else "-1") if task == "classify" else repr(label)
-            writer.writerow([record_id, label_text, split, *map(repr, features)])
-    return buffer.getvalue()
+    csv.writer(buffer, lineterminator="\n").writerow([value, ""])
+    return buffer.getvalue()[: -len(",\n")]
 
 
 def _address(options: SplitOptions, i: int, j: int) -> str:
@@ -518,7 +599,7 @@ def _sha256(source: str) -> str | None:
     return digest.hexdigest()
 
 
-def _write_all(out_dir: Path, files: dict[str, tuple[str, int]], overwrite: bool) -> None:
+def _write_all(out_dir: Path, files: dict[str, tuple[str | bytes, int]], overwrite: bool) -> None:
     """Write every file or none (:func:`ppsvm.files.write_all`), then drop an earlier split's leftovers."""
     write_all(out_dir, files)
     if overwrite:
