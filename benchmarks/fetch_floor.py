@@ -201,7 +201,6 @@ def floor_runs(cert_dir: Path, streams: list[int], columns: int, repeats: int) -
 
 def coordinator_worker(federation_path: Path, out: Path, repeats: int) -> None:
     """Start the split's entities, time the fetch ``repeats`` times and the floor; write the figures to ``out``."""
-    import ppsvm.processes
     from ppsvm.config import federation_at_addresses, load_federation
     from ppsvm.coordinator.federation import Session
     from ppsvm.memory import limit_malloc_arenas, release_free_memory
@@ -209,12 +208,12 @@ def coordinator_worker(federation_path: Path, out: Path, repeats: int) -> None:
 
     limit_malloc_arenas()  # as the ppsvm command does: this process stands for `ppsvm coordinator train`
     logging.basicConfig(level=logging.WARNING)
-    ppsvm.processes.START_TIMEOUT_S = START_TIMEOUT_S  # type: ignore[misc]
     planned = load_federation(federation_path)
     split_dir = federation_path.parent
     figures: dict[str, Any] = {"fetches": []}
     started = time.perf_counter()
-    with EntityProcesses([split_dir / f"{e.id}.toml" for e in planned.entities]) as running:
+    configs = [split_dir / f"{e.id}.toml" for e in planned.entities]
+    with EntityProcesses(configs, start_timeout=START_TIMEOUT_S) as running:
         figures["entity_start_s"] = time.perf_counter() - started
         live = split_dir / "federation.live.toml"
         live.write_text(federation_at_addresses(planned, running.addresses), encoding="utf-8")
