@@ -149,7 +149,12 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         "--ids", metavar="FILE", help="random-kernel models: one record id per line (a first line 'id' is a header)"
     )
     add_records_argument(records)
-    predict.add_argument("--out", required=True, metavar="FILE", help="CSV: id, decision, prediction, status")
+    predict.add_argument(
+        "--out",
+        required=True,
+        metavar="FILE",
+        help="CSV: id, decision, prediction (the declared label), probability (calibrated P(positive)), status",
+    )
     predict.add_argument(
         "--id-key",
         metavar="FILE",
@@ -342,12 +347,45 @@ def cmd_evaluate(args: argparse.Namespace) -> int:
 
         paths = write_evaluation_plots(result, Path(args.plot), Path(args.model).name)
         print("wrote: " + ", ".join(map(str, paths)), file=sys.stderr)
-    if args.json:
-        print(json.dumps(result))
-    else:
-        shown = {key: value for key, value in result.items() if key not in ("roc", "calibration")}
-        print("\n".join(f"{key:>17}: {value}" for key, value in shown.items()))
+    print(json.dumps(result) if args.json else evaluation_text(result))
     return 0
+
+
+def evaluation_text(result: dict[str, Any]) -> str:
+    """`coordinator evaluate`'s figures for a person: four significant digits, each figure beside its baseline, the
+    confusion matrix and the reliability table spelt out (``--json`` has every number in full)."""
+    lines = [f"held-out records: {result['n_test']}" + ("" if result.get("private", True) else " (NOT PRIVATE)")]
+    baseline = result.get("trivial_baseline", {})
+    beside = {
+        "error_rate": ("error rate", "majority_error_rate", "majority class"),
+        "auc": ("AUC", "constant_auc", "constant score"),
+        "relative_error": ("relative error", "mean_relative_error", "mean target"),
+        "rmse": ("RMSE", "mean_rmse", "mean target"),
+        "brier": ("Brier score", None, "class frequency"),
+        "sensitivity": ("sensitivity", None, ""),
+        "specificity": ("specificity", None, ""),
+        "balanced_accuracy": ("balanced accuracy", None, ""),
+    }
+    for key, (name, reference, label) in beside.items():
+        if key not in result:
+            continue
+        other = result.get("brier_class_frequency") if key == "brier" else baseline.get(reference or "")
+        lines.append(f"{name:>18}: {result[key]:.4g}" + (f"   ({label}: {other:.4g})" if other is not None else ""))
+    if "confusion_matrix" in result:
+        m = result["confusion_matrix"]
+        lines.append(
+            f"{'confusion matrix':>18}: {m['true_positive']} true positive, {m['false_positive']} false positive, "
+            f"{m['true_negative']} true negative, {m['false_negative']} false negative"
+        )
+    shown = {*beside, "n_test", "private", "trivial_baseline", "brier_class_frequency", "confusion_matrix"}
+    for key, value in result.items():
+        if key not in shown and key not in ("roc", "calibration", "reliability"):
+            shown_value = f"{value:.4g}" if isinstance(value, float) else str(value)
+            lines.append(f"{key.replace('_', ' '):>18}: {shown_value}")
+    if "reliability" in result:
+        lines.append("reliability of the probabilities (tenths of the held-out records; predicted -> observed rate):")
+        lines += [f"  {g['predicted']:6.3f} -> {g['observed']:6.3f}  ({g['n']} records)" for g in result["reliability"]]
+    return "\n".join(lines)
 
 
 def cmd_baselines(args: argparse.Namespace) -> int:
@@ -375,7 +413,7 @@ def cmd_baselines(args: argparse.Namespace) -> int:
 
 def cmd_predict(args: argparse.Namespace) -> int:
     """Score the records named in --ids (or, for a DP model, those in --records) and write id, decision,
-    prediction and status per line to --out."""
+    prediction, probability and status per line to --out."""
     from ppsvm.files import write_atomic
 
     model = _model_for(args)
@@ -393,20 +431,36 @@ def cmd_predict(args: argparse.Namespace) -> int:
             raise ConfigError("a random-kernel model scores records the entities hold: pass --federation")
         ids = read_id_list(args.ids)
         decisions, missing = federation_from_args(args).score(model, ids, args.id_key, args.batch)
-    out = io.StringIO()
-    writer = csv.writer(out, lineterminator="\n")
-    writer.writerow(["id", "decision", "prediction", "status"])
-    for record, decision, prediction in zip(ids, decisions.tolist(), model.prediction(decisions).tolist(), strict=True):
-        if np.isnan(decision):
-            writer.writerow([record, "", "", "not found"])
-            continue
-        writer.writerow([record, repr(decision), repr(prediction), "ok"])
-    write_atomic(Path(args.out), out.getvalue())  # a finished file or none
+    write_atomic(Path(args.out), prediction_table(model, ids, decisions))  # a finished file or none
     print(
         f"scored {len(ids) - len(missing)} of {len(ids)} records into {args.out}; {len(missing)} not found",
         file=sys.stderr,
     )
     return 0
+
+
+def prediction_table(model: Model | DpModel, ids: list[str], decisions: np.ndarray) -> str:
+    """The CSV text `coordinator predict` writes: id, decision, prediction, probability, status per record.
+
+    The prediction is the declared label (the decision value for regression, +1/-1 without declared labels); the
+    probability the calibrated P(positive label), empty for models without a calibration; NaN decisions are
+    "not found".
+    """
+    classify = model.task == "classify"
+    predictions = model.prediction(decisions)
+    shown = model.label_names(predictions) if classify and model.labels else [repr(p) for p in predictions.tolist()]
+    probability = (
+        model.probability(np.nan_to_num(decisions)).tolist() if classify and model.calibration else [None] * len(ids)
+    )
+    out = io.StringIO()
+    writer = csv.writer(out, lineterminator="\n")
+    writer.writerow(["id", "decision", "prediction", "probability", "status"])
+    for record, decision, label, p in zip(ids, decisions.tolist(), shown, probability, strict=True):
+        if np.isnan(decision):
+            writer.writerow([record, "", "", "", "not found"])
+        else:
+            writer.writerow([record, repr(decision), label, "" if p is None else repr(p), "ok"])
+    return out.getvalue()
 
 
 def cmd_view(args: argparse.Namespace) -> int:

@@ -60,3 +60,8 @@ class EntityError(PpsvmError):
     def __init__(self, message: str, *, refused: bool = False) -> None:
         super().__init__(message)
         self.refused = refused
+
+
+class PpsvmWarning(UserWarning):
+    """Advice for users of the Python API (a weak basis, a fallback solver): ``warnings`` filters can silence it by
+    this category. The command line logs the same advice instead."""

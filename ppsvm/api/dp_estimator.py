@@ -23,6 +23,7 @@ except ImportError as error:
 from ppsvm.api.estimators import (
     RandomStateLike,
     TwoClassPredictions,
+    advice_as_warnings,
     fit_records,
     positive_number,
     simulation_seeds,
@@ -33,6 +34,7 @@ from ppsvm.api.inprocess import simulate
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
 from ppsvm.coordinator.dp_train import DpOptions, train_dp, write_public_source
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, NON_PRIVATE
+from ppsvm.core.dp_model import DpModel
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import cell_csv
@@ -100,6 +102,8 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         Only when X had column names.
     """
 
+    model_: DpModel
+
     def __init__(
         self,
         *,
@@ -164,7 +168,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
             allow_noisy=bool(self.allow_noisy),
         )
         public, private = self._public_and_private(X, signed, X_public, y_public, run_seed)
-        with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:
+        with advice_as_warnings(1), tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:
             work = Path(name)
             records = work / "public.csv"
             every, none = np.arange(len(public.y)), np.empty(0, dtype=np.int64)

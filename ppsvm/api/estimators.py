@@ -11,11 +11,14 @@ and seeding below (two_classes, simulation_seeds, ...) serve :mod:`ppsvm.api.dp_
 
 from __future__ import annotations
 
+import contextlib
+import logging
 import math
 import numbers
 import secrets
 import tempfile
-from collections.abc import Callable, Sequence
+import warnings
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -34,10 +37,12 @@ from ppsvm.constants import DEFAULT_FOLDS
 from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.kernels import KernelName
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task
+from ppsvm.core.model import Model
+from ppsvm.core.model_file import TwoClassOutputs
 from ppsvm.core.tuning import Search
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import feature_blocks
-from ppsvm.errors import ConfigError, DataError
+from ppsvm.errors import ConfigError, DataError, PpsvmWarning
 
 __all__ = ["RandomKernelClassifier", "RandomKernelRegressor"]
 
@@ -147,9 +152,10 @@ class _RandomKernelEstimator(BaseEstimator):
             distribute=False,
             basis=self.basis,
             search=cast(Search, self.search),  # TrainOptions refuses an unknown name
+            advice="api",
         )
         column_secrets = simulation_secrets(seed, len(blocks))
-        with tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as work:
+        with advice_as_warnings(2), tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as work:
             with simulate(
                 fit_records(X, target),
                 Path(work),
@@ -199,6 +205,7 @@ class TwoClassPredictions(ClassifierMixin):
     """``predict`` and the tags of a two-class estimator whose ``decision_function`` decides ``classes_[1]`` at >= 0."""
 
     classes_: np.ndarray
+    model_: TwoClassOutputs
     decision_function: Callable[[Any], np.ndarray]
 
     def predict(self, X: Any) -> np.ndarray:
@@ -215,6 +222,30 @@ class TwoClassPredictions(ClassifierMixin):
         decision = self.decision_function(X)  # first: it says when the estimator is not fitted
         return self.classes_[(decision >= 0).astype(np.int64)]
 
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Calibrated probabilities of ``classes_[0]`` and ``classes_[1]`` for each row.
+
+        Platt scaling of decision values the fit did not train on (:mod:`ppsvm.core.calibration`): out-of-fold
+        values of the training records for the random-kernel classifier, the public records' values for the DP
+        one. As with scikit-learn's SVC, a row's larger probability and ``predict`` can disagree for decision
+        values near 0.
+
+        Parameters
+        ----------
+        X : array-like, shape (m, n_features_in_)
+
+        Returns
+        -------
+        ndarray, shape (m, 2)
+        """
+        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
+        model = self.model_
+        if model.calibration is None:
+            reason = model.training.get("calibration", {}).get("reason", "the public-only method has none")
+            raise DataError(f"this fit has no probability calibration ({reason}); predict and decision_function work")
+        positive = model.probability(decision)
+        return np.column_stack([1.0 - positive, positive])
+
     def __sklearn_tags__(self) -> Tags:
         return two_class_tags(super().__sklearn_tags__())
 
@@ -229,6 +260,7 @@ class RandomKernelClassifier(TwoClassPredictions, _RandomKernelEstimator):
     )
 
     _task = "classify"
+    model_: Model
 
     def fit(self, X: Any, y: Any) -> RandomKernelClassifier:
         """Split X into cells, serve them in this process and train over them.
@@ -301,6 +333,34 @@ class RandomKernelRegressor(RegressorMixin, _RandomKernelEstimator):
         ndarray, shape (m,)
         """
         return self._decision(X)
+
+
+@contextlib.contextmanager
+def advice_as_warnings(frames_to_user: int) -> Iterator[None]:
+    """Inside, what ppsvm logs at WARNING or above is collected instead of reaching the user's logging; on leaving,
+    each distinct message is issued once as a :class:`~ppsvm.errors.PpsvmWarning`, which ``warnings`` filters can
+    silence (repeated fits, as in a grid search, show it once: the default filter's once per place and text).
+
+    ``frames_to_user``: the calls from the ``with`` statement's function up to the user's code (1 in ``fit``
+    itself), so that the warning names the user's line."""
+    collected: list[str] = []
+
+    class Collect(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            collected.append(record.getMessage())
+
+    handler, package = Collect(logging.WARNING), logging.getLogger("ppsvm")
+    propagate = package.propagate
+    package.addHandler(handler)
+    package.propagate = False
+    try:
+        yield
+    finally:
+        package.removeHandler(handler)
+        package.propagate = propagate
+    for message in dict.fromkeys(collected):
+        # This generator, contextlib's __exit__, then the with statement's function.
+        warnings.warn(message, PpsvmWarning, stacklevel=3 + frames_to_user)
 
 
 def fit_records(X: np.ndarray, y: np.ndarray) -> Dataset:

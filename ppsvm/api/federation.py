@@ -319,7 +319,8 @@ class Federation:
         return decisions
 
     def predict(self, model: ModelLike, ids: Sequence[str], id_key: str | Path | bytes | None = None) -> np.ndarray:
-        """Predictions for records named by id: the label (+1 or -1) for classification, the value for regression.
+        """Predictions for records named by id: for classification the label the entities declare
+        (``[data] labels``; +1 or -1 when the labels are those numbers), for regression the value.
 
         Parameters
         ----------
@@ -331,9 +332,37 @@ class Federation:
         Returns
         -------
         ndarray, shape (k,)
+            Text labels, or float.
         """
         chosen = _random_kernel(model, "Federation.predict")
-        return chosen.prediction(self.decision_function(chosen, ids, id_key))
+        prediction = chosen.prediction(self.decision_function(chosen, ids, id_key))
+        return np.array(chosen.label_names(prediction)) if chosen.task == "classify" and chosen.labels else prediction
+
+    def predict_proba(
+        self, model: ModelLike, ids: Sequence[str], id_key: str | Path | bytes | None = None
+    ) -> np.ndarray:
+        """Calibrated probabilities of the negative and the positive label for records named by id.
+
+        Platt scaling fitted during training on out-of-fold decision values (:mod:`ppsvm.core.calibration`).
+
+        Parameters
+        ----------
+        model : Model, str or Path
+            A classification model.
+        ids : sequence of str, length k
+        id_key : str, Path or bytes, optional
+            As in :meth:`decision_function`.
+
+        Returns
+        -------
+        ndarray, shape (k, 2)
+            Columns in the order of ``model.labels`` (negative, positive).
+        """
+        chosen = _random_kernel(model, "Federation.predict_proba")
+        if chosen.task != "classify":
+            raise ConfigError("predict_proba needs a classification model; this one is a regression model")
+        positive = chosen.probability(self.decision_function(chosen, ids, id_key))
+        return np.column_stack([1.0 - positive, positive])
 
     def baselines(
         self,

@@ -37,7 +37,8 @@ import numpy as np
 from ppsvm.config import Federation, load_entity_config, toml_document
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.federation import Session
-from ppsvm.coordinator.train import distribute
+from ppsvm.coordinator.train import declared_labels, distribute
+from ppsvm.core.calibration import calibration_record, fit_platt
 from ppsvm.core.dp import (
     DEFAULT_HUBER_H,
     DEFAULT_N_FREQUENCIES,
@@ -195,6 +196,8 @@ class PublicRecords:
     check : dict or None
         The vouching entity's ``[check]``: "entity", "schema" (the schema's fingerprint) and "features" (the keyed
         check the entities publish in their metadata). None for a plain cell CSV, which no entity vouched for.
+    labels : (str, str) or None
+        The (negative, positive) label values its [data] table declares; None for labels -1 and +1.
     """
 
     X: np.ndarray
@@ -202,6 +205,7 @@ class PublicRecords:
     schema: Schema
     where: str
     check: dict[str, str] | None
+    labels: tuple[str, str] | None = None
 
 
 def load_public(path: Path) -> PublicRecords:
@@ -240,7 +244,8 @@ def load_public(path: Path) -> PublicRecords:
                 f"{path}: its [schema] is not the one entity {check['entity']} vouched for (edited since: names, "
                 "order, categories, imputations or bounds differ); write the file again from an entity config"
             )
-    return _public_records(read_source(source, schema), schema, str(path), check)
+    labels = None if source.labels is None else (source.labels[1], source.labels[0])
+    return dataclasses.replace(_public_records(read_source(source, schema), schema, str(path), check), labels=labels)
 
 
 def _public_records(cell: Cell, schema: Schema, where: str, check: dict[str, str] | None) -> PublicRecords:
@@ -423,6 +428,7 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
             kernel_width=width,
             C=public_C,
             schema=schema,
+            labels=public.labels,
         )
     if federation is None:
         raise ConfigError(f"{options.method} needs a federation of entities")
@@ -434,6 +440,11 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     with Session(federation, options.deadline) as session:
         metadata = session.load_metadata()
         check_public_schema(public, metadata)
+        if declared_labels(session) != public.labels:
+            raise ConfigError(
+                f"{public.where} declares labels {public.labels or '-1/+1'} (negative, positive), the entities "
+                f"{declared_labels(session) or '-1/+1'}: write the public source again from an entity config"
+            )
         check_preflight(preflight(metadata, options), options)
         private = options.mechanism != NON_PRIVATE
         plan = plan_release(options, public.y, prepared, metadata, estimate=private and not options.allow_noisy)
@@ -475,7 +486,33 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
         )
         if options.threshold_epsilon is not None:
             model = with_threshold(session, model, public.X, options.threshold_epsilon)
+        model = calibrated(dataclasses.replace(model, labels=public.labels), public.X, public.y)
     return dataclasses.replace(model, training={**model.training, "seconds": time.perf_counter() - started})
+
+
+def calibrated(model: DpModel, X_public: np.ndarray, y_public: np.ndarray) -> DpModel:
+    """The model with Platt scaling fitted on the public records' decision values (:mod:`ppsvm.core.calibration`).
+
+    The weights come from the entities' records, so the public records are out of sample for them (the public
+    records only chose rho and C); the noise the mechanism added shows in these values, so the probabilities
+    carry it. Public records of one class give no calibration, said in ``training["calibration"]``.
+
+    Parameters
+    ----------
+    X_public : ndarray, shape (k, d)
+    y_public : ndarray, shape (k,), values in {-1, +1}
+    """
+    decisions = model.decision(X_public)
+    try:
+        platt = fit_platt(decisions, y_public)
+    except ValueError as error:
+        reason = {"method": "none", "reason": str(error)}
+        return dataclasses.replace(model, training={**model.training, "calibration": reason})
+    report = {
+        **calibration_record(platt, decisions, y_public, float(np.mean(y_public > 0))),
+        "source": "public records",
+    }
+    return dataclasses.replace(model, calibration=platt, training={**model.training, "calibration": report})
 
 
 # Refused unless forced: a release whose expected noise norm exceeds the bound sqrt(2C) on the weights.

@@ -15,6 +15,7 @@ from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S
 from ppsvm.coordinator.client import EntityClient
 from ppsvm.coordinator.federation import RowBlockRecords, Session
+from ppsvm.core.calibration import probability_figures
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import classification_report, trivial_baseline
 from ppsvm.core.metrics import evaluate as figures_for
@@ -128,7 +129,17 @@ def score_records(
         for start in range(0, len(found), batch):
             decisions.update(decisions_for_ids(session, model, where, found[start : start + batch]))
             progress(min(start + batch, len(found)), len(found))
-    return decisions, [record for record in ids if record not in where]
+        missing = [record for record in ids if record not in where]
+        if missing:
+            # Asked again: the Records calls above re-read the scoring sources after the survey's Metadata.
+            unreadable = [name for name, meta in session.load_metadata().items() if meta.scoring_source == "unreadable"]
+            if unreadable:
+                logger.warning(
+                    "%d record(s) not found, and the scoring source of entity %s could not be read at its last "
+                    "read (its log says why): new records there are not seen until it can be read again",
+                    len(missing), ", ".join(sorted(unreadable)),
+                )  # fmt: skip
+    return decisions, missing
 
 
 def decisions_for_ids(
@@ -175,7 +186,8 @@ def evaluate_model(
         models, whose held-out labels the coordinator holds) the trivial baseline's figures
         (:func:`ppsvm.core.metrics.trivial_baseline`) and, classifying, the confusion matrix, sensitivity,
         specificity, balanced accuracy and calibration by score decile
-        (:func:`ppsvm.core.metrics.classification_report`).
+        (:func:`ppsvm.core.metrics.classification_report`); for calibrated models the held-out Brier score against
+        the class-frequency baseline and the reliability table (:func:`ppsvm.core.calibration.probability_figures`).
     """
     if isinstance(model, DpModel):
         if epsilon is None:
@@ -192,6 +204,11 @@ def evaluate_model(
         "private": model.private,
         "trivial_baseline": trivial_baseline(model.task, targets),
         **(classification_report(targets, decision) if model.task == "classify" else {}),
+        **(
+            probability_figures(targets, model.probability(decision), model.training["calibration"]["positive_share"])
+            if model.task == "classify" and model.calibration
+            else {}
+        ),
     }
 
 

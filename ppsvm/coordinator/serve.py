@@ -189,11 +189,23 @@ class PredictionServicer(pb_grpc.CoordinatorServicer, abc.ABC):
         self.records.labels("scored").inc(len(found))
         self.records.labels("not_found").inc(len(ids) - len(found))
         decision = np.array([by_id[record] for record in found])
-        labels = self.model.prediction(decision).tolist()
+        prediction = self.model.prediction(decision)
+        classify = self.model.task == "classify"
+        names = self.model.label_names(prediction) if classify else [""] * len(found)
+        # The calibrated P(+1) where the model has one; proto3's optional leaves the field unset otherwise.
+        probability = self.model.probability(decision).tolist() if classify and self.model.calibration else None
         return pb.PredictReply(
             predictions=[
-                pb.Prediction(id=record, decision=value, prediction=label)
-                for record, value, label in zip(found, decision.tolist(), labels, strict=True)
+                pb.Prediction(
+                    id=record,
+                    decision=value,
+                    prediction=label,
+                    label=name,
+                    probability=None if probability is None else probability[k],
+                )
+                for k, (record, value, label, name) in enumerate(
+                    zip(found, decision.tolist(), prediction.tolist(), names, strict=True)
+                )
             ],
             not_found=[record for record in ids if record not in known],
         )

@@ -14,12 +14,13 @@ import numpy as np
 from ppsvm.config import Federation
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, MAX_BASIS_POINTS, REFERENCE_ROW_FRACTION, TASKS
 from ppsvm.coordinator.federation import RowBlockRecords, Session
+from ppsvm.core.calibration import Platt, calibration_record, fit_platt, out_of_fold_decisions
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
 from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, Task, solve_lp
 from ppsvm.core.model import Model, ModelEntity
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER, default_mbar
 from ppsvm.core.tuning import SEARCHES, Search, tune_search
-from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError
+from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
 from ppsvm.memory import release_free_memory
 from ppsvm.progress import EtaLog
 
@@ -50,6 +51,8 @@ class TrainOptions:
     search : {"grid", "uniform-design"}
         How "auto" nu and mu are searched: the full grid (default) or the papers' nested uniform design
         (:func:`ppsvm.core.tuning.tune_uniform_design`).
+    advice : {"cli", "api"}
+        Whether advice names command-line flags or the estimators' parameters.
     """
 
     task: Task = "classify"
@@ -64,10 +67,13 @@ class TrainOptions:
     distribute: bool = True
     basis: str = "auto"
     search: Search = "grid"
+    advice: str = "cli"
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
             raise ConfigError(f"basis must be one of {', '.join(BASES)}, got {self.basis!r}")
+        if self.advice not in ("cli", "api"):
+            raise ConfigError(f"advice must be 'cli' or 'api', got {self.advice!r}")
         if self.search not in SEARCHES:
             raise ConfigError(f"search must be one of {', '.join(SEARCHES)}, got {self.search!r}")
         if self.task not in TASKS:
@@ -113,28 +119,33 @@ def _candidate_bases(basis: str, n_column_blocks: int) -> tuple[str, ...]:
 
 
 def _basis_warnings(
-    kernel: str, basis: str, mbar: int, widths: list[int], n_train: int, product_tried: bool
+    kernel: str, basis: str, mbar: int, widths: list[int], n_train: int, product_tried: bool, advice: str = "cli"
 ) -> list[str]:
-    """What to tell a user whose Gaussian model will have few kernel columns, with the private alternatives."""
+    """What to tell a user whose Gaussian model will have few kernel columns, with the private alternatives, in the
+    words of the command line (``advice="cli"``) or of the estimators ("api")."""
     if kernel != "gaussian" or basis != "paper" or mbar >= FEW_BASIS_POINTS:
         return []
+    cli = advice == "cli"
     narrowest = min(widths)
     alternatives = [
         "--kernel linear (each block's columns are summed, so the width limit does not bind; once the entities have "
         "pinned the Gaussian view it needs a new basis epoch, `ppsvm entity epoch --next` at every member, and the "
         "points of all epochs count together: plan with `coordinator train --dry-run`)"
+        if cli
+        else "kernel='linear' (each block's columns are summed, so the width limit does not bind)"
     ]
     if len(widths) > 1 and not product_tried:
         alternatives.insert(
             0,
-            f"--basis product (up to {product_point_count(n_train)} columns pairing rows of different B_j's; it needs "
-            "each entity's block on its own, which an entity releases only within its measured-risk limit or with "
-            "its own consent)",
+            f"{'--basis product' if cli else 'basis=' + repr('product')} (up to {product_point_count(n_train)} "
+            "columns pairing rows of different B_j's; it needs each entity's block on its own, which an entity "
+            "releases only within its measured-risk limit or with its own consent)",
         )
+    compare = "`ppsvm coordinator baselines`" if cli else "the same estimator on one site's rows"
     return [
         f"the Gaussian model gets mbar = {mbar} random points per column block: privacy rule 3 (mbar < n_j) "
         f"allows at most {narrowest - 1} because the narrowest column block has {narrowest} features, and so few "
-        "kernel columns often classify worse than each entity alone (compare with `ppsvm coordinator baselines`). "
+        f"kernel columns often classify worse than each entity alone (compare with {compare}). "
         "Private alternatives: " + "; ".join(alternatives)
     ]
 
@@ -157,8 +168,10 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         blocks, scaling = session.survey()
         surveyed = time.perf_counter()
         fingerprint = session.fingerprint()
+        labels = None
         if options.task == "classify":
             _check_labels(session, blocks)
+            labels = declared_labels(session)
         widths = [session.n_features(j) for j in federation.column_blocks]
         n_train = sum(b.size("train") for b in blocks)
         # The ids are not needed past the survey and are the largest thing held then (122 MiB at 1,000,000
@@ -234,7 +247,9 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             )
         if basis == "paper" and columns is not None:
             K, columns = np.asfortranarray(K[:, :mbar]), None
-        warnings = _basis_warnings(options.kernel, basis, mbar, widths, n_train, "product" in candidates)
+        warnings = _basis_warnings(
+            options.kernel, basis, mbar, widths, n_train, "product" in candidates, options.advice
+        )
         for warning in warnings:
             logger.warning("%s", warning)
         assert nu is not None
@@ -254,6 +269,9 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             "" if solution.certificate is None else f", relative duality gap {solution.certificate.gap:.1e}",
             extra={"duration_ms": round(solution.seconds * 1000, 3)},
         )
+        calibration, calibration_report = (
+            calibrate(K, target, nu, options) if options.task == "classify" else (None, None)
+        )
     return Model(
         task=options.task,
         kernel=options.kernel,
@@ -267,6 +285,8 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
         columns=None if columns is None else tuple(map(tuple, columns.tolist())),
         federation=fingerprint,
+        labels=labels,
+        calibration=calibration,
         training={
             "n_train": int(n_train),
             "n_features": widths,
@@ -281,6 +301,7 @@ def train(federation: Federation, options: TrainOptions) -> Model:
             "lp_certificate": None if solution.certificate is None else solution.certificate.as_dict(),
             "seconds": time.perf_counter() - started,
             "tuning": tuning,
+            **({"calibration": calibration_report} if calibration_report else {}),
             **({"warnings": warnings} if warnings else {}),
         },
     )
@@ -301,6 +322,61 @@ def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
     if not all(any((b.train_labels == label).any() for b in blocks) for label in (-1.0, 1.0)):
         label = next(b.train_labels[0] for b in blocks if b.train_labels.size)
         raise DataError(f"every training record has label {label:+g}: classification needs both classes")
+
+
+def declared_labels(session: Session) -> tuple[str, str] | None:
+    """The (negative, positive) label values the label holders declare, None when their labels are -1 and +1.
+
+    Raises
+    ------
+    DataError
+        Label holders that declare different values (or some none): a model predicts one set of labels.
+    """
+    declared = {
+        e.id: tuple(session.metadata[e.id].label_names)
+        for e in session.federation.entities
+        if session.metadata[e.id].has_labels
+    }
+    kinds = set(declared.values())
+    if len(kinds) > 1:
+        shown = "; ".join(
+            f"{entity}: " + (f"negative {names[0]!r}, positive {names[1]!r}" if names else "-1 and +1")
+            for entity, names in sorted(declared.items())
+        )
+        raise DataError(f"the label holders declare different labels ([data] labels in their configs): {shown}")
+    names = next(iter(kinds), ())
+    return (names[0], names[1]) if len(names) == 2 else None
+
+
+def calibrate(
+    K: np.ndarray, target: np.ndarray, nu: float, options: TrainOptions
+) -> tuple[Platt | None, dict[str, Any]]:
+    """Platt scaling of out-of-fold decision values on the model's kernel (:mod:`ppsvm.core.calibration`).
+
+    Returns the calibration and what the model file records of it; (None, report with the reason) when it cannot
+    be fitted (a class too small for the folds, or a fold's LP without an optimum): the model still stands.
+    """
+    started = time.perf_counter()
+    try:
+        rows, decisions = out_of_fold_decisions(
+            "classify", K, target, nu, folds=options.folds, seed=options.seed, formulation=options.formulation
+        )
+        labels = target[rows]
+        platt = fit_platt(decisions, labels)
+    except (ValueError, SolverError) as error:
+        logger.warning("no probability calibration: %s; the model predicts labels without probabilities", error)
+        return None, {"method": "none", "reason": str(error)}
+    report = {
+        **calibration_record(platt, decisions, labels, float(np.mean(target > 0))),
+        "folds": min(options.folds, len(rows)),
+        "seconds": time.perf_counter() - started,
+    }
+    logger.info(
+        "probabilities calibrated by Platt scaling on %d out-of-fold decision values in %.2f s: Brier score %.4f "
+        "(%.4f for the class frequency)",
+        report["rows"], report["seconds"], report["brier"], report["brier_class_frequency"],
+    )  # fmt: skip
+    return platt, report
 
 
 def check_privacy(session: Session, mbar: int, widths: list[int]) -> bool:

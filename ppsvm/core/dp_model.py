@@ -18,8 +18,18 @@ from typing import Any
 
 import numpy as np
 
+from ppsvm.core.calibration import Platt
 from ppsvm.core.model import Model
-from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document, write_model_file
+from ppsvm.core.model_file import (
+    TwoClassOutputs,
+    invalid_file,
+    number,
+    read_document,
+    read_model_text,
+    read_outputs,
+    write_document,
+    write_model_file,
+)
 from ppsvm.errors import ConfigError
 
 # With these bounds (and rho's, ppsvm.core.fourier.MAX_RHO_ROW_L1) every decision value is a finite number
@@ -30,7 +40,9 @@ MAX_THRESHOLD = 1e12
 MAX_KERNEL_WIDTH = 1e12
 
 FORMAT = "ppsvm-dp-model"
-FORMAT_VERSION = 1
+# Version 2 added the optional "labels" and "calibration"; version 1 files (without them) still load.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 METHODS = ("dp-hybrid", "private-svm", "public-only")
 
 
@@ -44,7 +56,7 @@ class DpEntity:
 
 
 @dataclass(frozen=True)
-class DpModel:
+class DpModel(TwoClassOutputs):
     """A random-Fourier-feature (or public-only RBF) classifier.
 
     Attributes
@@ -74,6 +86,12 @@ class DpModel:
     schema : dict
         The features as the entities declare them (an entity config's ``[schema]`` table: ``{"features": [...]}``),
         through which records to score are read; empty in files written before models carried it.
+    labels : (str, str) or None
+        The (negative, positive) label values the entities declare; None for the numbers -1 and +1.
+    calibration : Platt or None
+        P(+1 | decision value), fitted on the public records' decision values (DP methods; their weights come from
+        the entities' records, so the public records are out of sample). None for public-only models, which were
+        fitted on those records.
     """
 
     method: str
@@ -93,6 +111,8 @@ class DpModel:
     task: str = "classify"
     threshold: float = 0.0
     schema: dict[str, Any] = field(default_factory=dict)
+    labels: tuple[str, str] | None = None
+    calibration: Platt | None = None
 
     @property
     def n_features(self) -> int:
@@ -128,7 +148,7 @@ class DpModel:
 
     @classmethod
     def from_json(cls, text: str, source: str = "model") -> DpModel:
-        document = read_document(text, source, FORMAT, FORMAT_VERSION)
+        document = read_document(text, source, FORMAT, READABLE_VERSIONS)
         with invalid_file(source, "ppsvm DP model file"):
             for key in ("kernel_width", "C"):
                 document[key] = number(document, key, source)
@@ -139,6 +159,7 @@ class DpModel:
             for key in ("rho", "basis"):
                 document[key] = tuple(tuple(float(v) for v in row) for row in document.get(key, ()))
             document["entities"] = tuple(DpEntity(**e) for e in document.get("entities", ()))
+            read_outputs(document, source)
             model = cls(**document)
         model.validate(source)
         return model

@@ -13,13 +13,25 @@ from typing import Any
 
 import numpy as np
 
+from ppsvm.core.calibration import Platt
 from ppsvm.core.kernels import KERNELS, KernelName, is_kernel_name
 from ppsvm.core.lp import Task, is_task
-from ppsvm.core.model_file import invalid_file, number, read_document, read_model_text, write_document, write_model_file
+from ppsvm.core.model_file import (
+    TwoClassOutputs,
+    invalid_file,
+    number,
+    read_document,
+    read_model_text,
+    read_outputs,
+    write_document,
+    write_model_file,
+)
 from ppsvm.errors import ConfigError
 
 FORMAT = "ppsvm-model"
-FORMAT_VERSION = 1
+# Version 2 added the optional "labels" and "calibration"; version 1 files (without them) still load.
+FORMAT_VERSION = 2
+READABLE_VERSIONS = (1, 2)
 
 
 @dataclass(frozen=True)
@@ -54,7 +66,7 @@ class ModelEntity:
 
 
 @dataclass(frozen=True)
-class Model:
+class Model(TwoClassOutputs):
     """A random-kernel classifier or regressor: f(x) = K(x', B') u - gamma.
 
     Attributes
@@ -74,6 +86,12 @@ class Model:
         <ppsvm.coordinator.federation.Session.fingerprint>`): entity ids and cells, feature counts,
         the keyed checks of secrets, schemas and the record-id key. Serving or evaluating it against
         entities with another fingerprint is refused; "" (files from before it existed): not checked.
+    labels : (str, str) or None
+        Classification: the (negative, positive) label values the entities' configs declare (``[data] labels``)
+        for -1 and +1; None when the labels were the numbers -1 and +1.
+    calibration : Platt or None
+        Classification: P(+1 | decision value), fitted on out-of-fold decision values of the training records
+        (:mod:`ppsvm.core.calibration`); None in files from before version 2.
     """
 
     task: Task
@@ -89,6 +107,8 @@ class Model:
     columns: tuple[tuple[int, ...], ...] | None = None
     training: dict[str, Any] = field(default_factory=dict)
     federation: str = ""
+    labels: tuple[str, str] | None = None
+    calibration: Platt | None = None
 
     @property
     def column_index(self) -> np.ndarray | None:
@@ -111,7 +131,7 @@ class Model:
     @classmethod
     def from_json(cls, text: str, source: str = "model") -> Model:
         """Parse and validate a model file's text; ConfigError naming ``source`` when it is not one."""
-        document = read_document(text, source, FORMAT, FORMAT_VERSION)
+        document = read_document(text, source, FORMAT, READABLE_VERSIONS)
         with invalid_file(source, "ppsvm model file"):
             if not is_task(document["task"]):
                 raise ValueError(f"task must be 'classify' or 'regress', got {document['task']!r}")
@@ -127,6 +147,7 @@ class Model:
                 for s in document["scaling"]
             )
             document["entities"] = tuple(ModelEntity(**e) for e in document["entities"])
+            read_outputs(document, source)
             if document.get("columns") is not None:
                 document["columns"] = tuple(tuple(_column_row(k) for k in row) for row in document["columns"])
             model = cls(**document)
@@ -140,6 +161,8 @@ class Model:
                 raise ConfigError(
                     f"{source}: every entry of columns must list {s} block rows, each in [0, mbar = {model.mbar})"
                 )
+        if (model.labels is not None or model.calibration is not None) and model.task != "classify":
+            raise ConfigError(f"{source}: labels and calibration belong to classification models")
         if not np.isfinite([*model.u, model.gamma, model.mu, model.nu]).all():
             raise ConfigError(f"{source}: u, gamma, mu and nu must be finite numbers")
         return model

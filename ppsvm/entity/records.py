@@ -64,6 +64,7 @@ class ScoringRecords:
         self._index: dict[str, int] = {}
         self._ids = np.empty(0, dtype=str)
         self._rows = np.empty((0, len(schema.encoded_names)))
+        self.readable = True  # whether the last read succeeded (Metadata says so, without the reason)
 
     def refresh(self, *, force: bool = False, strict: bool = False) -> None:
         """Read the source again (unless it was read less than SCORING_REFRESH_S ago and not ``force``).
@@ -81,6 +82,7 @@ class ScoringRecords:
             except (DataError, ConfigError) as error:
                 if strict:
                     raise
+                self.readable = False
                 logger.error(
                     "scoring source %s not read again (%s); still serving the %d records read before",
                     self.source.describe(),
@@ -92,7 +94,7 @@ class ScoringRecords:
                 cell = pseudonymous(cell, self.id_key)
             keep = ~np.array(self.held(cell.train_ids.tolist()), dtype=bool)
             ids, rows = cell.train_ids[keep], cell.X_train[keep]
-            self._ids, self._rows = ids, rows
+            self._ids, self._rows, self.readable = ids, rows, True
             self._index = {record: k for k, record in enumerate(ids.tolist())}
             logger.info("scoring source %s: %d records to score", self.source.describe(), len(ids))
 

@@ -204,6 +204,15 @@ def insert(url: str, table: str, rows: list[tuple[Any, ...]]) -> None:
     engine.dispose()
 
 
+def drop_table(url: str, table: str) -> None:
+    import sqlalchemy
+
+    engine = sqlalchemy.create_engine(url)
+    with engine.begin() as connection:
+        connection.execute(sqlalchemy.text(f"DROP TABLE {table}"))
+    engine.dispose()
+
+
 def expected_decision(split_dir: Path, model: dict[str, Any], row: tuple[Any, ...]) -> float:
     """K(x', B') u - gamma for one raw record, computed here from the schema, the model's scaling and B."""
     from ppsvm.config import load_entity_config
@@ -269,6 +278,12 @@ def test_new_records_inserted_after_training_are_scored(
         key = ["--id-key", str(split_dir / "record-ids.key")]
         model_args = ["--model", str(model_path), "--ids", str(split_dir / "ids.txt"), "--out", str(out)]
         ppsvm("coordinator", "predict", "--federation", str(live), *model_args, *key)
+        lines = [line.split(",") for line in out.read_text().splitlines()]
+        # The scoring table gone: the new records are not found, and the coordinator is told which entity cannot
+        # read its scoring source (the reason stays in that entity's log).
+        drop_table(url, "new_patients")
+        gone = ppsvm("coordinator", "predict", "--federation", str(live), *model_args, *key)
+        assert "scoring source of entity r0c0 could not be read" in gone.stderr, gone.stderr
     assert [p.id for p in reply.predictions] == [asked[0], asked[1], asked[3]]
     assert list(reply.not_found) == [asked[2]]
     want = [
@@ -277,9 +292,8 @@ def test_new_records_inserted_after_training_are_scored(
         expected_decision(split_dir, model, new[1]),
     ]
     np.testing.assert_allclose([p.decision for p in reply.predictions], want, rtol=0, atol=1e-10)
-    lines = [line.split(",") for line in out.read_text().splitlines()]
-    assert lines[0] == ["id", "decision", "prediction", "status"]
-    assert [(line[0], line[3]) for line in lines[1:]] == [("n0001", "ok"), ("n9999", "not found"), (rows[0][0], "ok")]
+    assert lines[0] == ["id", "decision", "prediction", "probability", "status"]
+    assert [(line[0], line[4]) for line in lines[1:]] == [("n0001", "ok"), ("n9999", "not found"), (rows[0][0], "ok")]
     np.testing.assert_allclose([float(lines[1][1]), float(lines[3][1])], [want[0], want[1]], rtol=0, atol=1e-10)
 
 

@@ -272,7 +272,7 @@ def test_a_dp_model_scores_records_through_its_schema(owner: Owner, tmp_path: Pa
     )
     assert done.returncode == 0, done.stderr
     lines = out.read_text().splitlines()
-    assert lines[0] == "id,decision,prediction,status" and len(lines) == 51
+    assert lines[0] == "id,decision,prediction,probability,status" and len(lines) == 51
     decision = model.decision(X)
     first = lines[1].split(",")
     assert first[0] == ids[0] and float(first[1]) == decision[0] and float(first[2]) == model.prediction(decision)[0]

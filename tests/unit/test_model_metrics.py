@@ -54,7 +54,7 @@ def test_model_json_round_trip() -> None:
     again = Model.from_json(model.to_json())
     assert again == model
     document = json.loads(model.to_json())
-    assert document["format"] == "ppsvm-model" and document["version"] == 1
+    assert document["format"] == "ppsvm-model" and document["version"] == 2
     assert document["u"] == [0.1, -2.0, 1e-300]
 
 
@@ -125,7 +125,7 @@ def _model_file(tmp_path: Path, text: str) -> Path:
         (lambda d: "{not json", "is not a ppsvm model file: not JSON"),
         (lambda d: json.dumps({**d, "format": "other-model"}), "is not a ppsvm model file"),
         (lambda d: json.dumps({k: v for k, v in d.items() if k != "format"}), "is not a ppsvm model file"),
-        (lambda d: json.dumps({**d, "version": 2}), "unsupported ppsvm-model version"),
+        (lambda d: json.dumps({**d, "version": 3}), "unsupported ppsvm-model version 3 (written by a newer ppsvm"),
         (lambda d: json.dumps({**d, "u": [1.0, 2.0]}), "u has 2 entries but mbar is 3"),
         (lambda d: json.dumps({k: v for k, v in d.items() if k != "gamma"}), "'gamma' must be a number, got None"),
         (lambda d: json.dumps({**d, "extra": 1}), "is not a valid ppsvm model file"),

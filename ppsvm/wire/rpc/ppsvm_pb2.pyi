@@ -50,7 +50,7 @@ class Empty(_message.Message):
     def __init__(self) -> None: ...
 
 class BlockMetadata(_message.Message):
-    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check", "epoch", "pinned_mbar", "points_used", "chain_head", "chain_root")
+    __slots__ = ("entity_id", "column_block", "n_features", "n_train", "n_test", "has_labels", "non_private_override", "ppsvm_version", "secret_check", "features_check", "mode", "pinned_basis", "releases", "epsilon_total", "epsilon_spent", "id_key_check", "epoch", "pinned_mbar", "points_used", "chain_head", "chain_root", "label_names", "scoring_source")
     ENTITY_ID_FIELD_NUMBER: _ClassVar[int]
     COLUMN_BLOCK_FIELD_NUMBER: _ClassVar[int]
     N_FEATURES_FIELD_NUMBER: _ClassVar[int]
@@ -72,6 +72,8 @@ class BlockMetadata(_message.Message):
     POINTS_USED_FIELD_NUMBER: _ClassVar[int]
     CHAIN_HEAD_FIELD_NUMBER: _ClassVar[int]
     CHAIN_ROOT_FIELD_NUMBER: _ClassVar[int]
+    LABEL_NAMES_FIELD_NUMBER: _ClassVar[int]
+    SCORING_SOURCE_FIELD_NUMBER: _ClassVar[int]
     entity_id: str
     column_block: int
     n_features: int
@@ -93,7 +95,9 @@ class BlockMetadata(_message.Message):
     points_used: int
     chain_head: str
     chain_root: str
-    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ..., epoch: _Optional[int] = ..., pinned_mbar: _Optional[int] = ..., points_used: _Optional[int] = ..., chain_head: _Optional[str] = ..., chain_root: _Optional[str] = ...) -> None: ...
+    label_names: _containers.RepeatedScalarFieldContainer[str]
+    scoring_source: str
+    def __init__(self, entity_id: _Optional[str] = ..., column_block: _Optional[int] = ..., n_features: _Optional[int] = ..., n_train: _Optional[int] = ..., n_test: _Optional[int] = ..., has_labels: _Optional[bool] = ..., non_private_override: _Optional[bool] = ..., ppsvm_version: _Optional[str] = ..., secret_check: _Optional[str] = ..., features_check: _Optional[str] = ..., mode: _Optional[str] = ..., pinned_basis: _Optional[str] = ..., releases: _Optional[int] = ..., epsilon_total: _Optional[float] = ..., epsilon_spent: _Optional[float] = ..., id_key_check: _Optional[str] = ..., epoch: _Optional[int] = ..., pinned_mbar: _Optional[int] = ..., points_used: _Optional[int] = ..., chain_head: _Optional[str] = ..., chain_root: _Optional[str] = ..., label_names: _Optional[_Iterable[str]] = ..., scoring_source: _Optional[str] = ...) -> None: ...
 
 class LogDigestRequest(_message.Message):
     __slots__ = ("release",)
@@ -302,14 +306,18 @@ class PredictRequest(_message.Message):
     def __init__(self, ids: _Optional[_Iterable[str]] = ...) -> None: ...
 
 class Prediction(_message.Message):
-    __slots__ = ("id", "decision", "prediction")
+    __slots__ = ("id", "decision", "prediction", "label", "probability")
     ID_FIELD_NUMBER: _ClassVar[int]
     DECISION_FIELD_NUMBER: _ClassVar[int]
     PREDICTION_FIELD_NUMBER: _ClassVar[int]
+    LABEL_FIELD_NUMBER: _ClassVar[int]
+    PROBABILITY_FIELD_NUMBER: _ClassVar[int]
     id: str
     decision: float
     prediction: float
-    def __init__(self, id: _Optional[str] = ..., decision: _Optional[float] = ..., prediction: _Optional[float] = ...) -> None: ...
+    label: str
+    probability: float
+    def __init__(self, id: _Optional[str] = ..., decision: _Optional[float] = ..., prediction: _Optional[float] = ..., label: _Optional[str] = ..., probability: _Optional[float] = ...) -> None: ...
 
 class PredictReply(_message.Message):
     __slots__ = ("predictions", "not_found")

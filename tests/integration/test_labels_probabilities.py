@@ -1,0 +1,78 @@
+"""Issue 29 item 1 over real entity processes: declared labels and calibrated probabilities, from training through
+`coordinator evaluate`, `coordinator predict` and the Predict RPC of `coordinator serve`.
+
+WDBC split 2 x 2; every cell then holds its labels as "M"/"B" and its config declares them ([data] labels), as a
+hospital's own file would.
+"""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import numpy as np
+
+from ppsvm.core.model import Model
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
+
+from .conftest import WDBC, WDBC_OPTIONS, coordinator_channel, ppsvm, pseudonyms, split
+
+
+def _declare_text_labels(split_dir: Path) -> None:
+    """Each cell's labels as M/B, read through a [data] table that declares them."""
+    for config in sorted(split_dir.glob("r*c*.toml")):
+        cell = split_dir / f"{config.stem}.csv"
+        with cell.open(newline="") as handle:
+            rows = list(csv.reader(handle))
+        for row in rows[1:]:
+            row[1] = {"1": "M", "-1": "B"}[row[1]]
+        with cell.open("w", newline="") as handle:
+            csv.writer(handle, lineterminator="\n").writerows(rows)
+        text = config.read_text().replace(f'data = "{config.stem}.csv"\n', "")
+        table = (
+            f'[data]\nsource = "csv"\npath = "{config.stem}.csv"\nid = "id"\nlabel = "label"\nsplit = "split"\n'
+            'labels = { positive = "M", negative = "B" }\n\n'
+        )
+        config.write_text(text.replace("[[schema.features]]", table + "[[schema.features]]", 1))
+
+
+def test_models_predict_declared_labels_with_calibrated_probabilities(federation, tmp_path: Path) -> None:
+    split_dir = split(tmp_path / "labelled", WDBC, 2, 2, *WDBC_OPTIONS)
+    _declare_text_labels(split_dir)
+    run = federation(2, 2, prepared=split_dir)
+    run.train("--kernel", "gaussian", "--mbar", "5", "--basis", "paper")
+    model = Model.load(split_dir / "model.json")
+    assert model.labels == ("B", "M") and model.calibration is not None
+    calibration = model.training["calibration"]
+    assert calibration["method"] == "platt" and calibration["brier"] < calibration["brier_class_frequency"]
+
+    figures = run.evaluate()
+    assert figures["brier"] < figures["brier_class_frequency"], figures
+    assert sum(group["n"] for group in figures["reliability"]) == figures["n_test"]
+    human = ppsvm("coordinator", "evaluate", "--federation", str(run.federation_path), "--model",
+                  str(split_dir / "model.json"))  # fmt: skip
+    assert "reliability of the probabilities" in human.stdout and "Brier score" in human.stdout
+
+    with (split_dir / "r0c0.csv").open(newline="") as handle:
+        records = [row for row in csv.DictReader(handle) if row["split"] == "test"][:20]
+    asked = pseudonyms(split_dir, [row["id"] for row in records])
+    (split_dir / "ids.txt").write_text("\n".join(asked) + "\n")
+    out = split_dir / "predictions.csv"
+    ppsvm("coordinator", "predict", "--federation", str(run.federation_path), "--model", str(split_dir / "model.json"),
+          "--ids", str(split_dir / "ids.txt"), "--out", str(out))  # fmt: skip
+    scored = list(csv.DictReader(out.open()))
+    assert list(scored[0]) == ["id", "decision", "prediction", "probability", "status"]
+    decisions = np.array([float(row["decision"]) for row in scored])
+    probability = np.array([float(row["probability"]) for row in scored])
+    assert [row["prediction"] for row in scored] == ["M" if d >= 0 else "B" for d in decisions]
+    np.testing.assert_allclose(probability, 1 / (1 + np.exp(model.calibration.a * decisions + model.calibration.b)))
+    assert np.all(np.diff(probability[np.argsort(decisions)]) >= 0)  # a higher decision never lowers the risk
+    # Labels right on most of them: the records' own labels agree with the predicted label names.
+    assert np.mean([row["prediction"] == record["label"] for row, record in zip(scored, records, strict=True)]) >= 0.8
+
+    with run.serve() as address, coordinator_channel(run.federation_path, address) as channel:
+        reply = pb_grpc.CoordinatorStub(channel).Predict(pb.PredictRequest(ids=asked), timeout=30)
+    assert [p.label for p in reply.predictions] == [row["prediction"] for row in scored]
+    assert all(p.HasField("probability") for p in reply.predictions)
+    np.testing.assert_allclose([p.probability for p in reply.predictions], probability, rtol=1e-12)
