@@ -10,6 +10,9 @@ m + mbar variables with only mbar + 1 equality rows:
 classify: c = 1, s = d (the labels), a in [0, nu], rho = 1;
 regress:  c = y, s = 1,              a in [-1, 1], rho = nu.
 
+Per-row weights w_i on the primal's error terms only change each a_i's box, to [0, nu w_i] and
+[-w_i, w_i]: the bounds a_lo and a_hi may be one per row.
+
 The multipliers of the rows are (-u, gamma). Every variable is boxed, so the
 method needs no free variables and the starting point is simply the middle of
 the box. With Khat = [K, 1] and Theta the Newton scaling of the a's, the
@@ -184,7 +187,7 @@ def solve_dual(
     K: np.ndarray | RowSource,
     sign: np.ndarray,
     cost: np.ndarray,
-    a_box: tuple[float, float],
+    a_box: tuple[float | np.ndarray, float | np.ndarray],
     rho: float,
     *,
     tol: float = DEFAULT_TOL,
@@ -199,8 +202,8 @@ def solve_dual(
         s: the labels (classify) or ones (regress).
     cost : ndarray, shape (m,)
         c: ones (classify) or the targets (regress).
-    a_box : (float, float)
-        Bounds of every a_i.
+    a_box : (float or ndarray of shape (m,), float or ndarray of shape (m,))
+        Bounds of the a_i: one pair for all, or per row (weighted rows).
     rho : float
         Bound of |K'(s a)| componentwise.
     tol : float
@@ -279,14 +282,14 @@ class _Rows:
         c, the objective being -c'x; zero for the r's.
     sign : ndarray, shape (k,)
         s of the a's; one for the r's.
-    upper : float
-        U of these variables.
+    upper : ndarray, shape (k,)
+        U of these variables (a stride-0 view where they share one: no memory read per row).
     """
 
     variables: np.ndarray
     cost: np.ndarray
     sign: np.ndarray
-    upper: float
+    upper: np.ndarray
 
 
 class _Work(NamedTuple):
@@ -394,14 +397,15 @@ def _gather(K_b: np.ndarray, columns: np.ndarray, column_sums: np.ndarray) -> np
     return out
 
 
-def _survey_block(K_b: np.ndarray, rows: _Rows, a_lo: float) -> _Partial:
-    """The start's pass over a block: K_b'(1, s, s (a_lo + x), s c) and their sums, and |K_b|'s largest entry.
+def _survey_block(K_b: np.ndarray, rows: _Rows, a_lo: np.ndarray) -> _Partial:
+    """The start's pass over a block: K_b'(1, s a_lo, s (a_lo + x), s c) and their sums, and |K_b|'s largest entry.
 
-    They give K's column means (the centre), A's image of the lower bounds, of the start's a's and of c.
+    They give K's column means (the centre), A's image of the lower bounds, of the start's a's and of c;
+    ``a_lo`` is the block's rows of the a's lower bounds, shape (k,).
     """
     columns = np.empty((len(rows.sign), 4), order="F")
     columns[:, 0] = 1.0
-    columns[:, 1] = rows.sign
+    np.multiply(rows.sign, a_lo, out=columns[:, 1])
     np.multiply(rows.sign, a_lo + rows.variables[_X], out=columns[:, 2])
     np.multiply(rows.sign, rows.cost, out=columns[:, 3])
     products = _gather(K_b, columns, columns.sum(axis=0))
@@ -449,16 +453,21 @@ def _normal_rows(
     variables: np.ndarray,
     cost: np.ndarray,
     sign: np.ndarray,
-    upper: float,
+    upper: np.ndarray,
     raw: np.ndarray,
     offset: float,
     columns: np.ndarray,
 ) -> tuple[float, ...]:
-    """The normal pass's row work, compiled (:func:`_kernels`); see :func:`_normal_work`."""
+    """The normal pass's row work, compiled (:func:`_kernels`); see :func:`_normal_work`.
+
+    U'v is summed as U_0 sum(v) + sum((U_i - U_0) v_i): with one U for all rows that is exactly U sum(v), the
+    unweighted solve's figure bit for bit.
+    """
     x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
     theta, rhs = variables[_THETA], variables[_RHS]
-    residual_c = residual_u = image_2 = cost_x = v_sum = xz = wv = x_sum = 0.0
+    residual_c = residual_u = image_2 = cost_x = v_sum = v_spread = xz = wv = x_sum = 0.0
     sum_x = sum_rhs = sum_sigma = 0.0
+    upper_0 = upper[0] if x.shape[0] else 0.0  # numba checks no bounds: no rows, no read
     for i in range(x.shape[0]):
         image = sign[i] * (raw[i] + offset)
         # Each reciprocal once: divisions are the dearest operation of these loops.
@@ -466,7 +475,7 @@ def _normal_rows(
         reciprocal_w = 1.0 / w[i]
         ratio_w = v[i] * reciprocal_w
         scaling = 1.0 / (z[i] * reciprocal_x + ratio_w)
-        gap_u = upper - x[i] - w[i]
+        gap_u = upper[i] - x[i] - w[i]
         # c + A'y = A'y - f. The predictor's right-hand side r_c - r_xz/x + (r_wv - v r_u)/w with r_xz = -xz,
         # r_wv = -wv is r_c + z - v - (v/w) r_u = f - A'y - (v/w) r_u: the z - v of r_c = f - A'y - z + v cancels.
         base = cost[i] + image
@@ -488,10 +497,12 @@ def _normal_rows(
         image_2 += image * image
         cost_x += cost[i] * x[i]
         v_sum += v[i]
+        v_spread += (upper[i] - upper_0) * v[i]
         xz += x[i] * z[i]
         wv += w[i] * v[i]
         x_sum += x[i]
-    return residual_c, residual_u, image_2, cost_x, upper * v_sum, xz, wv, x_sum, sum_x, sum_rhs, sum_sigma
+    upper_v = upper_0 * v_sum + v_spread
+    return residual_c, residual_u, image_2, cost_x, upper_v, xz, wv, x_sum, sum_x, sum_rhs, sum_sigma
 
 
 def _predictor_work(rows: _Rows, raw: np.ndarray, offset: float) -> _Work:
@@ -504,7 +515,7 @@ def _predictor_work(rows: _Rows, raw: np.ndarray, offset: float) -> _Work:
 
 
 def _predictor_rows(
-    variables: np.ndarray, sign: np.ndarray, upper: float, raw: np.ndarray, offset: float, column: np.ndarray
+    variables: np.ndarray, sign: np.ndarray, upper: np.ndarray, raw: np.ndarray, offset: float, column: np.ndarray
 ) -> tuple[float, ...]:
     """The predictor pass's row work, compiled (:func:`_kernels`); see :func:`_predictor_work`."""
     x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
@@ -515,7 +526,7 @@ def _predictor_rows(
         reciprocal_x = 1.0 / x[i]
         reciprocal_w = 1.0 / w[i]
         dx = theta[i] * (sign[i] * (raw[i] + offset) - rhs[i])
-        dw = upper - x[i] - w[i] - dx
+        dw = upper[i] - x[i] - w[i] - dx
         # dz = (r_xz - z dx)/x with r_xz = -xz, so -dz/z = (x + dx)/x; dv likewise.
         fall_z = (x[i] + dx) * reciprocal_x
         fall_v = (w[i] + dw) * reciprocal_w
@@ -543,7 +554,7 @@ def _corrector_work(rows: _Rows, raw: np.ndarray, offset: float, target: float) 
 
 
 def _corrector_rows(
-    variables: np.ndarray, sign: np.ndarray, upper: float, raw: np.ndarray, offset: float, target: float
+    variables: np.ndarray, sign: np.ndarray, upper: np.ndarray, raw: np.ndarray, offset: float, target: float
 ) -> tuple[float, float]:
     """The corrector pass's row work, compiled (:func:`_kernels`); see :func:`_corrector_work`.
 
@@ -559,7 +570,7 @@ def _corrector_rows(
         centring_x = (target - affine_x[i]) * reciprocal_x
         centring_w = (target - affine_w[i]) * reciprocal_w
         dx = theta[i] * (sign[i] * (raw[i] + offset) - rhs[i] - centring_w + centring_x)
-        dw = upper - x[i] - w[i] - dx
+        dw = upper[i] - x[i] - w[i] - dx
         dz = centring_x - z[i] * (x[i] + dx) * reciprocal_x
         dv = centring_w - v[i] * (w[i] + dw) * reciprocal_w
         variables[_DX, i] = dx
@@ -622,22 +633,26 @@ class _LocalRows:
     offers the same methods: :meth:`survey`, :meth:`run`, :meth:`system` and :meth:`step`.
     """
 
-    def __init__(self, source: RowSource, sign: np.ndarray, cost: np.ndarray, a_width: float, r_width: float):
+    def __init__(
+        self, source: RowSource, sign: np.ndarray, cost: np.ndarray, a_width: float | np.ndarray, r_width: float
+    ):
         m, mbar = source.shape
         self.source = source
         # Rows _X to _DV over the m a's and then the mbar r's.
         self.variables = np.empty((12, m + mbar))
         self.ranges = row_ranges(m, mbar)
-        self.blocks = [self._rows(a, b, cost[a:b], sign[a:b], a_width) for a, b in self.ranges]
+        widths = np.broadcast_to(a_width, (m,))
+        self.blocks = [self._rows(a, b, cost[a:b], sign[a:b], widths[a:b]) for a, b in self.ranges]
         self.slack = self._rows(m, m + mbar, np.zeros(mbar), np.ones(mbar), r_width)
 
-    def _rows(self, start: int, stop: int, cost: np.ndarray, sign: np.ndarray, upper: float) -> _Rows:
-        return _Rows(self.variables[:, start:stop], cost, sign, upper)
+    def _rows(self, start: int, stop: int, cost: np.ndarray, sign: np.ndarray, upper: float | np.ndarray) -> _Rows:
+        return _Rows(self.variables[:, start:stop], cost, sign, np.broadcast_to(upper, (stop - start,)))
 
-    def survey(self, a_lo: float) -> _Partial:
+    def survey(self, a_lo: float | np.ndarray) -> _Partial:
         """The start's pass (:func:`_survey_block`), at the a's already set in the variables."""
+        lows = np.broadcast_to(a_lo, (self.source.shape[0],))
         parts = (
-            _survey_block(self.source.rows(a, b), rows, a_lo)
+            _survey_block(self.source.rows(a, b), rows, lows[a:b])
             for (a, b), rows in zip(self.ranges, self.blocks, strict=True)
         )
         return functools.reduce(_Partial.combine, parts)
@@ -675,7 +690,7 @@ class _Dual:
 
     m: int
     mbar: int
-    a_lo: float
+    a_lo: float | np.ndarray
     center: np.ndarray
     k_max: float
     b: np.ndarray
@@ -693,7 +708,7 @@ def _solve(
     source: RowSource,
     sign: np.ndarray,
     cost: np.ndarray,
-    a_box: tuple[float, float],
+    a_box: tuple[float | np.ndarray, float | np.ndarray],
     rho: float,
     tol: float,
     max_iterations: int,
@@ -787,31 +802,41 @@ def _stalled_near_optimum(iteration: int, best_at: int, best: float) -> bool:
 
 
 def _start(
-    rows: _LocalRows, sign: np.ndarray, cost: np.ndarray, a_lo: float, rho: float, a_width: float, r_width: float
+    rows: _LocalRows,
+    sign: np.ndarray,
+    cost: np.ndarray,
+    a_lo: float | np.ndarray,
+    rho: float,
+    a_width: float | np.ndarray,
+    r_width: float,
 ) -> _Dual:
     """Write an interior starting point that already meets s'a = 0 and is dual feasible with y = 0; the constants.
 
     The a's sit at a quarter of their box, split between s = +1 and s = -1 in inverse
-    proportion to their counts (the middle of the box would miss s'a = 0 by m/2 times the box
-    when one class is rare); r sits at K'(s a) pulled into the middle half of its box.
+    proportion to their classes' total width (their counts when all boxes are alike; the middle of the
+    box would miss s'a = 0 by m/2 times the box when one class is rare); r sits at K'(s a) pulled into
+    the middle half of its box. ``a_lo`` and ``a_width`` are scalars or per row, shape (m,).
     """
     m, mbar = rows.source.shape
     variables = rows.variables
     x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
-    if a_lo == 0.0:  # classify: a in [0, nu], s = labels
+    if not np.any(a_lo):  # classify: a in [0, nu w], s = labels
         positive = sign > 0
-        n_pos, n_neg = int(positive.sum()), int((~positive).sum())
-        smaller = min(n_pos, n_neg)
-        x[:m] = np.where(positive, smaller / max(n_pos, 1), smaller / max(n_neg, 1)) * a_width / 4.0
+        # The classes' total widths; with one width for all, their counts as floats: the same quotients as the
+        # integers' (both correctly rounded).
+        size = a_width if isinstance(a_width, np.ndarray) else np.ones(m)
+        total_pos, total_neg = float(size[positive].sum()), float(size[~positive].sum())
+        smaller = min(total_pos, total_neg)
+        x[:m] = np.where(positive, smaller / (total_pos or 1.0), smaller / (total_neg or 1.0)) * a_width / 4.0
     else:
         x[:m] = a_width / 2.0
     survey = rows.survey(a_lo)
     products = _given(survey.products)
     center = products[:mbar, 0] / m
-    # K's columns centred: Kc'(s), Kc'(s (a_lo + x_a)), Kc'(s c).
+    # K's columns centred: Kc'(s a_lo), Kc'(s (a_lo + x_a)), Kc'(s c).
     centred = products[:mbar, 1:] - np.outer(center, products[mbar, 1:])
     # A's image of the lower bounds (a_lo, -rho), moved to the right-hand side: b = -A l.
-    b = -np.r_[a_lo * centred[:, 0] + rho, a_lo * products[mbar, 1]]
+    b = -np.r_[centred[:, 0] + rho, products[mbar, 1]]
     x[m:] = np.clip(centred[:, 1], -rho / 2.0, rho / 2.0) + rho
     w[:m] = a_width - x[:m]
     w[m:] = r_width - x[m:]
@@ -826,7 +851,9 @@ def _start(
     ridge_rhs = -np.r_[centred[:, 2], products[mbar, 3]]  # A f, f = (-c, 0)
     ridge = _NormalEquations(rows.system(center, False, unit=True), np.ones(mbar)).solve(ridge_rhs)
     z[m:] = v[m:] = shift + float(np.abs(ridge[:mbar]).max())
-    upper_norm = float(np.sqrt(m * a_width**2 + mbar * r_width**2))
+    # m U^2 with one width for all: the figure of the unweighted solve bit for bit.
+    a_squares = float(a_width @ a_width) if isinstance(a_width, np.ndarray) else m * a_width**2
+    upper_norm = float(np.sqrt(a_squares + mbar * r_width**2))
     k_max = survey.peaks["k_max"]
     return _Dual(m, mbar, a_lo, center, k_max, b, upper_norm, _norm(np.asarray(cost)))
 

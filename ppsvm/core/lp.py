@@ -8,8 +8,11 @@ Regression (Fung & Mangasarian), real targets y_i:
 
     min_{u, gamma}  sum_i |K_i u - gamma - y_i| + nu * ||u||_1
 
-Both are the LPs of the papers with the slack variables eliminated. Formulations
-(docs/design.md section 4 shows the formulation decides the speed by 5x to 30x):
+Both are the LPs of the papers with the slack variables eliminated. Optional per-row weights
+w_i > 0 (sample or class weights) multiply each row's error term: nu * sum_i w_i max(...) and
+sum_i w_i |...|; in the dual they only change the box of a_i, to [0, nu w_i] and [-w_i, w_i].
+
+Formulations (docs/design.md section 4 shows the formulation decides the speed by 5x to 30x):
 
 - ``auto`` (default): ``ipm`` from IPM_FROM_ROWS rows on, ``highs-dual`` below.
 - ``ipm``: the LP dual solved by ppsvm's own interior-point method
@@ -126,7 +129,13 @@ class Certificate:
 
 
 def certificate(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, objective: float, a: np.ndarray
+    task: Task,
+    K: np.ndarray,
+    target: np.ndarray,
+    nu: float,
+    objective: float,
+    a: np.ndarray,
+    weights: np.ndarray | None = None,
 ) -> Certificate:
     """Recompute the duality gap and the dual infeasibility of a dual point a.
 
@@ -138,8 +147,10 @@ def certificate(
         The primal objective at the solution's (u, gamma).
     a : ndarray, shape (m,)
         The solver's dual variables.
+    weights : ndarray, shape (m,), optional
+        The rows' weights the LP was solved with (they set a's box).
     """
-    sign, cost, (low, high), rho = dual_data(task, target, nu)
+    sign, cost, (low, high), rho = dual_data(task, target, nu, weights)
     signed = sign * a
     terms = np.zeros(K.shape[1])
     for start in range(0, K.shape[0], _CERTIFICATE_CHUNK_ROWS):  # |K|'|a| without a copy of K
@@ -148,33 +159,54 @@ def certificate(
     violation = max(
         float(np.max((np.abs(K.T @ signed) - rho) / (rho + terms), initial=0.0)),
         abs(float(signed.sum())) / (1.0 + float(np.abs(a).sum())),
-        float(np.max(np.maximum(low - a, a - high), initial=0.0)) / (1.0 + high - low),
+        # Each row's violation relative to its own box (a positive divisor: the same as dividing the maximum).
+        float(np.max(np.maximum(low - a, a - high) / (1.0 + high - low), initial=0.0)),
         0.0,
     )
     dual_objective = float(cost @ a)
     return Certificate(dual_objective, (objective - dual_objective) / (1.0 + abs(objective)), violation)
 
 
-def dual_data(task: Task, target: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray, tuple[float, float], float]:
-    """(s, c, box of a, rho) of the LP dual (see ppsvm.core.ipm) for a task."""
+def dual_data(
+    task: Task, target: np.ndarray, nu: float, weights: np.ndarray | None = None
+) -> tuple[np.ndarray, np.ndarray, tuple[float | np.ndarray, float | np.ndarray], float]:
+    """(s, c, box of a, rho) of the LP dual (see ppsvm.core.ipm) for a task.
+
+    The box is a pair of floats, or with ``weights`` (shape (m,)) a pair of arrays of shape (m,):
+    [0, nu w_i] (classify) or [-w_i, w_i] (regress).
+    """
     ones = np.broadcast_to(1.0, len(target))  # read-only, and no memory: one vector of length m less in a solve
     if task == "classify":
-        return target, ones, (0.0, nu), 1.0
-    return ones, target, (-1.0, 1.0), nu
+        return target, ones, (0.0, nu if weights is None else nu * weights), 1.0
+    return ones, target, (-1.0, 1.0) if weights is None else (-weights, weights), nu
 
 
-def classification_objective(K: np.ndarray, d: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
-    """nu * sum(hinge) + ||u||_1 for K (m, mbar), d (m,), u (mbar,)."""
-    return float(nu * np.maximum(0.0, 1.0 - d * (K @ u - gamma)).sum() + np.abs(u).sum())
+def classification_objective(
+    K: np.ndarray, d: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None = None
+) -> float:
+    """nu * sum(w * hinge) + ||u||_1 for K (m, mbar), d (m,), u (mbar,), weights w (m,) (default all 1)."""
+    return float(nu * _weighted_sum(np.maximum(0.0, 1.0 - d * (K @ u - gamma)), weights) + np.abs(u).sum())
 
 
-def regression_objective(K: np.ndarray, y: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
-    """sum |K u - gamma - y| + nu * ||u||_1 for K (m, mbar), y (m,), u (mbar,)."""
-    return float(np.abs(K @ u - gamma - y).sum() + nu * np.abs(u).sum())
+def regression_objective(
+    K: np.ndarray, y: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None = None
+) -> float:
+    """sum w * |K u - gamma - y| + nu * ||u||_1 for K (m, mbar), y (m,), u (mbar,), weights w (m,) (default all 1)."""
+    return float(_weighted_sum(np.abs(K @ u - gamma - y), weights) + nu * np.abs(u).sum())
+
+
+def _weighted_sum(terms: np.ndarray, weights: np.ndarray | None) -> float:
+    # A product and then the same sum as without weights (not a dot product): unit weights change no bit.
+    return float(terms.sum() if weights is None else (weights * terms).sum())
 
 
 def solve_lp(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation = DEFAULT_FORMULATION
+    task: Task,
+    K: np.ndarray,
+    target: np.ndarray,
+    nu: float,
+    formulation: Formulation = DEFAULT_FORMULATION,
+    weights: np.ndarray | None = None,
 ) -> LPSolution:
     """Solve the classification or regression LP.
 
@@ -188,6 +220,9 @@ def solve_lp(
     nu : float
         Weight of the error term (classify) or of ||u||_1 (regress), > 0.
     formulation : {"auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}
+    weights : ndarray, shape (m,), optional
+        Each row's weight on its error term, finite and > 0; None weighs every row 1 (the same computation as
+        before weights existed, bit for bit).
 
     Returns
     -------
@@ -196,22 +231,25 @@ def solve_lp(
     Raises
     ------
     ValueError
-        Shapes, non-finite values, nu <= 0, or labels that are not +-1 of both classes.
+        Shapes, non-finite values, nu <= 0, labels that are not +-1 of both classes, or weights that are not
+        finite and > 0.
     SolverError
         The solver did not report an optimum.
     """
-    K, target = _validate(task, K, target, nu)
+    K, target, weights = _validate(task, K, target, nu, weights)
     with ipm.one_blas_thread():
-        return _solve_lp(task, K, target, nu, formulation)
+        return _solve_lp(task, K, target, nu, formulation, weights)
 
 
-def _solve_lp(task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation) -> LPSolution:
+def _solve_lp(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation, weights: np.ndarray | None
+) -> LPSolution:
     start = time.perf_counter()
     a: np.ndarray | None = None
     if formulation == "auto":
         formulation = "ipm" if K.shape[0] >= IPM_FROM_ROWS else "highs-dual"
     if formulation == "ipm":
-        result = ipm.solve_dual(K, *dual_data(task, target, nu))
+        result = ipm.solve_dual(K, *dual_data(task, target, nu, weights))
         if result.converged:
             u, gamma, a, iterations = result.u, result.gamma, result.a, result.iterations
         else:
@@ -223,25 +261,29 @@ def _solve_lp(task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulat
             )  # fmt: skip
             formulation = "highs-dual"
     if formulation == "highs-dual":
-        u, gamma, a, iterations = _highs_dual(task, K, target, nu)
+        u, gamma, a, iterations = _highs_dual(task, K, target, nu, weights)
     elif formulation == "cvxpy-dual":
-        u, gamma, a, iterations = _cvxpy_dual(task, K, target, nu)
+        u, gamma, a, iterations = _cvxpy_dual(task, K, target, nu, weights)
     elif formulation == "cvxpy-primal":
-        u, gamma, iterations = _cvxpy_primal(task, K, target, nu)
+        u, gamma, iterations = _cvxpy_primal(task, K, target, nu, weights)
     elif formulation != "ipm":
         raise ValueError(f"unknown LP formulation {formulation!r}; expected one of {', '.join(FORMULATIONS)}")
-    objective = _objective(task, K, target, nu, u, gamma)
-    evidence = None if a is None else certificate(task, K, target, nu, objective, a)
+    objective = _objective(task, K, target, nu, u, gamma, weights)
+    evidence = None if a is None else certificate(task, K, target, nu, objective, a, weights)
     return LPSolution(u, gamma, objective, formulation, iterations, time.perf_counter() - start, evidence)
 
 
-def _objective(task: Task, K: np.ndarray, target: np.ndarray, nu: float, u: np.ndarray, gamma: float) -> float:
+def _objective(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None
+) -> float:
     if task == "classify":
-        return classification_objective(K, target, nu, u, gamma)
-    return regression_objective(K, target, nu, u, gamma)
+        return classification_objective(K, target, nu, u, gamma, weights)
+    return regression_objective(K, target, nu, u, gamma, weights)
 
 
-def _validate(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, np.ndarray]:
+def _validate(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     K = np.asarray(K, dtype=np.float64)
     target = np.asarray(target, dtype=np.float64)
     if K.ndim != 2 or K.shape[0] == 0 or K.shape[1] == 0:
@@ -263,22 +305,34 @@ def _validate(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple
             raise ValueError(f"all {K.shape[0]} training labels are {int(target[0]):+d}: need both classes")
     elif task != "regress":
         raise ValueError(f"unknown task {task!r}; expected 'classify' or 'regress'")
-    return K, target
+    if weights is None:
+        return K, target, None
+    weights = np.asarray(weights, dtype=np.float64)
+    if weights.shape != (K.shape[0],):
+        raise ValueError(f"kernel has {K.shape[0]} rows but weights have shape {weights.shape}")
+    bad = np.flatnonzero(~(np.isfinite(weights) & (weights > 0)))
+    if bad.size:
+        raise ValueError(
+            f"weights must be finite and > 0: row {bad[0]} has {weights[bad[0]]} ({bad.size} bad rows in all)"
+        )
+    return K, target, weights
 
 
 # --- HiGHS on the LP dual ------------------------------------------------------------------------
 
 
-def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, np.ndarray, int]:
+def _highs_dual(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None
+) -> tuple[np.ndarray, float, np.ndarray, int]:
     """The LP dual handed to HiGHS's dual simplex without a modelling layer.
 
-    classify:  min -e'a  s.t. -1 <= K'D a <= 1,  d'a = 0,  0 <= a <= nu
-    regress:   min -y'a  s.t. -nu <= K'a <= nu,  e'a = 0, -1 <= a <= 1
+    classify:  min -e'a  s.t. -1 <= K'D a <= 1,  d'a = 0,  0 <= a <= nu w
+    regress:   min -y'a  s.t. -nu <= K'a <= nu,  e'a = 0, -w <= a <= w
 
     With row multipliers (p, q) the reduced cost of a_i is
     -1 - d_i (K_i p + q) (classify), so u = -p and gamma = q.
     """
-    solver = _highs_dual_model(task, K, target, nu)
+    solver = _highs_dual_model(task, K, target, nu, weights)
     _run_highs(solver, K.shape[0])
     u, gamma = _highs_primal(solver, K.shape[1])
     info = solver.getInfo()
@@ -286,23 +340,24 @@ def _highs_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tup
     return u, gamma, a, int(info.simplex_iteration_count + info.ipm_iteration_count)
 
 
-def _highs_dual_model(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> highspy.Highs:
+def _highs_dual_model(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None
+) -> highspy.Highs:
     """A HiGHS instance holding the LP dual of :func:`_highs_dual`, not yet solved."""
     import highspy
 
     m, mbar = K.shape
+    _, cost, (lower, upper), reg = dual_data(task, target, nu, weights)
     if task == "classify":
         rows = np.vstack([(K * target[:, None]).T, target[None, :]])
-        cost, lower, upper, reg = -np.ones(m), np.zeros(m), np.full(m, nu), 1.0
     else:
         rows = np.vstack([K.T, np.ones((1, m))])
-        cost, lower, upper, reg = -target, -np.ones(m), np.ones(m), nu
     lp = highspy.HighsLp()
     lp.num_col_ = m
     lp.num_row_ = mbar + 1
-    lp.col_cost_ = cost
-    lp.col_lower_ = lower
-    lp.col_upper_ = upper
+    lp.col_cost_ = -cost
+    lp.col_lower_ = np.full(m, lower)
+    lp.col_upper_ = np.full(m, upper)
     lp.row_lower_ = np.r_[np.full(mbar, -reg), 0.0]
     lp.row_upper_ = np.r_[np.full(mbar, reg), 0.0]
     # The constraint matrix is dense: pass it row-wise without building a sparse copy.
@@ -346,7 +401,9 @@ def _highs_primal(solver: highspy.Highs, mbar: int) -> tuple[np.ndarray, float]:
     return -duals[:mbar], float(duals[mbar])
 
 
-def leave_one_out_decisions(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> np.ndarray:
+def leave_one_out_decisions(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None = None
+) -> np.ndarray:
     """Each row's decision value from the LP solved without that row: leave-one-out in m warm-started solves.
 
     Leaving row i out is fixing its dual variable a_i at 0. A row whose a_i is already 0 at the full
@@ -358,6 +415,8 @@ def leave_one_out_decisions(task: Task, K: np.ndarray, target: np.ndarray, nu: f
     ----------
     K : ndarray, shape (m, mbar)
     target : ndarray, shape (m,)
+    weights : ndarray, shape (m,), optional
+        The rows' weights, as in :func:`solve_lp`.
 
     Returns
     -------
@@ -366,30 +425,33 @@ def leave_one_out_decisions(task: Task, K: np.ndarray, target: np.ndarray, nu: f
 
     Raises
     ------
+    ValueError
+        As :func:`solve_lp`.
     SolverError
         HiGHS found no optimum of the full problem or of some reduced one.
     """
-    K, target = _validate(task, K, target, nu)
+    K, target, weights = _validate(task, K, target, nu, weights)
     m, mbar = K.shape
-    solver = _highs_dual_model(task, K, target, nu)
+    solver = _highs_dual_model(task, K, target, nu, weights)
     _run_highs(solver, m)
     u, gamma = _highs_primal(solver, mbar)
     full = K @ u - gamma
     a = np.asarray(solver.getSolution().col_value)
-    low, high = (0.0, nu) if task == "classify" else (-1.0, 1.0)
+    _, _, box, _ = dual_data(task, target, nu, weights)
+    low, high = (np.broadcast_to(bound, m) for bound in box)
     decisions = np.empty(m)
     for i in range(m):
         if task == "classify" and np.count_nonzero(target == target[i]) < 2:
             decisions[i] = np.nan
             continue
-        if abs(a[i]) <= _LOO_ZERO * max(1.0, high):
+        if abs(a[i]) <= _LOO_ZERO * max(1.0, high[i]):
             decisions[i] = full[i]
             continue
         solver.changeColBounds(i, 0.0, 0.0)
         _run_highs(solver, m)
         u_i, gamma_i = _highs_primal(solver, mbar)
         decisions[i] = float(K[i] @ u_i - gamma_i)
-        solver.changeColBounds(i, low, high)
+        solver.changeColBounds(i, low[i], high[i])
     return decisions
 
 
@@ -407,42 +469,48 @@ def _cvxpy_solve(problem: Any, name: str) -> None:
         raise SolverError(f"HiGHS returned status {problem.status!r} on the {name} LP")
 
 
-def _cvxpy_dual(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, np.ndarray, int]:
-    """max e'a s.t. |K'Da| <= 1, d'a = 0, 0 <= a <= nu   (classify)
-    max y'a s.t. |K'a| <= nu,  e'a = 0, -1 <= a <= 1   (regress)
+def _cvxpy_dual(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None
+) -> tuple[np.ndarray, float, np.ndarray, int]:
+    """max e'a s.t. |K'Da| <= 1, d'a = 0, 0 <= a <= nu w   (classify)
+    max y'a s.t. |K'a| <= nu,  e'a = 0, -w <= a <= w   (regress)
     The multipliers of |.| <= . give u, that of the equality gives -gamma."""
     import cvxpy as cp
 
     m = K.shape[0]
     a = cp.Variable(m)
+    _, _, (lo, hi), _ = dual_data(task, target, nu, weights)
     if task == "classify":
-        M, reg, gain, lo, hi, balance = (K * target[:, None]).T, 1.0, np.ones(m), 0.0, nu, target
+        M, reg, gain, balance = (K * target[:, None]).T, 1.0, np.ones(m), target
     else:
-        M, reg, gain, lo, hi, balance = K.T, nu, target, -1.0, 1.0, np.ones(m)
+        M, reg, gain, balance = K.T, nu, target, np.ones(m)
     upper, lower, equal = M @ a <= reg, M @ a >= -reg, balance @ a == 0
     problem = cp.Problem(cp.Maximize(gain @ a), [upper, lower, equal, a >= lo, a <= hi])
     _cvxpy_solve(problem, "dual")
     u = np.asarray(upper.dual_value) - np.asarray(lower.dual_value)
     gamma = float(equal.dual_value)
     # cvxpy's sign convention for equality multipliers: pick the sign whose primal value meets the dual.
-    candidates = [(abs(_objective(task, K, target, nu, u, g) - problem.value), g) for g in (gamma, -gamma)]
+    candidates = [(abs(_objective(task, K, target, nu, u, g, weights) - problem.value), g) for g in (gamma, -gamma)]
     return u, min(candidates)[1], _solved(a), 0
 
 
-def _cvxpy_primal(task: Task, K: np.ndarray, target: np.ndarray, nu: float) -> tuple[np.ndarray, float, int]:
-    """The LPs exactly as written in the papers, with slack and absolute-value variables."""
+def _cvxpy_primal(
+    task: Task, K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None
+) -> tuple[np.ndarray, float, int]:
+    """The LPs exactly as written in the papers, with slack and absolute-value variables (slacks weighted)."""
     import cvxpy as cp
 
     m, mbar = K.shape
     u, gamma, s = cp.Variable(mbar), cp.Variable(), cp.Variable(mbar)
     slack = cp.Variable(m)
+    errors = cp.sum(slack) if weights is None else weights @ slack
     if task == "classify":
         constraints = [cp.multiply(target, K @ u - gamma) + slack >= 1, slack >= 0]
-        objective = nu * cp.sum(slack) + cp.sum(s)
+        objective = nu * errors + cp.sum(s)
     else:
         residual = K @ u - gamma - target
         constraints = [residual <= slack, -slack <= residual]
-        objective = cp.sum(slack) + nu * cp.sum(s)
+        objective = errors + nu * cp.sum(s)
     constraints += [u <= s, -s <= u]
     problem = cp.Problem(cp.Minimize(objective), constraints)
     _cvxpy_solve(problem, "primal")

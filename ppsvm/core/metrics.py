@@ -8,16 +8,19 @@ from typing import Any
 import numpy as np
 
 
-def error_rate(labels: np.ndarray, decision: np.ndarray) -> float:
+def error_rate(labels: np.ndarray, decision: np.ndarray, weights: np.ndarray | None = None) -> float:
     """Fraction of records with sign(decision) != label; a decision of 0 counts as +1.
 
     Parameters
     ----------
     labels : ndarray, shape (m,), values in {-1, +1}
     decision : ndarray, shape (m,)
+    weights : ndarray, shape (m,), optional
+        Records' weights (> 0): the misclassified records' share of the total weight.
     """
     predicted = np.where(decision >= 0, 1.0, -1.0)
-    return float(np.mean(predicted != labels))
+    # np.average without weights is np.mean.
+    return float(np.average(predicted != labels, weights=weights))
 
 
 def auc(labels: np.ndarray, decision: np.ndarray) -> float:
@@ -41,13 +44,18 @@ def auc(labels: np.ndarray, decision: np.ndarray) -> float:
     return float((ranks[positive].sum() - n_pos * (n_pos + 1) / 2) / (n_pos * n_neg))
 
 
-def relative_error(targets: np.ndarray, predictions: np.ndarray) -> float:
+def relative_error(targets: np.ndarray, predictions: np.ndarray, weights: np.ndarray | None = None) -> float:
     """The norm ratio ||predictions - targets||_2 / ||targets||_2 (the measure Fung & Mangasarian's printed errors fit,
-    not their eq. (4.17), a sum of pointwise relative errors); shapes (m,)."""
-    norm = float(np.linalg.norm(targets))
+    not their eq. (4.17), a sum of pointwise relative errors); shapes (m,).
+
+    With ``weights`` w (shape (m,), > 0) both norms are weighted: sqrt(sum w (p - t)^2) / sqrt(sum w t^2).
+    """
+    # Multiplying by 1.0 changes no bit: the unweighted ratio as before weights existed.
+    root = 1.0 if weights is None else np.sqrt(weights)
+    norm = float(np.linalg.norm(root * targets))
     if norm == 0.0:
         return float("inf") if np.any(predictions != targets) else 0.0
-    return float(np.linalg.norm(predictions - targets) / norm)
+    return float(np.linalg.norm(root * (predictions - targets)) / norm)
 
 
 def rmse(targets: np.ndarray, predictions: np.ndarray) -> float:

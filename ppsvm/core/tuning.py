@@ -10,6 +10,11 @@ for mbar = 19, fewer for wider bases) the search runs on a stratified random
 subset, and from HALVING_FROM_ROWS on it halves: two hyperparameters are chosen
 as well from a few thousand records. The final model is still fitted on every row.
 
+Optional per-row weights (shape (m,), > 0; see :func:`ppsvm.core.lp.solve_lp`) go to every fold fit with
+the fit's rows, and each fold's validation error is weighted by its held-out rows' weights. The score is
+the plain mean over the folds as without weights, so with leave-one-out (one row a fold) the weights act
+through the fits only.
+
 Two searches (:data:`SEARCHES`): the full grid of :func:`search_grid` (the default), and the
 nested uniform design the papers tuned with (:func:`tune_uniform_design`, designs from
 :mod:`ppsvm.core.design`): 2 x 30 points over log10 nu in [-7, 7] and the grid's widths.
@@ -122,6 +127,7 @@ def cross_validation_score(
     nu: float,
     folds: list[np.ndarray],
     formulation: Formulation = DEFAULT_FORMULATION,
+    weights: np.ndarray | None = None,
 ) -> float:
     """Mean validation error over the folds: error rate (classify) or relative error (regress).
 
@@ -130,13 +136,15 @@ def cross_validation_score(
     K : ndarray, shape (m, mbar)
     target : ndarray, shape (m,)
     folds : list of index arrays from :func:`fold_indices`
+    weights : ndarray, shape (m,), optional
+        Rows' weights for the fits and the folds' errors (:func:`fold_error`).
 
     Returns
     -------
     float
         inf where the LP could not be solved on some fold.
     """
-    errors = [fold_error(task, K, target, nu, held, formulation) for held in folds]
+    errors = [fold_error(task, K, target, nu, held, formulation, weights) for held in folds]
     usable = [error for error in errors if error is not None]
     if not usable:
         raise ValueError("no cross-validation fold had both classes in its training part")
@@ -144,24 +152,42 @@ def cross_validation_score(
 
 
 def fold_error(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, held: np.ndarray, formulation: Formulation
+    task: Task,
+    K: np.ndarray,
+    target: np.ndarray,
+    nu: float,
+    held: np.ndarray,
+    formulation: Formulation,
+    weights: np.ndarray | None = None,
 ) -> float | None:
     """Validation error on the ``held`` rows of a fit on the others; None if those cannot train a classifier.
 
     Returns inf where the LP could not be solved: a numerically hopeless grid point (e.g. a width that makes K
     nearly constant) must not end the search, it just cannot be chosen.
+
+    Parameters
+    ----------
+    K : ndarray, shape (m, mbar)
+    target : ndarray, shape (m,)
+    held : ndarray of int
+        The validation rows.
+    weights : ndarray, shape (m,), optional
+        Rows' weights: the fit's rows' go to the LP, the held rows' weigh the error (weighted error rate, or
+        weighted relative error: :mod:`ppsvm.core.metrics`).
     """
     train = np.ones(len(target), dtype=bool)
     train[held] = False
     if task == "classify" and len(np.unique(target[train])) < 2:
         return None
+    fit_weights, held_weights = (None, None) if weights is None else (weights[train], weights[held])
     try:
-        solution = solve_lp(task, _rows(K, train), target[train], nu, formulation)
+        solution = solve_lp(task, _rows(K, train), target[train], nu, formulation, fit_weights)
     except SolverError as error:
         logger.warning("cross-validation at nu = %g: %s; scoring this grid point as unusable", nu, error)
         return float("inf")
     decision = K[held] @ solution.u - solution.gamma
-    return error_rate(target[held], decision) if task == "classify" else relative_error(target[held], decision)
+    measure = error_rate if task == "classify" else relative_error
+    return measure(target[held], decision, held_weights)
 
 
 def _rows(K: np.ndarray, keep: np.ndarray) -> np.ndarray:
@@ -202,6 +228,7 @@ def tune(
     formulation: Formulation = DEFAULT_FORMULATION,
     progress: Callable[[int, int], None] | None = None,
     max_rows: int | None = None,
+    weights: np.ndarray | None = None,
 ) -> TuningResult:
     """Score (nu, mu) points by k-fold cross-validation and keep the best; ties go to the earlier point.
 
@@ -223,11 +250,14 @@ def tune(
     max_rows : int, optional
         Cross-validate on a stratified random subset of this many rows when there are more;
         default :func:`tuning_row_limit` of the basis size.
+    weights : ndarray, shape (m,), optional
+        Rows' weights for the fold fits and the folds' errors (:func:`fold_error`); the subset keeps its rows'.
     """
     limit = tuning_row_limit(K_ref.shape[1]) if max_rows is None else max_rows
     if len(target) > limit:
         rows = tuning_rows(task, target, limit, seed)
         K_ref, target = K_ref[rows], target[rows]
+        weights = None if weights is None else weights[rows]
     index = fold_indices(task, target, min(folds, len(target)), seed)
     grid = [(float(nu), float(mu) if kernel == "gaussian" else 0.0) for nu, mu in points]
     halving = len(target) >= HALVING_FROM_ROWS and len(grid) > HALVING_KEEP
@@ -246,13 +276,13 @@ def tune(
             K = rescale_gaussian(K_ref, mu_ref, mu) if kernel == "gaussian" else K_ref
             for k in (k for k in chosen if grid[k][1] == mu):
                 if warm_loo:
-                    fold_errors[k] = _leave_one_out_errors(K, target, grid[k][0])
+                    fold_errors[k] = _leave_one_out_errors(K, target, grid[k][0], weights)
                     done += len(held_out)
                     if progress is not None:
                         progress(done, total)
                     continue
                 for held in held_out:
-                    error = fold_error(task, K, target, grid[k][0], held, formulation)
+                    error = fold_error(task, K, target, grid[k][0], held, formulation, weights)
                     if error is not None:
                         fold_errors[k].append(error)
                     done += 1
@@ -312,12 +342,14 @@ def tune_uniform_design(
     formulation: Formulation = DEFAULT_FORMULATION,
     progress: Callable[[int, int], None] | None = None,
     max_rows: int | None = None,
+    weights: np.ndarray | None = None,
 ) -> TuningResult:
     """Nested uniform design (Mangasarian & Wild section 4, after Huang et al.): ``runs`` points over ``box``,
     then ``runs`` over a box of half its size around the best so far, ``nestings`` times; the best point wins.
 
     The folds and any row subset are the same in every nesting (same ``seed``), so scores compare. Returns
-    the points of every nesting in order in ``scores``; ties go to the earlier point.
+    the points of every nesting in order in ``scores``; ties go to the earlier point. ``weights`` (shape (m,))
+    as in :func:`tune`.
     """
     current, combined, promoted = box, None, 0
     searched: list[tuple[float, float, float]] = []
@@ -341,6 +373,7 @@ def tune_uniform_design(
             formulation=formulation,
             progress=report,
             max_rows=max_rows,
+            weights=weights,
         )
         searched.extend(result.scores)
         promoted += result.promoted
@@ -368,6 +401,7 @@ def tune_search(
     formulation: Formulation = DEFAULT_FORMULATION,
     progress: Callable[[int, int], None] | None = None,
     max_rows: int | None = None,
+    weights: np.ndarray | None = None,
 ) -> TuningResult:
     """Tune what is None of nu and mu by ``search``: "grid" (:func:`search_grid`) or "uniform-design".
 
@@ -380,6 +414,8 @@ def tune_search(
         n, which sets the Gaussian widths' range (features scaled to [0, 1]).
     folds : int
         Cross-validation folds; ``len(target)`` is leave-one-out.
+    weights : ndarray, shape (m,), optional
+        Rows' weights, as in :func:`tune`.
     """
     common: dict[str, Any] = {
         "mu_ref": mu_ref,
@@ -388,6 +424,7 @@ def tune_search(
         "formulation": formulation,
         "progress": progress,
         "max_rows": max_rows,
+        "weights": weights,
     }
     if search == "grid":
         points = grid_points(*search_grid(task, kernel, n_features, nu, mu))
@@ -398,11 +435,12 @@ def tune_search(
     raise ValueError(f"search must be one of {', '.join(SEARCHES)}, got {search!r}")
 
 
-def _leave_one_out_errors(K: np.ndarray, target: np.ndarray, nu: float) -> list[float]:
+def _leave_one_out_errors(K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None) -> list[float]:
     """Per row, 1.0 if the fit without it misclassifies it, else 0.0 (rows whose class it alone holds skipped);
-    inf for every row where the LP could not be solved, as :func:`fold_error` scores a hopeless point."""
+    inf for every row where the LP could not be solved, as :func:`fold_error` scores a hopeless point. A row's
+    weight cancels from its own one-row error: ``weights`` only weigh the fits."""
     try:
-        decisions = leave_one_out_decisions("classify", K, target, nu)
+        decisions = leave_one_out_decisions("classify", K, target, nu, weights)
     except SolverError as error:
         logger.warning("leave-one-out at nu = %g: %s; scoring this point as unusable", nu, error)
         return [float("inf")] * len(target)

@@ -493,10 +493,10 @@ def test_a_grid_point_whose_lp_fails_is_skipped(monkeypatch: pytest.MonkeyPatch)
     y = np.where(K[:, 0] > 0.5, 1.0, -1.0)
     real = tuning.solve_lp
 
-    def flaky(task, K, target, nu, formulation="ipm"):
+    def flaky(task, K, target, nu, formulation="ipm", weights=None):
         if nu == 1.0:
             raise SolverError("HiGHS stopped with status 'Unknown'")
-        return real(task, K, target, nu, formulation)
+        return real(task, K, target, nu, formulation, weights)
 
     monkeypatch.setattr(tuning, "solve_lp", flaky)
     result = tuning.tune(
