@@ -34,6 +34,7 @@ from ppsvm.coordinator.train import plan_text
 from ppsvm.core.dp_model import DpModel, load_any_model
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.model import Model
+from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel, prediction_outputs
 from ppsvm.errors import ConfigError
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
@@ -221,13 +222,16 @@ def cmd_train(args: argparse.Namespace) -> int:
         print(json.dumps(report) if args.json else plan_text(report))
         return 1 if any(block["verdict"].startswith("refused") for block in report["column_blocks"]) else 0
     model = federation_from_args(args).train(args.model_out, distribute=not args.no_distribute, **training_flags(args))
+    members = model.members if isinstance(model, MulticlassModel) else (model,)
     summary = {
         "model": str(args.model_out),
         "task": model.task,
+        **({"classes": list(model.classes)} if isinstance(model, MulticlassModel) else {}),
         "kernel": model.kernel,
         "mbar": model.mbar,
-        "nu": model.nu,
-        "mu": model.mu,
+        # One per class for a multiclass model (each class's LP is tuned on its own).
+        "nu": [m.nu for m in members] if len(members) > 1 else model.nu,
+        "mu": [m.mu for m in members] if len(members) > 1 else model.mu,
         "n_train": model.training["n_train"],
         "private": model.private,
         "seconds": round(model.training["seconds"], 3),
@@ -377,7 +381,9 @@ def evaluation_text(result: dict[str, Any]) -> str:
             f"{'confusion matrix':>18}: {m['true_positive']} true positive, {m['false_positive']} false positive, "
             f"{m['true_negative']} true negative, {m['false_negative']} false negative"
         )
-    shown = {*beside, "n_test", "private", "trivial_baseline", "brier_class_frequency", "confusion_matrix"}
+    for name, figures in result.get("classes", {}).items():
+        lines.append(f"{'class ' + name:>18}: {figures['n']} records, recall {figures['recall']:.4g}")
+    shown = {*beside, "n_test", "private", "trivial_baseline", "brier_class_frequency", "confusion_matrix", "classes"}
     for key, value in result.items():
         if key not in shown and key not in ("roc", "calibration", "reliability"):
             shown_value = f"{value:.4g}" if isinstance(value, float) else str(value)
@@ -439,27 +445,24 @@ def cmd_predict(args: argparse.Namespace) -> int:
     return 0
 
 
-def prediction_table(model: Model | DpModel, ids: list[str], decisions: np.ndarray) -> str:
+def prediction_table(model: RandomKernelModel | DpModel, ids: list[str], decisions: np.ndarray) -> str:
     """The CSV text `coordinator predict` writes: id, decision, prediction, probability, status per record.
 
-    The prediction is the declared label (the decision value for regression, +1/-1 without declared labels); the
-    probability the calibrated P(positive label), empty for models without a calibration; NaN decisions are
-    "not found".
+    The prediction is the declared label (+1/-1 without declared labels; the value for regression); the probability
+    the calibrated P(positive label), or a multiclass model's P(predicted class), empty without a calibration;
+    records without decision values (NaN) are "not found". ``decisions``: shape (m,), or (m, k) for multiclass.
     """
-    classify = model.task == "classify"
-    predictions = model.prediction(decisions)
-    shown = model.label_names(predictions) if classify and model.labels else [repr(p) for p in predictions.tolist()]
-    probability = (
-        model.probability(np.nan_to_num(decisions)).tolist() if classify and model.calibration else [None] * len(ids)
-    )
+    found = ~np.isnan(decisions).reshape(len(ids), -1).any(axis=1)
+    decision, _, names, probability = prediction_outputs(model, np.nan_to_num(decisions))
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "decision", "prediction", "probability", "status"])
-    for record, decision, label, p in zip(ids, decisions.tolist(), shown, probability, strict=True):
-        if np.isnan(decision):
+    for k, record in enumerate(ids):
+        if not found[k]:
             writer.writerow([record, "", "", "", "not found"])
         else:
-            writer.writerow([record, repr(decision), label, "" if p is None else repr(p), "ok"])
+            p = "" if probability is None else repr(float(probability[k]))
+            writer.writerow([record, repr(float(decision[k])), names[k], p, "ok"])
     return out.getvalue()
 
 

@@ -37,8 +37,8 @@ from ppsvm.constants import DEFAULT_FOLDS
 from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.kernels import KernelName
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task
-from ppsvm.core.model import Model
 from ppsvm.core.model_file import TwoClassOutputs
+from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel
 from ppsvm.core.tuning import Search
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import feature_blocks
@@ -129,8 +129,11 @@ class _RandomKernelEstimator(BaseEstimator):
         self.lp_formulation = lp_formulation
         self.random_state = random_state
 
-    def _fit(self, X: np.ndarray, target: np.ndarray) -> None:
-        """Train on the simulated federation; X (m, n) validated, target (m,) as the coordinator takes it."""
+    def _fit(self, X: np.ndarray, target: np.ndarray, cells: Task | None = None) -> None:
+        """Train on the simulated federation; X (m, n) validated, target (m,) as the coordinator takes it.
+
+        ``cells``: the task the cells are written for, when not the estimator's (class numbers of a multiclass fit are
+        written as a regression's values: ``ppsvm split`` writes classification labels as +-1)."""
         blocks = self._feature_blocks(X.shape[1])
         for j, block in enumerate(blocks):
             if len(block) < 2:
@@ -161,7 +164,7 @@ class _RandomKernelEstimator(BaseEstimator):
                 Path(work),
                 rows=whole_number(self.row_blocks, "row_blocks", 1),
                 column_blocks=blocks,
-                task=self._task,
+                task=cells or self._task,
                 seed=run_seed,
                 secrets=column_secrets,
             ) as federation:
@@ -239,28 +242,34 @@ class TwoClassPredictions(ClassifierMixin):
         ndarray, shape (m, 2)
         """
         decision = self.decision_function(X)  # first: it says when the estimator is not fitted
-        model = self.model_
-        if model.calibration is None:
-            reason = model.training.get("calibration", {}).get("reason", "the public-only method has none")
-            raise DataError(f"this fit has no probability calibration ({reason}); predict and decision_function work")
-        positive = model.probability(decision)
-        return np.column_stack([1.0 - positive, positive])
+        return _probabilities(self.model_, decision)
 
     def __sklearn_tags__(self) -> Tags:
         return two_class_tags(super().__sklearn_tags__())
 
 
-class RandomKernelClassifier(TwoClassPredictions, _RandomKernelEstimator):
+def _probabilities(model: TwoClassOutputs | MulticlassModel, decision: np.ndarray) -> np.ndarray:
+    """predict_proba's answer, shape (m, classes), from decision values (m,) or, multiclass, (m, classes)."""
+    if not model.calibration:
+        reason = model.training.get("calibration", {}).get("reason", "the public-only method has none")
+        raise DataError(f"this fit has no probability calibration ({reason}); predict and decision_function work")
+    probability = model.probability(decision)
+    return probability if probability.ndim == 2 else np.column_stack([1.0 - probability, probability])
+
+
+class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
     __doc__ = (
         """Random-kernel privacy-preserving SVM classifier (Mangasarian & Wild), fitted on a simulated federation.
 
-    Two classes of any labels: ``classes_[0]`` is the LP's -1 and ``classes_[1]`` its +1.
+    Two classes of any labels: ``classes_[0]`` is the LP's -1 and ``classes_[1]`` its +1. Three or more: one-vs-rest,
+    every class's LP solved on the one kernel the entities release (``model_`` is a
+    :class:`~ppsvm.core.multiclass.MulticlassModel`).
 """
         + _SHARED_DOC
     )
 
     _task = "classify"
-    model_: Model
+    model_: RandomKernelModel
 
     def fit(self, X: Any, y: Any) -> RandomKernelClassifier:
         """Split X into cells, serve them in this process and train over them.
@@ -270,19 +279,26 @@ class RandomKernelClassifier(TwoClassPredictions, _RandomKernelEstimator):
         X : array-like, shape (m, n)
             Finite feature values (a pandas DataFrame keeps its column names).
         y : array-like, shape (m,)
-            Two distinct labels; every row block needs both.
+            Two or more distinct labels; with two, every row block needs both.
 
         Returns
         -------
         self
         """
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
-        self.classes_, signed = two_classes(y, type(self).__name__)
-        self._fit(X, signed)
+        check_classification_targets(y)
+        self.classes_, index = np.unique(y, return_inverse=True)
+        if len(self.classes_) < 2:
+            raise DataError(f"{type(self).__name__} needs two or more classes; y holds {self.classes_.tolist()} only")
+        if len(self.classes_) == 2:
+            self._fit(X, np.where(index == 1, 1.0, -1.0))
+        else:
+            self._fit(X, index.astype(np.float64), cells="regress")
         return self
 
-    def decision_function(self, X: Any) -> np.ndarray:
-        """K(x', B') u - gamma for each row; positive values predict ``classes_[1]``.
+    def predict(self, X: Any) -> np.ndarray:
+        """The class of each row: with two classes ``classes_[1]`` where the decision value is >= 0, as the model
+        files decide; with more, the class of the largest one-vs-rest decision value.
 
         Parameters
         ----------
@@ -291,6 +307,41 @@ class RandomKernelClassifier(TwoClassPredictions, _RandomKernelEstimator):
         Returns
         -------
         ndarray, shape (m,)
+        """
+        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
+        if decision.ndim == 2:
+            return self.classes_[np.argmax(decision, axis=1)]
+        return self.classes_[(decision >= 0).astype(np.int64)]
+
+    def predict_proba(self, X: Any) -> np.ndarray:
+        """Calibrated probabilities of each class in ``classes_`` for each row.
+
+        Platt scaling of out-of-fold decision values of the training records (:mod:`ppsvm.core.calibration`); with
+        three or more classes each one-vs-rest member's, normalised to sum 1. A row's largest probability and
+        ``predict`` can disagree for decision values near the boundary, as with scikit-learn's SVC.
+
+        Parameters
+        ----------
+        X : array-like, shape (m, n_features_in_)
+
+        Returns
+        -------
+        ndarray, shape (m, len(classes_))
+        """
+        decision = self.decision_function(X)  # first: it says when the estimator is not fitted
+        return _probabilities(self.model_, decision)
+
+    def decision_function(self, X: Any) -> np.ndarray:
+        """K(x', B') u - gamma for each row; positive values predict ``classes_[1]``. With three or more classes,
+        each one-vs-rest member's value (the largest predicts).
+
+        Parameters
+        ----------
+        X : array-like, shape (m, n_features_in_)
+
+        Returns
+        -------
+        ndarray, shape (m,), or (m, len(classes_))
         """
         return self._decision(X)
 
@@ -379,6 +430,12 @@ def two_classes(y: np.ndarray, name: str) -> tuple[np.ndarray, np.ndarray]:
     """y's two classes, sorted, shape (2,), and y as the LP's labels, shape (m,): -1 for ``classes[0]``, else +1."""
     check_classification_targets(y)
     kind = type_of_target(y, input_name="y")
+    if kind == "multiclass":
+        raise DataError(
+            f"Only binary classification is supported: {name} releases DP weights for two classes. One release per "
+            "class would split each entity's epsilon among the classes: use RandomKernelClassifier (one-vs-rest on "
+            f"one kernel, no epsilon), or OneVsRestClassifier({name}(epsilon=epsilon / k)) for k classes"
+        )
     if kind != "binary":
         raise DataError(f"Only binary classification is supported: {name} takes two classes, y is {kind}")
     classes, index = np.unique(y, return_inverse=True)

@@ -38,6 +38,7 @@ from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation
 from ppsvm.core.model import Model
+from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel
 from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.core.tuning import Search
@@ -47,7 +48,7 @@ __all__ = ["AUTO", "Federation", "task_setting", "train_options"]
 
 AUTO = "auto"
 # A model object, or the path of a model file.
-ModelLike = Model | DpModel | str | Path
+ModelLike = Model | MulticlassModel | DpModel | str | Path
 
 
 def task_setting(table: Mapping[str, Any], name: str, value: Any, default: Any = AUTO) -> Any:
@@ -151,8 +152,10 @@ class Federation:
         basis: str = "auto",
         search: str = "grid",
         distribute: bool = True,
-    ) -> Model:
-        """Train a random-kernel model over the entities (``ppsvm coordinator train``).
+    ) -> RandomKernelModel:
+        """Train a random-kernel model over the entities (``ppsvm coordinator train``): a
+        :class:`~ppsvm.core.multiclass.MulticlassModel` (one-vs-rest on one fetched kernel) when the labels are
+        whole numbers of three or more classes.
 
         Parameters
         ----------
@@ -165,7 +168,7 @@ class Federation:
 
         Returns
         -------
-        Model
+        Model or MulticlassModel
         """
         options = train_options(
             self.config.task,
@@ -311,7 +314,7 @@ class Federation:
 
         Returns
         -------
-        ndarray, shape (k,)
+        ndarray, shape (k,), or (k, classes) for a multiclass model
         """
         decisions, missing = self._score(_random_kernel(model, "Federation.predict"), ids, id_key)
         if missing:
@@ -336,7 +339,8 @@ class Federation:
         """
         chosen = _random_kernel(model, "Federation.predict")
         prediction = chosen.prediction(self.decision_function(chosen, ids, id_key))
-        return np.array(chosen.label_names(prediction)) if chosen.task == "classify" and chosen.labels else prediction
+        named = isinstance(chosen, MulticlassModel) or chosen.labels
+        return np.array(chosen.label_names(prediction)) if chosen.task == "classify" and named else prediction
 
     def predict_proba(
         self, model: ModelLike, ids: Sequence[str], id_key: str | Path | bytes | None = None
@@ -355,14 +359,14 @@ class Federation:
 
         Returns
         -------
-        ndarray, shape (k, 2)
-            Columns in the order of ``model.labels`` (negative, positive).
+        ndarray, shape (k, 2), or (k, classes) for a multiclass model
+            Columns in the order of ``model.labels`` (negative, positive), or of ``model.classes``.
         """
         chosen = _random_kernel(model, "Federation.predict_proba")
         if chosen.task != "classify":
             raise ConfigError("predict_proba needs a classification model; this one is a regression model")
-        positive = chosen.probability(self.decision_function(chosen, ids, id_key))
-        return np.column_stack([1.0 - positive, positive])
+        probability = chosen.probability(self.decision_function(chosen, ids, id_key))
+        return probability if probability.ndim == 2 else np.column_stack([1.0 - probability, probability])
 
     def baselines(
         self,
@@ -452,12 +456,13 @@ class Federation:
         return self._score(_random_kernel(model, "Federation.score"), ids, id_key, batch)
 
     def _score(
-        self, model: Model, ids: Sequence[str], id_key: str | Path | bytes | None, batch: int = 1000
+        self, model: RandomKernelModel, ids: Sequence[str], id_key: str | Path | bytes | None, batch: int = 1000
     ) -> tuple[np.ndarray, list[str]]:
         asked = list(ids) if id_key is None else record_pseudonyms(read_id_key(id_key), list(ids))
         decisions, missing = score_records(self.config, model, asked, batch=batch, deadline=self.deadline)
         given = dict(zip(asked, ids, strict=True))
-        return np.array([decisions.get(record, np.nan) for record in asked]), [given[record] for record in missing]
+        absent = [np.nan] * len(model.classes) if isinstance(model, MulticlassModel) else np.nan
+        return np.array([decisions.get(record, absent) for record in asked]), [given[record] for record in missing]
 
     def status(self, *, serve: str | None = None, deadline: float = HEALTH_DEADLINE_S) -> list[ServerStatus]:
         """Ask every entity's health check (and the prediction service's at ``serve``) at once
@@ -494,8 +499,8 @@ class Federation:
         )
 
 
-def _model(model: ModelLike) -> Model | DpModel:
-    return model if isinstance(model, (Model, DpModel)) else load_any_model(model)
+def _model(model: ModelLike) -> RandomKernelModel | DpModel:
+    return model if isinstance(model, (Model, MulticlassModel, DpModel)) else load_any_model(model)
 
 
 def read_id_key(id_key: str | Path | bytes) -> bytes:
@@ -511,10 +516,10 @@ def read_id_key(id_key: str | Path | bytes) -> bytes:
         raise ConfigError(f"the record-id key in {path} is not hex text") from exc
 
 
-def _random_kernel(model: ModelLike, use: str) -> Model:
+def _random_kernel(model: ModelLike, use: str) -> RandomKernelModel:
     """``model`` (or the model in its file), refused unless it is a random-kernel model."""
     loaded = _model(model)
-    if not isinstance(loaded, Model):
+    if not isinstance(loaded, (Model, MulticlassModel)):
         source = "the model" if isinstance(model, DpModel) else str(model)
         raise ConfigError(f"{source} is a DP model: {use} answers random-kernel models only")
     return loaded

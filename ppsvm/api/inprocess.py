@@ -20,7 +20,7 @@ import numpy as np
 from ppsvm.config import Federation, federation_at_addresses, load_entity_config, load_federation
 from ppsvm.core.kernels import assemble, gaussian_fetch_width, kernel, rescale_gaussian, scale_to_unit
 from ppsvm.core.lp import Task
-from ppsvm.core.model import Model
+from ppsvm.core.multiclass import RandomKernelModel
 from ppsvm.core.randomness import derive_B, new_secret_hex
 from ppsvm.data.dataset import Dataset
 from ppsvm.data.partition import SplitOptions, SplitResult, secret_file_name, split_dataset
@@ -152,7 +152,7 @@ def simulate(
 
 
 def new_record_kernel(
-    model: Model, secrets: Sequence[str], column_blocks: Sequence[np.ndarray], X: np.ndarray
+    model: RandomKernelModel, secrets: Sequence[str], column_blocks: Sequence[np.ndarray], X: np.ndarray
 ) -> np.ndarray:
     """K(x', B') for new records, assembled as docs/design.md section 1 classifies a new point.
 
@@ -162,7 +162,7 @@ def new_record_kernel(
 
     Parameters
     ----------
-    model : Model
+    model : Model or MulticlassModel
     secrets : sequence of str
         Column block j's secret (hex text).
     column_blocks : sequence of ndarray of int

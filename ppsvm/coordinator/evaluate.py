@@ -19,7 +19,7 @@ from ppsvm.core.calibration import probability_figures
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.metrics import classification_report, trivial_baseline
 from ppsvm.core.metrics import evaluate as figures_for
-from ppsvm.core.model import Model
+from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel, multiclass_figures
 from ppsvm.core.tuning import Search
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.progress import EtaLog, WaitLog, clock
@@ -29,7 +29,7 @@ from ppsvm.wire.rpc import ppsvm_pb2 as pb
 logger = logging.getLogger(__name__)
 
 
-def check_model_matches(model: Model, federation: Federation) -> None:
+def check_model_matches(model: RandomKernelModel, federation: Federation) -> None:
     """The model was trained on this federation's grid (same entity ids in the same cells)."""
     trained = {(e.id, e.row_block, e.column_block) for e in model.entities}
     current = {(e.id, e.row_block, e.column_block) for e in federation.entities}
@@ -38,7 +38,7 @@ def check_model_matches(model: Model, federation: Federation) -> None:
         raise ConfigError(f"the model was trained on a different federation than {federation.source}: {differ}")
 
 
-def check_model_federation(model: Model, session: Session) -> None:
+def check_model_federation(model: RandomKernelModel, session: Session) -> None:
     """The entities are the ones the model was trained on: same secrets, schemas and record-id key.
 
     Call after :meth:`Session.survey` (or ``load_metadata``). A model file without a fingerprint
@@ -54,7 +54,7 @@ def check_model_federation(model: Model, session: Session) -> None:
 
 def assembled_decisions(
     federation: Federation,
-    model: Model,
+    model: RandomKernelModel,
     parts: tuple[str, ...] = ("test",),
     deadline: float = DEFAULT_DEADLINE_S,
 ) -> dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]]:
@@ -63,7 +63,8 @@ def assembled_decisions(
     Returns
     -------
     dict
-        Each of ``parts`` ("train", "test") to (ids (k,), targets (k,), decision values (k,)), in row-block order.
+        Each of ``parts`` ("train", "test") to (ids (k,), targets (k,), decision values (k,), or (k, classes) for a
+        multiclass model), in row-block order.
     """
     check_model_matches(model, federation)
     found: dict[str, tuple[np.ndarray, np.ndarray, np.ndarray]] = {}
@@ -102,7 +103,7 @@ def record_row_blocks(blocks: Sequence[RowBlockRecords]) -> dict[str, int]:
 
 def score_records(
     federation: Federation,
-    model: Model,
+    model: RandomKernelModel,
     ids: Sequence[str],
     *,
     batch: int = 1000,
@@ -114,7 +115,7 @@ def score_records(
     Returns
     -------
     decisions : dict
-        Each held id to its decision value.
+        Each held id to its decision value (a list of one per class for a multiclass model).
     not_found : list of str
         The others, in the order given.
     """
@@ -125,7 +126,7 @@ def score_records(
         where = record_row_blocks(blocks)
         found = list(dict.fromkeys(record for record in ids if record in where))
         progress = EtaLog(logger, "scoring (records)")
-        decisions: dict[str, float] = {}
+        decisions: dict[str, Any] = {}
         for start in range(0, len(found), batch):
             decisions.update(decisions_for_ids(session, model, where, found[start : start + batch]))
             progress(min(start + batch, len(found)), len(found))
@@ -144,10 +145,10 @@ def score_records(
 
 def decisions_for_ids(
     session: Session,
-    model: Model,
+    model: RandomKernelModel,
     row_block_of: Mapping[str, int],
     ids: Sequence[str],
-) -> dict[str, float]:
+) -> dict[str, Any]:
     """Decision values of records named by id, from kernel rows their row block's entities compute.
 
     ``ids`` must all be keys of ``row_block_of``: the callers set aside those no row block holds.
@@ -155,13 +156,13 @@ def decisions_for_ids(
     Returns
     -------
     dict
-        Each of ``ids`` to its decision value.
+        Each of ``ids`` to its decision value (a list of one per class for a multiclass model).
     """
     by_block: dict[int, list[str]] = {}
     for record in ids:
         by_block.setdefault(row_block_of[record], []).append(record)
     rows = session.kernel_rows_for_ids(model.kernel, model.mbar, model.mu, model.scaling, by_block, model.column_index)
-    decision: dict[str, float] = {}
+    decision: dict[str, Any] = {}
     for row_block, members in by_block.items():
         decision.update(zip(members, model.decision(rows[row_block]).tolist(), strict=True))
     return decision
@@ -169,7 +170,7 @@ def decisions_for_ids(
 
 def evaluate_model(
     federation: Federation,
-    model: Model | DpModel,
+    model: RandomKernelModel | DpModel,
     deadline: float = DEFAULT_DEADLINE_S,
     *,
     epsilon: float | None = None,
@@ -198,6 +199,8 @@ def evaluate_model(
     if epsilon is not None:
         raise ConfigError("--epsilon applies to DP models only; random-kernel models are scored from kernel rows")
     ids, targets, decision = assembled_decisions(federation, model, ("test",), deadline)["test"]
+    if isinstance(model, MulticlassModel):
+        return {**multiclass_figures(model, targets, decision), "n_test": len(ids), "private": model.private}
     return {
         **figures_for(model.task, targets, decision),
         "n_test": len(ids),

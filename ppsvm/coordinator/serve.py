@@ -28,7 +28,7 @@ from ppsvm.coordinator.evaluate import (
 )
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.dp_model import DpModel
-from ppsvm.core.model import Model
+from ppsvm.core.multiclass import RandomKernelModel, prediction_outputs
 from ppsvm.errors import ConfigError, EntityError
 from ppsvm.wire.certs import CLIENT, ROLES
 from ppsvm.wire.grpc_util import unary_handler
@@ -136,7 +136,12 @@ class PredictionServicer(pb_grpc.CoordinatorServicer, abc.ABC):
     """
 
     def __init__(
-        self, model: Model | DpModel, kernel: str, mbar: int, n_entities: int, registry: CollectorRegistry | None
+        self,
+        model: RandomKernelModel | DpModel,
+        kernel: str,
+        mbar: int,
+        n_entities: int,
+        registry: CollectorRegistry | None,
     ) -> None:
         self.model = model
         self.served = 0
@@ -188,12 +193,11 @@ class PredictionServicer(pb_grpc.CoordinatorServicer, abc.ABC):
             self.served += len(found)
         self.records.labels("scored").inc(len(found))
         self.records.labels("not_found").inc(len(ids) - len(found))
-        decision = np.array([by_id[record] for record in found])
-        prediction = self.model.prediction(decision)
-        classify = self.model.task == "classify"
-        names = self.model.label_names(prediction) if classify else [""] * len(found)
-        # The calibrated P(+1) where the model has one; proto3's optional leaves the field unset otherwise.
-        probability = self.model.probability(decision).tolist() if classify and self.model.calibration else None
+        decision, prediction, names, probability = prediction_outputs(
+            self.model, np.array([by_id[record] for record in found])
+        )
+        if self.model.task != "classify":
+            names = [""] * len(found)
         return pb.PredictReply(
             predictions=[
                 pb.Prediction(
@@ -201,7 +205,8 @@ class PredictionServicer(pb_grpc.CoordinatorServicer, abc.ABC):
                     decision=value,
                     prediction=label,
                     label=name,
-                    probability=None if probability is None else probability[k],
+                    # Unset (proto3 optional) for a model without a calibration.
+                    probability=None if probability is None else float(probability[k]),
                 )
                 for k, (record, value, label, name) in enumerate(
                     zip(found, decision.tolist(), prediction.tolist(), names, strict=True)
@@ -228,7 +233,7 @@ class CoordinatorServicer(PredictionServicer):
     def __init__(
         self,
         session: Session,
-        model: Model,
+        model: RandomKernelModel,
         blocks: Sequence[RowBlockRecords],
         registry: CollectorRegistry | None = None,
     ) -> None:
@@ -280,7 +285,7 @@ class DpServicer(PredictionServicer):
 
 def serve_coordinator(
     federation: Federation,
-    model: Model,
+    model: RandomKernelModel,
     listen: str,
     deadline: float = DEFAULT_DEADLINE_S,
     metrics_at: tuple[str, int] | None = None,

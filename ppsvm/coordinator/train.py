@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
 import time
@@ -16,8 +17,9 @@ from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, MAX_BASIS_POINTS,
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.calibration import Platt, calibration_record, fit_platt, out_of_fold_decisions
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
-from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, Task, solve_lp
-from ppsvm.core.model import Model, ModelEntity
+from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, LPSolution, Task, solve_lp
+from ppsvm.core.model import ColumnScaling, Model, ModelEntity
+from ppsvm.core.multiclass import MulticlassModel
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER, default_mbar
 from ppsvm.core.tuning import SEARCHES, Search, tune_search
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
@@ -150,12 +152,15 @@ def _basis_warnings(
     ]
 
 
-def train(federation: Federation, options: TrainOptions) -> Model:
+def train(federation: Federation, options: TrainOptions) -> Model | MulticlassModel:
     """Train a random-kernel model over the federation's entities.
+
+    Labels of three or more classes (whole numbers) give a one-vs-rest :class:`MulticlassModel` whose classes are
+    all solved on one fetched kernel.
 
     Returns
     -------
-    Model
+    Model or MulticlassModel
         Not yet written or distributed (see :func:`train_and_save`).
 
     Raises
@@ -168,10 +173,10 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         blocks, scaling = session.survey()
         surveyed = time.perf_counter()
         fingerprint = session.fingerprint()
-        labels = None
+        labels, classes = None, None
         if options.task == "classify":
-            _check_labels(session, blocks)
-            labels = declared_labels(session)
+            classes = _check_labels(session, blocks)
+            labels = declared_labels(session) if classes is None else None
         widths = [session.n_features(j) for j in federation.column_blocks]
         n_train = sum(b.size("train") for b in blocks)
         # The ids are not needed past the survey and are the largest thing held then (122 MiB at 1,000,000
@@ -182,7 +187,6 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         mbar = options.mbar if options.mbar is not None else default_mbar(widths, n_train)
         private = check_privacy(session, mbar, widths)
         candidates = _candidate_bases(options.basis, len(widths))
-        n_total = sum(widths)
         # Gaussian blocks are fetched once at the one width entities pin (Session.fetch_width);
         # every width tuning tries, and the final one, is a power of it.
         mu_fetch = session.fetch_width("gaussian")
@@ -198,130 +202,238 @@ def train(federation: Federation, options: TrainOptions) -> Model:
         fetch_seconds = time.perf_counter() - fetch_started
         target = np.concatenate([b.train_labels for b in blocks])
         del blocks
-        nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
-        needs_tuning = nu is None or (mu is None and options.kernel == "gaussian")
-        if needs_tuning or len(candidates) > 1:
-            results = {}
-            for candidate in candidates:
-                logger.info("tuning by %s with the %s basis, %d folds", options.search, candidate, options.folds)
-                results[candidate] = tune_search(
-                    options.task,
-                    options.kernel,
-                    K[:, :mbar] if candidate == "paper" and columns is not None else K,
-                    target,
-                    search=options.search,
-                    n_features=n_total,
-                    nu=nu,
-                    mu=mu,
-                    mu_ref=mu_fetch,
-                    folds=options.folds,
-                    seed=options.seed,
-                    formulation=options.formulation,
-                    progress=EtaLog(logger, f"cross-validation, {candidate} basis (fold fits)"),
-                )
-            # Ties go to the paper's basis: the method as published.
-            basis = min(candidates, key=lambda name: (results[name].score, name != "paper"))
-            result = results[basis]
-            nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
-            tuning = {
-                "search": options.search,
-                "folds": options.folds,
-                "seed": options.seed,
-                "rows": result.rows,
-                "promoted": result.promoted,
-                "score": result.score,
-                "grid": [list(point) for point in result.scores],
-                **({"basis_scores": {name: r.score for name, r in results.items()}} if len(results) > 1 else {}),
-            }
-            logger.info(
-                "chose nu = %g%s%s (cross-validated %s %.4f on %d of %d rows; %d of %d grid points on all folds)",
-                nu,
-                f", mu = {mu:g}" if mu else "",
-                f", the {basis} basis" if len(results) > 1 else "",
-                "error rate" if options.task == "classify" else "relative error",
-                result.score,
-                result.rows,
-                len(target),
-                result.promoted,
-                len(result.scores),
+        shared = _Shared(options, mbar, widths, n_train, mu_fetch, candidates)
+        if classes is None:
+            fits = [_fit(K, columns, target, shared)]
+        else:
+            fits = []
+            for k, value in enumerate(classes):
+                logger.info("class %s against the rest (%d of %d)", _class_name(value), k + 1, len(classes))
+                # Each fit rescales its K in place: the last class may take the fetched one itself.
+                own = K if k == len(classes) - 1 else K.copy(order="K")
+                fits.append(_fit(own, columns, np.where(target == value, 1.0, -1.0), shared, advise=k == 0))
+    model_of = functools.partial(
+        _model,
+        options=options,
+        mbar=mbar,
+        private=private,
+        scaling=scaling,
+        entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
+        fingerprint=fingerprint,
+        # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
+        timing={"survey_seconds": surveyed - started, "fetch_seconds": fetch_seconds},
+        n_train=n_train,
+        widths=widths,
+    )
+    if classes is None:
+        return model_of(fits[0], labels=labels, seconds=time.perf_counter() - started)
+    names = tuple(_class_name(value) for value in classes)
+    return MulticlassModel(
+        classes=names,
+        values=tuple(float(value) for value in classes),
+        members=tuple(
+            model_of(fit, labels=("rest", name), seconds=None) for fit, name in zip(fits, names, strict=True)
+        ),
+        training={
+            "n_train": int(n_train),
+            "survey_seconds": surveyed - started,
+            "fetch_seconds": fetch_seconds,
+            "lp_seconds": sum(fit.solution.seconds for fit in fits),
+            "seconds": time.perf_counter() - started,
+        },
+    )
+
+
+@dataclass(frozen=True)
+class _Shared:
+    """What every class's fit on one fetched kernel shares."""
+
+    options: TrainOptions
+    mbar: int
+    widths: list[int]
+    n_train: int
+    mu_fetch: float
+    candidates: tuple[str, ...]
+
+
+@dataclass(frozen=True)
+class _Fit:
+    """One binary LP's outcome on the fetched kernel."""
+
+    nu: float
+    mu: float
+    basis: str
+    columns: np.ndarray | None
+    solution: LPSolution
+    tuning: dict[str, Any] | None
+    warnings: list[str]
+    calibration: Platt | None
+    calibration_report: dict[str, Any] | None
+
+
+def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: _Shared, advise: bool = True) -> _Fit:
+    """Tune (where asked), choose the basis, solve the LP and calibrate, on the fetched K (at ``shared.mu_fetch``),
+    which is rescaled in place to the chosen width. ``target`` (m,): +-1 or real targets. ``advise``: log the
+    basis advice (once per run: every class of a multiclass run has the same basis)."""
+    options, mbar, candidates, mu_fetch = shared.options, shared.mbar, shared.candidates, shared.mu_fetch
+    nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
+    needs_tuning = nu is None or (mu is None and options.kernel == "gaussian")
+    if needs_tuning or len(candidates) > 1:
+        results = {}
+        for candidate in candidates:
+            logger.info("tuning by %s with the %s basis, %d folds", options.search, candidate, options.folds)
+            results[candidate] = tune_search(
+                options.task,
+                options.kernel,
+                K[:, :mbar] if candidate == "paper" and columns is not None else K,
+                target,
+                search=options.search,
+                n_features=sum(shared.widths),
+                nu=nu,
+                mu=mu,
+                mu_ref=mu_fetch,
+                folds=options.folds,
+                seed=options.seed,
+                formulation=options.formulation,
+                progress=EtaLog(logger, f"cross-validation, {candidate} basis (fold fits)"),
             )
-        if basis == "paper" and columns is not None:
-            K, columns = np.asfortranarray(K[:, :mbar]), None
-        warnings = _basis_warnings(
-            options.kernel, basis, mbar, widths, n_train, "product" in candidates, options.advice
-        )
-        for warning in warnings:
-            logger.warning("%s", warning)
-        assert nu is not None
-        if options.kernel == "gaussian":
-            assert mu is not None
-            K = rescale_gaussian(K, mu_fetch, mu, in_place=True)
-        release_free_memory()  # the LP's vectors are next: as large as what the fetch and tuning freed
-        solution = solve_lp(options.task, K, target, nu, options.formulation)
+        # Ties go to the paper's basis: the method as published.
+        basis = min(candidates, key=lambda name: (results[name].score, name != "paper"))
+        result = results[basis]
+        nu, mu = result.nu, (result.mu if options.kernel == "gaussian" else None)
+        tuning = {
+            "search": options.search,
+            "folds": options.folds,
+            "seed": options.seed,
+            "rows": result.rows,
+            "promoted": result.promoted,
+            "score": result.score,
+            "grid": [list(point) for point in result.scores],
+            **({"basis_scores": {name: r.score for name, r in results.items()}} if len(results) > 1 else {}),
+        }
         logger.info(
-            "LP solved: %d x %d kernel, objective %.6g, %s, %d iterations in %.2f s%s",
-            K.shape[0],
-            K.shape[1],
-            solution.objective,
-            solution.formulation,
-            solution.iterations,
-            solution.seconds,
-            "" if solution.certificate is None else f", relative duality gap {solution.certificate.gap:.1e}",
-            extra={"duration_ms": round(solution.seconds * 1000, 3)},
+            "chose nu = %g%s%s (cross-validated %s %.4f on %d of %d rows; %d of %d grid points on all folds)",
+            nu,
+            f", mu = {mu:g}" if mu else "",
+            f", the {basis} basis" if len(results) > 1 else "",
+            "error rate" if options.task == "classify" else "relative error",
+            result.score,
+            result.rows,
+            len(target),
+            result.promoted,
+            len(result.scores),
         )
-        calibration, calibration_report = (
-            calibrate(K, target, nu, options) if options.task == "classify" else (None, None)
-        )
+    if basis == "paper" and columns is not None:
+        K, columns = np.asfortranarray(K[:, :mbar]), None
+    warnings = _basis_warnings(
+        options.kernel, basis, mbar, shared.widths, shared.n_train, "product" in candidates, options.advice
+    )
+    for warning in warnings if advise else ():
+        logger.warning("%s", warning)
+    assert nu is not None
+    if options.kernel == "gaussian":
+        assert mu is not None
+        K = rescale_gaussian(K, mu_fetch, mu, in_place=True)
+    release_free_memory()  # the LP's vectors are next: as large as what the fetch and tuning freed
+    solution = solve_lp(options.task, K, target, nu, options.formulation)
+    logger.info(
+        "LP solved: %d x %d kernel, objective %.6g, %s, %d iterations in %.2f s%s",
+        K.shape[0],
+        K.shape[1],
+        solution.objective,
+        solution.formulation,
+        solution.iterations,
+        solution.seconds,
+        "" if solution.certificate is None else f", relative duality gap {solution.certificate.gap:.1e}",
+        extra={"duration_ms": round(solution.seconds * 1000, 3)},
+    )
+    calibration, report = calibrate(K, target, nu, options) if options.task == "classify" else (None, None)
+    return _Fit(
+        float(nu),
+        float(mu) if options.kernel == "gaussian" and mu is not None else 0.0,
+        basis,
+        columns,
+        solution,
+        tuning,
+        warnings,
+        calibration,
+        report,
+    )
+
+
+def _model(
+    fit: _Fit,
+    *,
+    options: TrainOptions,
+    mbar: int,
+    private: bool,
+    scaling: tuple[ColumnScaling, ...],
+    entities: tuple[ModelEntity, ...],
+    fingerprint: str,
+    timing: dict[str, float],
+    n_train: int,
+    widths: list[int],
+    labels: tuple[str, str] | None,
+    seconds: float | None,
+) -> Model:
+    """The model file of one fit (a binary or regression model, or one class of a multiclass model)."""
+    solution = fit.solution
     return Model(
         task=options.task,
         kernel=options.kernel,
-        mu=float(mu) if options.kernel == "gaussian" and mu is not None else 0.0,
-        nu=float(nu),
+        mu=fit.mu,
+        nu=fit.nu,
         mbar=mbar,
         u=tuple(solution.u.tolist()),
         gamma=solution.gamma,
         private=private,
         scaling=scaling,
-        entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
-        columns=None if columns is None else tuple(map(tuple, columns.tolist())),
+        entities=entities,
+        columns=None if fit.columns is None else tuple(map(tuple, fit.columns.tolist())),
         federation=fingerprint,
         labels=labels,
-        calibration=calibration,
+        calibration=fit.calibration,
         training={
             "n_train": int(n_train),
             "n_features": widths,
-            "basis": basis,
+            "basis": fit.basis,
             "formulation": solution.formulation,
             "objective": solution.objective,
-            # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
-            "survey_seconds": surveyed - started,
-            "fetch_seconds": fetch_seconds,
+            **timing,
             "lp_seconds": solution.seconds,
             "lp_iterations": solution.iterations,
             "lp_certificate": None if solution.certificate is None else solution.certificate.as_dict(),
-            "seconds": time.perf_counter() - started,
-            "tuning": tuning,
-            **({"calibration": calibration_report} if calibration_report else {}),
-            **({"warnings": warnings} if warnings else {}),
+            **({"seconds": seconds} if seconds is not None else {}),
+            "tuning": fit.tuning,
+            **({"calibration": fit.calibration_report} if fit.calibration_report else {}),
+            **({"warnings": fit.warnings} if fit.warnings else {}),
         },
     )
 
 
-def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> None:
-    """Classification needs labels in {-1, +1} and both classes among the training records."""
-    for block in blocks:
-        labels = block.train_labels
-        # Comparisons, not np.unique: a sort of a million labels is 60 ms, for a check that is nearly always clean.
-        odd = sorted(set(np.unique(labels[(labels != 1.0) & (labels != -1.0)]).tolist()))
-        if odd:
-            holders = [e.id for e in session.row_block(block.row_block) if session.metadata[e.id].has_labels]
-            raise DataError(
-                f"row block {block.row_block} (labels from entity {', '.join(holders)}): labels must be -1 or +1 "
-                f"for classification, got {odd[:5]}"
-            )
+def _class_name(value: float) -> str:
+    """A class's name from its label value: whole numbers without the decimal point."""
+    return str(int(value)) if float(value).is_integer() else repr(float(value))
+
+
+def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> np.ndarray | None:
+    """Two classes: labels in {-1, +1}, both among the training records (returns None). Several: whole numbers
+    with three or more values among the training records (returns them sorted, shape (k,): one-vs-rest)."""
+    # Comparisons, not np.unique: a sort of a million labels is 60 ms, for a check that is nearly always clean.
+    if any(((b.train_labels != 1.0) & (b.train_labels != -1.0)).any() for b in blocks):
+        values = np.unique(np.concatenate([b.train_labels for b in blocks]))
+        if len(values) >= 3 and np.all(values == np.round(values)):
+            return values
+        odd = values[(values != 1.0) & (values != -1.0)]
+        holders = [e.id for e in session.federation.entities if session.metadata[e.id].has_labels]
+        raise DataError(
+            f"labels from entity {', '.join(holders)}: classification needs labels -1 and +1 (two classes) or "
+            f"whole numbers, one per class (three or more); got {odd[:5].tolist()} among {values[:8].tolist()}"
+        )
     if not all(any((b.train_labels == label).any() for b in blocks) for label in (-1.0, 1.0)):
         label = next(b.train_labels[0] for b in blocks if b.train_labels.size)
         raise DataError(f"every training record has label {label:+g}: classification needs both classes")
+    return None
 
 
 def declared_labels(session: Session) -> tuple[str, str] | None:
@@ -473,7 +585,7 @@ def plan_text(report: dict[str, Any]) -> str:
     return "\n".join(lines)
 
 
-def train_and_save(federation: Federation, options: TrainOptions, model_out: Path) -> Model:
+def train_and_save(federation: Federation, options: TrainOptions, model_out: Path) -> Model | MulticlassModel:
     """Train, write the model atomically, then send it to every entity."""
     model = train(federation, options)
     model.save(model_out)

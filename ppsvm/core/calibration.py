@@ -60,6 +60,7 @@ def fit_platt(decision: np.ndarray, labels: np.ndarray) -> Platt:
     Returns
     -------
     Platt
+        With a <= 0: decision values that rank the wrong way round give the constant map (a = 0).
 
     Raises
     ------
@@ -98,6 +99,11 @@ def fit_platt(decision: np.ndarray, labels: np.ndarray) -> Platt:
             step /= 2.0
         else:
             break  # no descent along Newton's direction: as close as floating point gets
+    if a > 0:
+        # Values that rank records the wrong way round (a DP model's noise can do it): the best monotone map is the
+        # constant, the smoothed targets' mean, so that a higher decision value never gets a lower probability.
+        share = float(target.mean())
+        return Platt(0.0, math.log((1.0 - share) / share))
     return Platt(a, b)
 
 

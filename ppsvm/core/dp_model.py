@@ -30,6 +30,8 @@ from ppsvm.core.model_file import (
     write_document,
     write_model_file,
 )
+from ppsvm.core.multiclass import FORMAT as MULTICLASS_FORMAT
+from ppsvm.core.multiclass import MulticlassModel
 from ppsvm.errors import ConfigError
 
 # With these bounds (and rho's, ppsvm.core.fourier.MAX_RHO_ROW_L1) every decision value is a finite number
@@ -217,7 +219,8 @@ class DpModel(TwoClassOutputs):
 
 
 def load_any_model(path: str | Path) -> Any:
-    """A random-kernel :class:`ppsvm.core.model.Model` or a :class:`DpModel`, by the file's format."""
+    """A random-kernel :class:`ppsvm.core.model.Model`, a :class:`~ppsvm.core.multiclass.MulticlassModel` or a
+    :class:`DpModel`, by the file's format."""
     path = Path(path)
     return parse_any_model(read_model_text(path), str(path))
 
@@ -228,4 +231,6 @@ def parse_any_model(text: str, source: str) -> Any:
         kind = json.loads(text).get("format")
     except (ValueError, AttributeError, RecursionError) as exc:
         raise ConfigError(f"{source} is not a ppsvm model file: {type(exc).__name__}") from None
-    return DpModel.from_json(text, source) if kind == FORMAT else Model.from_json(text, source)
+    if kind == FORMAT:
+        return DpModel.from_json(text, source)
+    return MulticlassModel.from_json(text, source) if kind == MULTICLASS_FORMAT else Model.from_json(text, source)

@@ -132,13 +132,13 @@ def test_the_regressor_scores_r2() -> None:
     [
         (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 7, np.nan, X), y), ValueError, "NaN"),
         (lambda X, y: (np.where(np.arange(X.size).reshape(X.shape) == 7, np.inf, X), y), ValueError, "infinity"),
-        (lambda X, y: (X, np.full(len(y), "B")), DataError, r"1 class\(es\) \['B'\], it needs exactly 2"),
-        (lambda X, y: (X, np.arange(len(y)) % 3), DataError, "Only binary classification is supported"),
+        (lambda X, y: (X, np.full(len(y), "B")), DataError, r"needs two or more classes; y holds \['B'\] only"),
+        (lambda X, y: (X, np.linspace(0.0, 1.0, len(y))), ValueError, "Unknown label type: continuous"),
         (lambda X, y: (X, y[:-1]), ValueError, "inconsistent numbers of samples"),
         (lambda X, y: (X[:1], y[:1]), ValueError, r"1 sample\(s\)"),
         (lambda X, y: (X[:, :3], y), ConfigError, r"column block 1 has 1 feature\(s\).*privacy rule 3"),
     ],
-    ids=["nan", "inf", "one-class", "three-classes", "shapes", "one-record", "narrow-block"],
+    ids=["nan", "inf", "one-class", "continuous", "shapes", "one-record", "narrow-block"],
 )
 def test_bad_training_input_is_refused_with_a_clear_message(wdbc, change, error, message: str) -> None:
     X, y = change(*wdbc)
@@ -322,6 +322,12 @@ def test_dp_public_only_and_public_records_checked(wdbc) -> None:
         DpHybridClassifier(mechanism="none").fit(X, y, X_public=X[:20, :3], y_public=y[:20])
     with pytest.raises(ConfigError, match="epsilon must be a finite number > 0, got 0"):
         DpHybridClassifier(epsilon=0).fit(X, y)
+
+
+def test_dp_refuses_several_classes_and_names_the_alternatives(wdbc) -> None:
+    X, y = wdbc
+    with pytest.raises(DataError, match=r"split each entity's epsilon.*RandomKernelClassifier.*epsilon / k"):
+        DpHybridClassifier().fit(X, np.arange(len(y)) % 3)
 
 
 @pytest.mark.parametrize("name", ["RandomKernelClassifier", "DpHybridClassifier"])

@@ -49,6 +49,15 @@ def test_platt_on_separable_values_stays_finite_and_below_certainty() -> None:
     assert p[:50].max() < 0.15 and p[50:].min() > 0.85
 
 
+def test_values_ranking_the_wrong_way_get_the_constant_map() -> None:
+    f, y = _sigmoid_data(300, 7)
+    fitted = fit_platt(-f, y)  # decision values that say the opposite of the labels
+    positives = np.count_nonzero(y > 0)
+    share = (positives * (positives + 1) / (positives + 2) + (300 - positives) / (300 - positives + 2)) / 300
+    assert fitted.a == 0.0
+    np.testing.assert_allclose(fitted.probability(f), share)
+
+
 def test_probability_does_not_overflow() -> None:
     p = Platt(-50.0, 1.0).probability(np.array([-1e300, -30.0, 0.0, 30.0, 1e300]))
     assert np.isfinite(p).all()

@@ -146,7 +146,11 @@ def serve_regions(
 
 def _train(federation: Federation, mbar: int, mu: float, nu: float) -> Model:
     """One random-kernel regression at fixed (mu, nu), the paper's basis, not sent to the entities."""
-    return federation.train(task="regress", kernel="gaussian", mbar=mbar, nu=nu, mu=mu, basis="paper", distribute=False)
+    model = federation.train(
+        task="regress", kernel="gaussian", mbar=mbar, nu=nu, mu=mu, basis="paper", distribute=False
+    )
+    assert isinstance(model, Model)  # regression has no classes
+    return model
 
 
 def joint_cross_validation(

@@ -52,6 +52,7 @@ from ppsvm.coordinator.reference import pooled_reference
 from ppsvm.coordinator.train import BASES, TrainOptions, train
 from ppsvm.core.design import design_quality
 from ppsvm.core.kernels import KERNELS, KernelName
+from ppsvm.core.model import Model
 from ppsvm.core.tuning import SEARCHES, Search, fold_indices
 from ppsvm.data.dataset import Dataset, DatasetOptions, load_dataset
 from ppsvm.data.partition import SplitOptions, split_dataset
@@ -273,6 +274,7 @@ def run_fold(
                                 folds=DEFAULT_FOLDS,
                             ),
                         )
+                        assert isinstance(model, Model)  # the papers' data sets have two classes
                         figures = evaluate_model(federation, model)
                         label = f"ppsvm {basis} {tuning}"
                         seconds[label] = seconds.get(label, 0.0) + time.perf_counter() - started
