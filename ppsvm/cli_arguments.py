@@ -221,6 +221,7 @@ def training_flags(args: argparse.Namespace) -> dict[str, Any]:
         "formulation": args.lp_formulation,
         "basis": args.basis,
         "search": args.search,
+        "class_weight": args.class_weight,
     }
 
 
@@ -237,6 +238,13 @@ def add_basis_argument(parser: argparse.ArgumentParser) -> None:
         "they are the same",
     )
     add_search_argument(parser)
+    parser.add_argument(
+        "--class-weight",
+        choices=("balanced",),
+        help="balanced: each class weighs the same in the LP whatever its count (each record's error weighted by "
+        "records / (2 x its class's count)), which raises the rare class's recall; probabilities stay calibrated "
+        "to the classes' real frequencies. Default: every record weighs 1 (or the federation file's [task] value)",
+    )
 
 
 def add_search_argument(parser: argparse.ArgumentParser) -> None:

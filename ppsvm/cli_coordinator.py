@@ -260,6 +260,12 @@ def _train_dp(args: argparse.Namespace) -> int:
     """``coordinator train --method dp-hybrid|private-svm|public-only``."""
     from ppsvm.coordinator.dp_train import DpOptions, dry_run, train_dp_and_save
 
+    if args.class_weight is not None:
+        raise ConfigError(
+            f"--class-weight applies to random-kernel training, not --method {args.method}: balanced weights depend "
+            "on the class counts, so a neighbouring data set changes every record's weight and the DP release's "
+            "per-record sensitivity bound no longer holds"
+        )
     if args.public is None:
         raise ConfigError(
             f"--method {args.method} needs --public: the public source file a data owner writes with "

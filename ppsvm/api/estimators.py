@@ -12,13 +12,14 @@ and seeding below (two_classes, simulation_seeds, ...) serve :mod:`ppsvm.api.dp_
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import logging
 import math
 import numbers
 import secrets
 import tempfile
 import warnings
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from pathlib import Path
 from typing import Any, ClassVar, cast
 
@@ -28,7 +29,7 @@ try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.utils import Tags, check_random_state
     from sklearn.utils.multiclass import check_classification_targets, type_of_target
-    from sklearn.utils.validation import check_is_fitted, validate_data
+    from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
 except ImportError as error:
     raise ImportError("ppsvm's estimators need scikit-learn: pip install 'ppsvm[api]'") from error
 
@@ -39,9 +40,10 @@ from ppsvm.core.kernels import KernelName
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task
 from ppsvm.core.model_file import TwoClassOutputs
 from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel
+from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.tuning import Search
 from ppsvm.data.dataset import Dataset
-from ppsvm.data.partition import feature_blocks
+from ppsvm.data.partition import ID_KEY_FILE, feature_blocks
 from ppsvm.errors import ConfigError, DataError, PpsvmWarning
 
 __all__ = ["RandomKernelClassifier", "RandomKernelRegressor"]
@@ -74,6 +76,11 @@ _SHARED_DOC = """
         How "auto" nu and mu are searched: the 7 x 8 grid, or the papers' nested uniform design
         (``ppsvm coordinator train --search``).
     lp_formulation : {"auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}, default="auto"
+    class_weight : {None, "balanced"} or dict, default=None
+        Classifier: "balanced" weighs each record's error by m / (2 x its class's count) in each binary LP (each
+        one-vs-rest LP), so a rare class counts as much as a common one; a dict gives each class's weight (> 0) by
+        label. The probabilities stay calibrated to the classes' real frequencies. The regressor refuses it.
+        ``fit(X, y, sample_weight=)`` multiplies in.
     random_state : int, RandomState or None, default=None
         An int is the seed of the shuffle and the folds, and fixes the column-block secrets, so B_j
         (:func:`ppsvm.api.inprocess.simulation_secrets`); None draws fresh secrets on every fit.
@@ -115,6 +122,7 @@ class _RandomKernelEstimator(BaseEstimator):
         basis: str = "auto",
         search: str = "grid",
         lp_formulation: str = DEFAULT_FORMULATION,
+        class_weight: str | Mapping[Any, float] | None = None,
         random_state: RandomStateLike = None,
     ) -> None:
         self.row_blocks = row_blocks
@@ -127,10 +135,12 @@ class _RandomKernelEstimator(BaseEstimator):
         self.basis = basis
         self.search = search
         self.lp_formulation = lp_formulation
+        self.class_weight = class_weight
         self.random_state = random_state
 
-    def _fit(self, X: np.ndarray, target: np.ndarray, cells: Task | None = None) -> None:
-        """Train on the simulated federation; X (m, n) validated, target (m,) as the coordinator takes it.
+    def _fit(self, X: np.ndarray, target: np.ndarray, sample_weight: Any = None, cells: Task | None = None) -> None:
+        """Train on the simulated federation; X (m, n) validated, target (m,) as the coordinator takes it,
+        ``sample_weight`` None or array-like (m,) of finite weights > 0.
 
         ``cells``: the task the cells are written for, when not the estimator's (class numbers of a multiclass fit are
         written as a regression's values: ``ppsvm split`` writes classification labels as +-1)."""
@@ -156,6 +166,8 @@ class _RandomKernelEstimator(BaseEstimator):
             basis=self.basis,
             search=cast(Search, self.search),  # TrainOptions refuses an unknown name
             advice="api",
+            # A dict has become record weights in fit; TrainOptions refuses another value, and any for regression.
+            class_weight=None if isinstance(self.class_weight, Mapping) else self.class_weight,
         )
         column_secrets = simulation_secrets(seed, len(blocks))
         with advice_as_warnings(2), tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as work:
@@ -168,6 +180,12 @@ class _RandomKernelEstimator(BaseEstimator):
                 seed=run_seed,
                 secrets=column_secrets,
             ) as federation:
+                if sample_weight is not None:
+                    # The coordinator knows the records by their pseudonyms under the simulation's record-id key.
+                    key = bytes.fromhex((Path(work) / "cells" / ID_KEY_FILE).read_text().strip())
+                    names = record_pseudonyms(key, fit_ids(len(target)))
+                    weights = dict(zip(names, sample_weight.tolist(), strict=True))
+                    options = dataclasses.replace(options, sample_weight=weights)
                 self.model_ = train(federation, options)
         self.column_blocks_ = blocks
         self._secrets = column_secrets
@@ -251,7 +269,7 @@ class TwoClassPredictions(ClassifierMixin):
 def _probabilities(model: TwoClassOutputs | MulticlassModel, decision: np.ndarray) -> np.ndarray:
     """predict_proba's answer, shape (m, classes), from decision values (m,) or, multiclass, (m, classes)."""
     if not model.calibration:
-        reason = model.training.get("calibration", {}).get("reason", "the public-only method has none")
+        reason = model.training.get("calibration", {}).get("reason", "see each member's training record")
         raise DataError(f"this fit has no probability calibration ({reason}); predict and decision_function work")
     probability = model.probability(decision)
     return probability if probability.ndim == 2 else np.column_stack([1.0 - probability, probability])
@@ -271,7 +289,7 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
     _task = "classify"
     model_: RandomKernelModel
 
-    def fit(self, X: Any, y: Any) -> RandomKernelClassifier:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> RandomKernelClassifier:
         """Split X into cells, serve them in this process and train over them.
 
         Parameters
@@ -280,6 +298,8 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
             Finite feature values (a pandas DataFrame keeps its column names).
         y : array-like, shape (m,)
             Two or more distinct labels; with two, every row block needs both.
+        sample_weight : array-like, shape (m,), optional
+            Each record's weight on its error term, >= 0 (0 leaves the record out).
 
         Returns
         -------
@@ -287,13 +307,16 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
         """
         X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
         check_classification_targets(y)
+        if isinstance(self.class_weight, Mapping):
+            sample_weight = _class_weights(self.class_weight, y) * (1.0 if sample_weight is None else sample_weight)
+        X, y, weights = weighted_rows(X, y, sample_weight)
         self.classes_, index = np.unique(y, return_inverse=True)
         if len(self.classes_) < 2:
             raise DataError(f"{type(self).__name__} needs two or more classes; y holds {self.classes_.tolist()} only")
         if len(self.classes_) == 2:
-            self._fit(X, np.where(index == 1, 1.0, -1.0))
+            self._fit(X, np.where(index == 1, 1.0, -1.0), weights)
         else:
-            self._fit(X, index.astype(np.float64), cells="regress")
+            self._fit(X, index.astype(np.float64), weights, cells="regress")
         return self
 
     def predict(self, X: Any) -> np.ndarray:
@@ -355,7 +378,7 @@ class RandomKernelRegressor(RegressorMixin, _RandomKernelEstimator):
 
     _task = "regress"
 
-    def fit(self, X: Any, y: Any) -> RandomKernelRegressor:
+    def fit(self, X: Any, y: Any, sample_weight: Any = None) -> RandomKernelRegressor:
         """Split X into cells, serve them in this process and solve the 1-norm regression LP over them.
 
         Parameters
@@ -363,13 +386,16 @@ class RandomKernelRegressor(RegressorMixin, _RandomKernelEstimator):
         X : array-like, shape (m, n)
         y : array-like, shape (m,)
             Finite real targets.
+        sample_weight : array-like, shape (m,), optional
+            Each record's weight on its error term, >= 0 (0 leaves the record out).
 
         Returns
         -------
         self
         """
         X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
-        self._fit(X, np.asarray(y, dtype=np.float64))
+        X, y, weights = weighted_rows(X, y, sample_weight)
+        self._fit(X, np.asarray(y, dtype=np.float64), weights)
         return self
 
     def predict(self, X: Any) -> np.ndarray:
@@ -414,11 +440,39 @@ def advice_as_warnings(frames_to_user: int) -> Iterator[None]:
         warnings.warn(message, PpsvmWarning, stacklevel=3 + frames_to_user)
 
 
+def _class_weights(class_weight: Mapping[Any, float], y: np.ndarray) -> np.ndarray:
+    """Each record's weight, shape (m,), from a weight per label (labels not named weigh 1)."""
+    weights = np.array([float(class_weight.get(label, 1.0)) for label in y.tolist()])
+    if not (np.isfinite(weights).all() and (weights >= 0).all()):
+        raise ConfigError(f"class_weight must give finite weights >= 0, got {dict(class_weight)!r}")
+    return weights
+
+
+def weighted_rows(X: np.ndarray, y: np.ndarray, sample_weight: Any) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """X (m, n) and y (m,) without the records of weight 0, and the others' weights (None without sample_weight).
+
+    A weight of 0 removes the record's error term, which is the LP without the record: left out here, since the LP
+    takes weights > 0 only.
+    """
+    if sample_weight is None:
+        return X, y, None
+    weights = _check_sample_weight(sample_weight, X, dtype=np.float64, ensure_non_negative=True)
+    keep = weights > 0
+    if np.count_nonzero(keep) < 2:
+        raise DataError(f"sample_weight leaves {np.count_nonzero(keep)} record(s) of weight > 0; fit needs 2 or more")
+    return X[keep], y[keep], weights[keep]
+
+
+def fit_ids(m: int) -> list[str]:
+    """The record ids of the rows given to fit: their row numbers as text."""
+    return [str(k) for k in range(m)]
+
+
 def fit_records(X: np.ndarray, y: np.ndarray) -> Dataset:
-    """Records as ``ppsvm split`` reads them: ids are row numbers, features x0, x1, ... (names stay out of the
-    cells, where ``id``, ``label`` or ``split`` would clash with the cell's own columns)."""
+    """Records as ``ppsvm split`` reads them: ids are row numbers (:func:`fit_ids`), features x0, x1, ... (names stay
+    out of the cells, where ``id``, ``label`` or ``split`` would clash with the cell's own columns)."""
     return Dataset(
-        ids=np.arange(len(y)).astype(str),
+        ids=np.array(fit_ids(len(y))),
         X=X,
         y=y,
         feature_names=tuple(f"x{k}" for k in range(X.shape[1])),

@@ -72,6 +72,7 @@ def train_options(
     search: str = "grid",
     deadline: float = DEFAULT_DEADLINE_S,
     distribute: bool = True,
+    class_weight: str | None = None,
 ) -> TrainOptions:
     """Random-kernel training settings: the arguments, then the ``[task]`` table, then the defaults (see module).
 
@@ -94,6 +95,7 @@ def train_options(
         distribute=distribute,
         basis=basis,
         search=cast(Search, search),
+        class_weight=task_setting(table, "class_weight", class_weight, None),
     )
 
 
@@ -152,6 +154,7 @@ class Federation:
         basis: str = "auto",
         search: str = "grid",
         distribute: bool = True,
+        class_weight: str | None = None,
     ) -> RandomKernelModel:
         """Train a random-kernel model over the entities (``ppsvm coordinator train``): a
         :class:`~ppsvm.core.multiclass.MulticlassModel` (one-vs-rest on one fetched kernel) when the labels are
@@ -165,6 +168,8 @@ class Federation:
         task, kernel, mbar, nu, mu, folds, seed, formulation, basis, search
             As the command's flags; None takes the ``[task]`` table's value, "auto" tunes.
         distribute : bool, default=True
+        class_weight : {None, "balanced"}
+            "balanced": each class weighs the same in the LP, whatever its count (``--class-weight balanced``).
 
         Returns
         -------
@@ -184,6 +189,7 @@ class Federation:
             search=search,
             deadline=self.deadline,
             distribute=distribute,
+            class_weight=class_weight,
         )
         if model_out is None:
             return train(self.config, options)

@@ -422,7 +422,14 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
             private=True,
             basis=tuple(map(tuple, scaled.tolist())),
             dual_coef=tuple(svm.dual_coef.tolist()),
-            training={"n_public": len(public.y), "seconds": time.perf_counter() - started},
+            training={
+                "n_public": len(public.y),
+                "seconds": time.perf_counter() - started,
+                "calibration": {
+                    "method": "none",
+                    "reason": "fitted on the public records: none left out to calibrate on",
+                },
+            },
             low=low_public,
             high=high_public,
             kernel_width=width,

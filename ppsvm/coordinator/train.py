@@ -6,6 +6,7 @@ import functools
 import logging
 import math
 import time
+from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -55,6 +56,12 @@ class TrainOptions:
         (:func:`ppsvm.core.tuning.tune_uniform_design`).
     advice : {"cli", "api"}
         Whether advice names command-line flags or the estimators' parameters.
+    class_weight : {None, "balanced"}
+        Classification: "balanced" weighs each training record's error term by m / (2 x its class's count) in each
+        binary LP (each one-vs-rest LP of a multiclass model), so both classes weigh the same in all.
+    sample_weight : mapping of str to float, optional
+        Each training record's weight (> 0) by record id (pseudonym): the Python API's ``fit(sample_weight=)``;
+        multiplied by the class weights.
     """
 
     task: Task = "classify"
@@ -70,10 +77,16 @@ class TrainOptions:
     basis: str = "auto"
     search: Search = "grid"
     advice: str = "cli"
+    class_weight: str | None = None
+    sample_weight: Mapping[str, float] | None = None
 
     def __post_init__(self) -> None:
         if self.basis not in BASES:
             raise ConfigError(f"basis must be one of {', '.join(BASES)}, got {self.basis!r}")
+        if self.class_weight not in (None, "balanced"):
+            raise ConfigError(f"class_weight must be 'balanced' or none, got {self.class_weight!r}")
+        if self.class_weight is not None and self.task != "classify":
+            raise ConfigError("class_weight applies to classification; a regression has no classes")
         if self.advice not in ("cli", "api"):
             raise ConfigError(f"advice must be 'cli' or 'api', got {self.advice!r}")
         if self.search not in SEARCHES:
@@ -179,6 +192,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
             labels = declared_labels(session) if classes is None else None
         widths = [session.n_features(j) for j in federation.column_blocks]
         n_train = sum(b.size("train") for b in blocks)
+        record_weights = None if options.sample_weight is None else _record_weights(options.sample_weight, blocks)
         # The ids are not needed past the survey and are the largest thing held then (122 MiB at 1,000,000
         # records). glibc keeps freed pages resident: without the trim a second training in the same process
         # (the prediction service, a benchmark's repeat) met the kernel fetch with them still counted.
@@ -202,7 +216,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
         fetch_seconds = time.perf_counter() - fetch_started
         target = np.concatenate([b.train_labels for b in blocks])
         del blocks
-        shared = _Shared(options, mbar, widths, n_train, mu_fetch, candidates)
+        shared = _Shared(options, mbar, widths, n_train, mu_fetch, candidates, record_weights)
         if classes is None:
             fits = [_fit(K, columns, target, shared)]
         else:
@@ -254,6 +268,7 @@ class _Shared:
     n_train: int
     mu_fetch: float
     candidates: tuple[str, ...]
+    record_weights: np.ndarray | None  # shape (m,), the training rows' sample weights
 
 
 @dataclass(frozen=True)
@@ -276,6 +291,7 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
     which is rescaled in place to the chosen width. ``target`` (m,): +-1 or real targets. ``advise``: log the
     basis advice (once per run: every class of a multiclass run has the same basis)."""
     options, mbar, candidates, mu_fetch = shared.options, shared.mbar, shared.candidates, shared.mu_fetch
+    weights = row_weights(target, options.class_weight, shared.record_weights)
     nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
     needs_tuning = nu is None or (mu is None and options.kernel == "gaussian")
     if needs_tuning or len(candidates) > 1:
@@ -296,6 +312,7 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
                 seed=options.seed,
                 formulation=options.formulation,
                 progress=EtaLog(logger, f"cross-validation, {candidate} basis (fold fits)"),
+                weights=weights,
             )
         # Ties go to the paper's basis: the method as published.
         basis = min(candidates, key=lambda name: (results[name].score, name != "paper"))
@@ -335,7 +352,7 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
         assert mu is not None
         K = rescale_gaussian(K, mu_fetch, mu, in_place=True)
     release_free_memory()  # the LP's vectors are next: as large as what the fetch and tuning freed
-    solution = solve_lp(options.task, K, target, nu, options.formulation)
+    solution = solve_lp(options.task, K, target, nu, options.formulation, weights)
     logger.info(
         "LP solved: %d x %d kernel, objective %.6g, %s, %d iterations in %.2f s%s",
         K.shape[0],
@@ -347,7 +364,9 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
         "" if solution.certificate is None else f", relative duality gap {solution.certificate.gap:.1e}",
         extra={"duration_ms": round(solution.seconds * 1000, 3)},
     )
-    calibration, report = calibrate(K, target, nu, options) if options.task == "classify" else (None, None)
+    calibration, report = (
+        calibrate(K, target, nu, options, weights, solution) if options.task == "classify" else (None, None)
+    )
     return _Fit(
         float(nu),
         float(mu) if options.kernel == "gaussian" and mu is not None else 0.0,
@@ -405,10 +424,37 @@ def _model(
             "lp_certificate": None if solution.certificate is None else solution.certificate.as_dict(),
             **({"seconds": seconds} if seconds is not None else {}),
             "tuning": fit.tuning,
+            **({"class_weight": options.class_weight} if options.class_weight else {}),
+            **({"sample_weight": True} if options.sample_weight is not None else {}),
             **({"calibration": fit.calibration_report} if fit.calibration_report else {}),
             **({"warnings": fit.warnings} if fit.warnings else {}),
         },
     )
+
+
+def row_weights(target: np.ndarray, class_weight: str | None, record_weights: np.ndarray | None) -> np.ndarray | None:
+    """The LP's per-row weights, shape (m,): "balanced" class weights m / (2 n_class) of a +-1 ``target`` (m,), times
+    the records' own weights; None when neither is asked for (every row weighs 1)."""
+    if class_weight is None:
+        return record_weights
+    positive = target > 0
+    counts = np.array([np.count_nonzero(~positive), np.count_nonzero(positive)])
+    balanced = (len(target) / (2.0 * counts))[positive.astype(np.int64)]
+    return balanced if record_weights is None else balanced * record_weights
+
+
+def _record_weights(sample_weight: Mapping[str, float], blocks: list[RowBlockRecords]) -> np.ndarray:
+    """The training rows' sample weights in the order of K's rows, shape (m,); DataError naming a record without
+    one, or a weight that is not a finite number > 0."""
+    ids = [record for block in blocks for record in block.train_ids.tolist()]
+    missing = [record for record in ids if record not in sample_weight]
+    if missing:
+        raise DataError(f"sample_weight has no weight for {len(missing)} training record(s), e.g. {missing[:3]}")
+    weights = np.array([sample_weight[record] for record in ids], dtype=np.float64)
+    bad = np.flatnonzero(~(np.isfinite(weights) & (weights > 0)))
+    if bad.size:
+        raise DataError(f"sample weights must be finite and > 0: record {ids[bad[0]]!r} has {weights[bad[0]]!r}")
+    return weights
 
 
 def _class_name(value: float) -> str:
@@ -461,18 +507,40 @@ def declared_labels(session: Session) -> tuple[str, str] | None:
 
 
 def calibrate(
-    K: np.ndarray, target: np.ndarray, nu: float, options: TrainOptions
+    K: np.ndarray,
+    target: np.ndarray,
+    nu: float,
+    options: TrainOptions,
+    weights: np.ndarray | None,
+    solution: LPSolution,
 ) -> tuple[Platt | None, dict[str, Any]]:
     """Platt scaling of out-of-fold decision values on the model's kernel (:mod:`ppsvm.core.calibration`).
 
+    The folds are fitted with the model's row ``weights``; the sigmoid itself is fitted unweighted, so that the
+    probabilities follow how often each class really occurs, whatever weights moved the decision boundary. A class
+    too small to leave a fold (one record) has no out-of-fold values: the sigmoid is then fitted on the model's own
+    decision values (``solution``), which overstate its confidence, and the report says "in_sample".
+
     Returns the calibration and what the model file records of it; (None, report with the reason) when it cannot
-    be fitted (a class too small for the folds, or a fold's LP without an optimum): the model still stands.
+    be fitted at all (a fold's LP without an optimum): the model still stands.
     """
     started = time.perf_counter()
+    in_sample = None
     try:
-        rows, decisions = out_of_fold_decisions(
-            "classify", K, target, nu, folds=options.folds, seed=options.seed, formulation=options.formulation
-        )
+        try:
+            rows, decisions = out_of_fold_decisions(
+                "classify",
+                K,
+                target,
+                nu,
+                folds=options.folds,
+                seed=options.seed,
+                formulation=options.formulation,
+                weights=weights,
+            )
+        except ValueError as error:  # a fold without one of the classes
+            in_sample = str(error)
+            rows, decisions = np.arange(len(target)), K @ solution.u - solution.gamma
         labels = target[rows]
         platt = fit_platt(decisions, labels)
     except (ValueError, SolverError) as error:
@@ -480,9 +548,11 @@ def calibrate(
         return None, {"method": "none", "reason": str(error)}
     report = {
         **calibration_record(platt, decisions, labels, float(np.mean(target > 0))),
-        "folds": min(options.folds, len(rows)),
+        **({"folds": min(options.folds, len(rows))} if in_sample is None else {"in_sample": in_sample}),
         "seconds": time.perf_counter() - started,
     }
+    if in_sample is not None:
+        logger.warning("probabilities calibrated on the training records' own decision values (%s)", in_sample)
     logger.info(
         "probabilities calibrated by Platt scaling on %d out-of-fold decision values in %.2f s: Brier score %.4f "
         "(%.4f for the class frequency)",

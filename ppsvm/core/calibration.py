@@ -132,6 +132,7 @@ def out_of_fold_decisions(
     seed: int,
     formulation: Formulation,
     max_rows: int | None = None,
+    weights: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Decision values of (a stratified sample of) the training rows, each from the LP fitted without its fold.
 
@@ -148,6 +149,8 @@ def out_of_fold_decisions(
         The model's nu.
     max_rows : int, optional
         Rows to use at most (default :func:`ppsvm.core.tuning.tuning_row_limit` of p); a stratified sample above.
+    weights : ndarray, shape (m,), optional
+        The rows' weights the model was solved with; each fold's fit uses its rows'.
 
     Returns
     -------
@@ -157,11 +160,13 @@ def out_of_fold_decisions(
     limit = tuning_row_limit(K.shape[1]) if max_rows is None else max_rows
     rows = tuning_rows(task, target, limit, seed) if len(target) > limit else np.arange(len(target))
     sample, labels = K[rows], target[rows]
+    sample_weights = None if weights is None else weights[rows]
     decisions = np.empty(len(rows))
     for held in fold_indices(task, labels, min(folds, len(rows)), seed):
         keep = np.ones(len(rows), dtype=bool)
         keep[held] = False
-        fit = solve_lp(task, np.asfortranarray(sample[keep]), labels[keep], nu, formulation)
+        fold_weights = None if sample_weights is None else sample_weights[keep]
+        fit = solve_lp(task, np.asfortranarray(sample[keep]), labels[keep], nu, formulation, fold_weights)
         decisions[held] = sample[held] @ fit.u - fit.gamma
     return rows, decisions
 
