@@ -13,6 +13,7 @@ __version__ = "0.1.0"
 
 # Public name -> the module that defines it.
 _API = {
+    "Client": "ppsvm.api.client",
     "RandomKernelClassifier": "ppsvm.api.estimators",
     "RandomKernelRegressor": "ppsvm.api.estimators",
     "DpHybridClassifier": "ppsvm.api.dp_estimator",
@@ -20,6 +21,7 @@ _API = {
     "load_dataset": "ppsvm.api.datasets",
 }
 __all__ = [
+    "Client",
     "DpHybridClassifier",
     "Federation",
     "RandomKernelClassifier",
@@ -29,6 +31,7 @@ __all__ = [
 ]
 
 if TYPE_CHECKING:
+    from ppsvm.api.client import Client
     from ppsvm.api.datasets import load_dataset
     from ppsvm.api.dp_estimator import DpHybridClassifier
     from ppsvm.api.estimators import RandomKernelClassifier, RandomKernelRegressor

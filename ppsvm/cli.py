@@ -248,6 +248,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     entity_cli.register(commands)
 
     cli_coordinator.register(commands)
+    cli_coordinator.register_client(commands)
 
     cli_onboarding.register(commands)
 

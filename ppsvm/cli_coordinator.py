@@ -11,6 +11,7 @@ import csv
 import io
 import json
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +37,7 @@ from ppsvm.core.kernels import KERNELS
 from ppsvm.core.model import Model
 from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel, prediction_outputs
 from ppsvm.errors import ConfigError
+from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
 
@@ -460,16 +462,80 @@ def prediction_table(model: RandomKernelModel | DpModel, ids: list[str], decisio
     """
     found = ~np.isnan(decisions).reshape(len(ids), -1).any(axis=1)
     decision, _, names, probability = prediction_outputs(model, np.nan_to_num(decisions))
+    return prediction_csv(
+        [
+            (record, float(decision[k]), names[k], None if probability is None else float(probability[k]))
+            if found[k]
+            else (record, None, "", None)
+            for k, record in enumerate(ids)
+        ]
+    )
+
+
+def prediction_csv(rows: Sequence[tuple[str, float | None, str, float | None]]) -> str:
+    """The prediction file's text (``coordinator predict``, ``ppsvm predict``): per (id, decision or None for a
+    record not found, prediction, probability or None) a line id, decision, prediction, probability, status."""
     out = io.StringIO()
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(["id", "decision", "prediction", "probability", "status"])
-    for k, record in enumerate(ids):
-        if not found[k]:
+    for record, decision, label, probability in rows:
+        if decision is None:
             writer.writerow([record, "", "", "", "not found"])
         else:
-            p = "" if probability is None else repr(float(probability[k]))
-            writer.writerow([record, repr(float(decision[k])), names[k], p, "ok"])
+            writer.writerow([record, repr(decision), label, "" if probability is None else repr(probability), "ok"])
     return out.getvalue()
+
+
+def register_client(subparsers: argparse._SubParsersAction) -> None:
+    """``ppsvm predict``: the prediction client of ``coordinator serve``."""
+    predict = subparsers.add_parser(
+        "predict",
+        help="ask a running `coordinator serve` for predictions by record id (mutual TLS, a client certificate)",
+        description="Ask a running `ppsvm coordinator serve` for the predictions of records named by id, with a "
+        "client certificate from the federation's CA (a client bundle, or a split directory's client.pem and "
+        "client.key), and write id,decision,prediction,probability,status per record. Ids are the pseudonyms the "
+        "entities publish; with --id-key, real ids, mapped to pseudonyms here. Python: ppsvm.Client.",
+    )
+    predict.add_argument("--server", required=True, metavar="HOST:PORT", help="the prediction service's address")
+    predict.add_argument("--ids", required=True, metavar="FILE", help="record ids, one per line")
+    predict.add_argument("--out", required=True, metavar="FILE", help="the CSV to write (atomically)")
+    predict.add_argument(
+        "--bundle", default=".", metavar="DIR", help="where ca.pem, NAME.pem and NAME.key are (default: here)"
+    )
+    predict.add_argument("--name", default="client", help="the client's name in its certificate (default client)")
+    predict.add_argument(
+        "--server-name",
+        default=DEFAULT_COORDINATOR_NAME,
+        help="the name in the service's certificate (default coordinator)",
+    )
+    predict.add_argument("--id-key", metavar="FILE", help="the record-id key (hex): --ids holds real ids")
+    predict.add_argument("--timeout", type=float, default=60.0, help="seconds per request (default 60)")
+    predict.set_defaults(run=cmd_ask)
+
+
+def cmd_ask(args: argparse.Namespace) -> int:
+    """``ppsvm predict``: ask the service, write the file, say how many were found."""
+    from ppsvm.api.client import Client
+    from ppsvm.api.federation import read_id_key
+    from ppsvm.files import write_atomic
+
+    ids = read_id_list(args.ids)
+    key = None if args.id_key is None else read_id_key(args.id_key)
+    with Client.from_bundle(
+        args.server, args.bundle, args.name, server_name=args.server_name, timeout=args.timeout
+    ) as client:
+        found, missing = client.predict(ids, key)
+    by_id = {p.id: p for p in found}
+    # A regression's answer has no label: its prediction is the value.
+    rows = [
+        (record, p.decision, p.label or repr(p.prediction), p.probability)
+        if (p := by_id.get(record))
+        else (record, None, "", None)
+        for record in ids
+    ]
+    write_atomic(Path(args.out), prediction_csv(rows))
+    print(f"scored {len(found)} of {len(ids)} records into {args.out}; {len(missing)} not found", file=sys.stderr)
+    return 0
 
 
 def cmd_view(args: argparse.Namespace) -> int:

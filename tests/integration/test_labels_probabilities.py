@@ -1,5 +1,6 @@
 """Issue 29 item 1 over real entity processes: declared labels and calibrated probabilities, from training through
-`coordinator evaluate`, `coordinator predict` and the Predict RPC of `coordinator serve`.
+`coordinator evaluate`, `coordinator predict`, the Predict RPC of `coordinator serve` and its prediction client
+(`ppsvm predict --server`, ppsvm.Client; issue 30).
 
 WDBC split 2 x 2; every cell then holds its labels as "M"/"B" and its config declares them ([data] labels), as a
 hospital's own file would.
@@ -12,6 +13,7 @@ from pathlib import Path
 
 import numpy as np
 
+from ppsvm.api.client import Client
 from ppsvm.core.model import Model
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
@@ -71,8 +73,23 @@ def test_models_predict_declared_labels_with_calibrated_probabilities(federation
     # Labels right on most of them: the records' own labels agree with the predicted label names.
     assert np.mean([row["prediction"] == record["label"] for row, record in zip(scored, records, strict=True)]) >= 0.8
 
-    with run.serve() as address, coordinator_channel(run.federation_path, address) as channel:
-        reply = pb_grpc.CoordinatorStub(channel).Predict(pb.PredictRequest(ids=asked), timeout=30)
+    with run.serve() as address:
+        with coordinator_channel(run.federation_path, address) as channel:
+            reply = pb_grpc.CoordinatorStub(channel).Predict(pb.PredictRequest(ids=asked), timeout=30)
+        # The prediction client: the same file as `coordinator predict`, by pseudonym, and by real id with the key.
+        asked_file, real_file = split_dir / "ids.txt", split_dir / "real-ids.txt"
+        real_file.write_text("\n".join(row["id"] for row in records) + "\n")
+        client_out, by_real = split_dir / "client.csv", split_dir / "client-real.csv"
+        ppsvm("predict", "--server", address, "--ids", str(asked_file), "--out", str(client_out),
+              "--bundle", str(split_dir))  # fmt: skip
+        ppsvm("predict", "--server", address, "--ids", str(real_file), "--out", str(by_real), "--bundle",
+              str(split_dir), "--id-key", str(split_dir / "record-ids.key"))  # fmt: skip
+        with Client.from_bundle(address, split_dir) as client:
+            found, missing = client.predict([asked[0], "nobody"])
+            assert client.status().n_entities == 4
+    assert client_out.read_text() == out.read_text()
+    assert [row["prediction"] for row in csv.DictReader(by_real.open())] == [row["prediction"] for row in scored]
+    assert [p.id for p in found] == [asked[0]] and missing == ["nobody"] and found[0].label in ("M", "B")
     assert [p.label for p in reply.predictions] == [row["prediction"] for row in scored]
     assert all(p.HasField("probability") for p in reply.predictions)
     np.testing.assert_allclose([p.probability for p in reply.predictions], probability, rtol=1e-12)
