@@ -35,11 +35,14 @@ LOG_FORMATS = ("text", "json")
 TEXT_FORMAT = "ppsvm: %(message)s"
 ACCESS_LOGGER = "ppsvm.access"
 REQUEST_ID_METADATA = "x-request-id"
+# The coordinator's run (a training, an evaluation, a prediction service): one token on all its calls, so that an
+# entity's release log says which run each release served.
+RUN_ID_METADATA = "x-ppsvm-run"
 # Letters, digits, '.', '_' and '-', at most 64: a uuid, a ULID or our 16 hex digits fit, and nothing a caller
 # sends can break a log line, forge another field or carry more than a short token.
 _REQUEST_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
 # The fields a record may carry (set by call_fields, by set_process_fields, or as ``extra=`` of one call).
-FIELDS = ("entity", "peer", "method", "request_id", "code", "duration_ms")
+FIELDS = ("entity", "peer", "method", "request_id", "run_id", "code", "duration_ms")
 
 _call: contextvars.ContextVar[dict[str, Any] | None] = contextvars.ContextVar("ppsvm_call_fields", default=None)
 _process: dict[str, Any] = {}
@@ -73,10 +76,10 @@ def call_fields(**fields: Any) -> Iterator[dict[str, Any]]:
         _call.set(previous)
 
 
-def current_request_id() -> str | None:
-    """The request id of the call this thread is serving, if any."""
-    fields = _call.get()
-    return None if fields is None else fields.get("request_id")
+def current_call_ids() -> dict[str, str]:
+    """The request id and the caller's run id (each when known) of the call this thread is serving."""
+    fields = _call.get() or {}
+    return {key: fields[key] for key in ("request_id", "run_id") if fields.get(key)}
 
 
 def set_process_fields(**fields: Any) -> None:

@@ -33,11 +33,12 @@ class EntityClient:
         tls: TlsFiles | None,
         deadline: float = DEFAULT_DEADLINE_S,
         attempts: int = RETRY_ATTEMPTS,
+        run: str | None = None,
     ) -> None:
         self.entity = entity
         self.deadline = deadline
         self.attempts = attempts
-        self.channel = open_channel(entity.address, tls=tls, peer=entity.id)
+        self.channel = open_channel(entity.address, tls=tls, peer=entity.id, run=run)
         self.stub = pb_grpc.EntityStub(self.channel)
         # KernelBlock's replies left serialised: RowStream reads their rows in place instead of protobuf copying them.
         self.kernel_messages: grpc.UnaryStreamMultiCallable[pb.KernelRequest, bytes] = self.channel.unary_stream(

@@ -32,6 +32,7 @@ from ppsvm.core.kernels import (
 from ppsvm.core.model import ColumnScaling
 from ppsvm.data.cell import repeated_id
 from ppsvm.errors import ConfigError, DataError, EntityError, PpsvmError
+from ppsvm.logs import new_request_id
 from ppsvm.wire.proto_names import KERNEL_KINDS, RECORD_SETS
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.tls import choose_tls
@@ -248,7 +249,9 @@ class Session:
         self.federation = federation
         # The coordinator's TLS material, or None when plaintext was asked for: also what serve listens with.
         self.tls = choose_tls(federation.tls, insecure=federation.insecure, source=federation.source)
-        self.clients = {e.id: EntityClient(e, self.tls, deadline) for e in federation.entities}
+        # Sent with every call of this session: each entity's release log records which run a release served.
+        self.run_id = new_request_id()
+        self.clients = {e.id: EntityClient(e, self.tls, deadline, run=self.run_id) for e in federation.entities}
         # Up to three calls per entity in flight at once (see survey).
         self._pool = ThreadPoolExecutor(max_workers=min(32, 3 * len(self.clients)), thread_name_prefix="entity-call")
         self.metadata: dict[str, pb.BlockMetadata] = {}

@@ -183,6 +183,8 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
     """
     started = time.perf_counter()
     with Session(federation, options.deadline) as session:
+        logger.info("training run %s (the entities' release logs record it with each release)", session.run_id)
+        run_id = session.run_id
         blocks, scaling = session.survey()
         surveyed = time.perf_counter()
         fingerprint = session.fingerprint()
@@ -235,7 +237,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
         entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
         fingerprint=fingerprint,
         # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
-        timing={"survey_seconds": surveyed - started, "fetch_seconds": fetch_seconds},
+        timing={"run_id": run_id, "survey_seconds": surveyed - started, "fetch_seconds": fetch_seconds},
         n_train=n_train,
         widths=widths,
     )
@@ -249,6 +251,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
             model_of(fit, labels=("rest", name), seconds=None) for fit, name in zip(fits, names, strict=True)
         ),
         training={
+            "run_id": run_id,
             "n_train": int(n_train),
             "survey_seconds": surveyed - started,
             "fetch_seconds": fetch_seconds,
@@ -389,7 +392,7 @@ def _model(
     scaling: tuple[ColumnScaling, ...],
     entities: tuple[ModelEntity, ...],
     fingerprint: str,
-    timing: dict[str, float],
+    timing: dict[str, Any],
     n_train: int,
     widths: list[int],
     labels: tuple[str, str] | None,

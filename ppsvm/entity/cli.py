@@ -191,15 +191,18 @@ def release_report(summary: dict[str, Any]) -> str:
         f"release log of entity {summary['entity_id']} ({summary['release_log']}), started {summary['log_created']}; "
         f"mode {summary['mode']}; pinned basis view: {pinned}"
     ]
-    header = ("time (UTC)", "peer", "rpc", "records", "rows", "basis", "epsilon")
+    header = ("time (UTC)", "peer", "run", "request", "rpc", "records", "rows", "basis", "mechanism", "epsilon")
     rows = [
         (
             r["time"],
             r.get("peer", ""),
+            r.get("run_id", ""),
+            r.get("request_id", ""),
             r["rpc"],
-            str(r.get("records", r.get("mechanism", ""))),
+            str(r.get("records", "")),
             str(r.get("rows", "")),
             r.get("basis_fingerprint", ""),
+            r.get("mechanism", ""),
             f"{epsilon_of(int(r['epsilon_micro'])):g}" if r.get("epsilon_micro") else "",
         )
         for r in summary["releases"]

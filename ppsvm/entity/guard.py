@@ -60,6 +60,7 @@ import numpy as np
 from ppsvm.config import DEFAULT_MAX_RELEASES_PER_MINUTE, ENTITY_MODES
 from ppsvm.core.release_log import MICRO_PER_EPSILON, ReleaseLog
 from ppsvm.errors import CallCancelled, CallLimitError, PrivacyError, ReleaseFailed
+from ppsvm.logs import current_call_ids
 
 logger = logging.getLogger(__name__)
 
@@ -352,7 +353,8 @@ class ReleaseGuard:
         with self._lock:
             self._catch_up()  # another process serving this entity released something: count it too
             bucket = self._rate(peer)
-            record: dict[str, Any] = {"rpc": rpc, "peer": peer, **fields, "epsilon_micro": 0}
+            # The call's request id and the coordinator's run id: an officer joins a release to a run by them.
+            record: dict[str, Any] = {"rpc": rpc, "peer": peer, **current_call_ids(), **fields, "epsilon_micro": 0}
             if basis is not None:
                 self._check_epoch(epoch, basis, mbar or 0)
                 if epoch:

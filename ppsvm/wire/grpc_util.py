@@ -30,7 +30,7 @@ from ppsvm.errors import (
     SolverError,
     WireError,
 )
-from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, new_request_id, valid_request_id
+from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, RUN_ID_METADATA, new_request_id, valid_request_id
 from ppsvm.wire.tls import TlsFiles, channel_credentials
 
 logger = logging.getLogger(__name__)
@@ -118,8 +118,9 @@ SERVER_KEEPALIVE_OPTIONS = [
 ]
 
 
-def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Channel:
-    """A channel to the party named ``peer`` at ``address``; every call on it sends a request id.
+def open_channel(address: str, *, tls: TlsFiles | None, peer: str, run: str | None = None) -> grpc.Channel:
+    """A channel to the party named ``peer`` at ``address``; every call on it sends a request id, and ``run`` (the
+    coordinator's run id, which entities record with each release) when given.
 
     With TLS the server must present a certificate from the federation CA for the
     name ``peer`` (not for the address): the federation file's id is the identity.
@@ -132,7 +133,7 @@ def open_channel(address: str, *, tls: TlsFiles | None, peer: str) -> grpc.Chann
             channel_credentials(tls),
             options=[("grpc.ssl_target_name_override", peer), *KEEPALIVE_OPTIONS],
         )
-    return grpc.intercept_channel(channel, RequestIds(peer))
+    return grpc.intercept_channel(channel, RequestIds(peer, run))
 
 
 class _CallDetails(
@@ -150,14 +151,18 @@ class RequestIds(grpc.UnaryUnaryClientInterceptor, grpc.UnaryStreamClientInterce
     called, the method, the status code and the milliseconds until the last reply message.
     """
 
-    def __init__(self, peer: str) -> None:
-        self.peer = peer
+    def __init__(self, peer: str, run: str | None = None) -> None:
+        self.peer, self.run = peer, run
 
     def _send(self, continuation: Callable[[Any, Any], Any], details: grpc.ClientCallDetails, request: Any) -> Any:
         given = [value for key, value in details.metadata or () if key == REQUEST_ID_METADATA]
         # A caller's own id is sent as it is (the server replaces one that is not a safe token) and logged if safe.
         request_id = (valid_request_id(given[0]) or "unsafe") if given else new_request_id()
-        metadata = [*(details.metadata or ()), *(() if given else [(REQUEST_ID_METADATA, request_id)])]
+        metadata = [
+            *(details.metadata or ()),
+            *(() if given else [(REQUEST_ID_METADATA, request_id)]),
+            *(() if self.run is None else [(RUN_ID_METADATA, self.run)]),
+        ]
         started = time.perf_counter()
         call = continuation(
             _CallDetails(details.method, details.timeout, metadata, details.credentials, details.wait_for_ready),

@@ -33,7 +33,14 @@ import grpc
 
 from ppsvm.constants import MAX_CALLS_PER_PEER, SERVER_WORKERS, SHUTDOWN_GRACE_S, STREAM_WRITE_TIMEOUT_S
 from ppsvm.errors import CallLimitError, ConfigError, PrivacyError
-from ppsvm.logs import ACCESS_LOGGER, REQUEST_ID_METADATA, call_fields, new_request_id, valid_request_id
+from ppsvm.logs import (
+    ACCESS_LOGGER,
+    REQUEST_ID_METADATA,
+    RUN_ID_METADATA,
+    call_fields,
+    new_request_id,
+    valid_request_id,
+)
 from ppsvm.wire.certs import COORDINATOR, Role
 from ppsvm.wire.grpc_util import SERVER_KEEPALIVE_OPTIONS, abort, host_of
 from ppsvm.wire.health import HEALTH_SERVICE, OPEN_METHODS, Health, Readiness, add_health
@@ -183,14 +190,20 @@ class _ObservedCall:
         self.method = method
         self.service, self.name = split_method(method)
         self.metrics = metrics
-        sent = next((value for key, value in context.invocation_metadata() or () if key == REQUEST_ID_METADATA), None)
+        metadata = dict(context.invocation_metadata() or ())
+        sent, run = metadata.get(REQUEST_ID_METADATA), valid_request_id(metadata.get(RUN_ID_METADATA))
         try:
             party = peer_party(context)
             self.peer = party.name if party is not None else PLAINTEXT_PEER
             logged_peer = party.name if party is not None else context.peer()
         except ValueError:
             self.peer = logged_peer = UNRECOGNISED_PEER
-        self.fields = {"peer": logged_peer, "method": method, "request_id": valid_request_id(sent) or new_request_id()}
+        self.fields = {
+            "peer": logged_peer,
+            "method": method,
+            "request_id": valid_request_id(sent) or new_request_id(),
+            **({"run_id": run} if run else {}),
+        }
         if metrics is not None:
             metrics.requests.labels(self.service, self.name, self.peer).inc()
             metrics.in_progress.labels(self.service, self.name).inc()

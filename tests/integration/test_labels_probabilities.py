@@ -9,6 +9,7 @@ hospital's own file would.
 from __future__ import annotations
 
 import csv
+import json
 from pathlib import Path
 
 import numpy as np
@@ -48,6 +49,12 @@ def test_models_predict_declared_labels_with_calibrated_probabilities(federation
     assert model.labels == ("B", "M") and model.calibration is not None
     calibration = model.training["calibration"]
     assert calibration["method"] == "platt" and calibration["brier"] < calibration["brier_class_frequency"]
+    # Each release names the training run that asked for it and its request (issue 30 item 6).
+    log = json.loads(ppsvm("entity", "releases", "--config", str(split_dir / "r0c0.toml"), "--json").stdout)
+    kernels = [r for r in log["releases"] if r["rpc"] == "KernelBlock"]
+    assert kernels and all(r["run_id"] == model.training["run_id"] and r["request_id"] for r in kernels)
+    table = ppsvm("entity", "releases", "--config", str(split_dir / "r0c0.toml")).stdout
+    assert "run" in table.splitlines()[1] and model.training["run_id"] in table
 
     figures = run.evaluate()
     assert figures["brier"] < figures["brier_class_frequency"], figures

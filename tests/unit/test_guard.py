@@ -477,3 +477,15 @@ def test_the_metrics_count_refusals_for_rate_and_disk(tmp_path: Path, monkeypatc
         "ppsvm_entity_releases_refused_disk": 1,
         "ppsvm_entity_release_log_write_failures": 0,
     }
+
+
+def test_a_release_records_its_request_and_run(tmp_path: Path) -> None:
+    """Issue 30 item 6: the call's request id and the coordinator's run id go into the release's log record."""
+    from ppsvm.logs import call_fields
+
+    g = guard(new_log(tmp_path))
+    with call_fields(request_id="req-1", run_id="run-7"):
+        record = g.charge("Records", "coordinator", rows=3)
+    assert record["request_id"] == "req-1" and record["run_id"] == "run-7"
+    plain = g.charge("Records", "coordinator", rows=3)  # outside a call (a tool, a test): neither
+    assert "request_id" not in plain and "run_id" not in plain
