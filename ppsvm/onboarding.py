@@ -205,10 +205,16 @@ def publish(
     missing = sorted(set(roles) - set(by_name))
     extra = sorted(set(by_name) - set(roles))
     if missing or extra:
+        clients_named = [name for name in extra if by_name[name].share_key is None]  # made as a client (or coordinator)
+        hint = (
+            f" (prediction clients are named with --client: add {' '.join('--client ' + n for n in clients_named)})"
+            if clients_named
+            else ""
+        )
         raise ConfigError(
             f"requests and plan differ: {'no request from ' + ', '.join(missing) if missing else ''}"
             f"{'; ' if missing and extra else ''}{'requests from parties the plan does not name: ' if extra else ''}"
-            f"{', '.join(extra)}"
+            f"{', '.join(extra)}{hint}"
         )
     for entity in federation.entities:
         if by_name[entity.id].share_key is None:

@@ -140,6 +140,18 @@ class Basis:
         width = f" mu = {self.mu:g}" if self.kernel == "gaussian" else ""
         return f"{self.kernel}{width}, scaling {self.fingerprint()}"
 
+    def differences(self, other: Basis) -> list[str]:
+        """The fields in which ``other`` differs from this view: of "kernel", "mu", "scaling"."""
+        return [
+            name
+            for name, differs in (
+                ("kernel", self.kernel != other.kernel),
+                ("mu", self.mu != other.mu),
+                ("scaling", (self.low, self.high) != (other.low, other.high)),
+            )
+            if differs
+        ]
+
 
 class UsedNonces:
     """The nonces an entity has answered, as keyed 64-bit fingerprints: 8 bytes a nonce.
@@ -443,7 +455,8 @@ class ReleaseGuard:
             raise PrivacyError(
                 f"entity {self.who} serves its random basis B_j under one view per basis epoch, pinned by the epoch's "
                 f"first kernel release: epoch {epoch}, {pinned.describe()}; this request asks {basis.describe()} "
-                "(fields kernel, mu, scaling). A second view adds equations per record; another view needs a new epoch "
+                f"(it differs in {', '.join(pinned.differences(basis))}). A second view adds equations per record; "
+                "another view needs a new epoch "
                 "(`ppsvm entity epoch --next` at every member of its column block, refused beyond the privacy limits)"
             )
 

@@ -176,6 +176,17 @@ def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
     assert abs(evaluation["error_rate"] - exact) <= 45 / len(labels)
 
 
+def test_the_audit_of_a_dp_federation_names_only_dp_releases(dp_federation) -> None:
+    """Issue 30 item 6: the audit of entities that all serve the DP protocol lists no kernel-block releases."""
+    run, _ = dp_federation
+    report = json.loads(ppsvm("audit", "--federation", str(run.federation_path), "--json").stdout)
+    assert set(report["learns"]) == {"coordinator", "other entities", "network observers"}
+    assert "no record id, label, range or kernel block" in report["learns"]["coordinator"]
+    assert not [f for f in report["findings"] if f["topic"] == "rule 3"]
+    guards = [f["text"] for f in report["findings"] if f["topic"] == "guard"]
+    assert len(guards) == 3 and all("serves the dp protocol" in text for text in guards)
+
+
 def test_public_only_needs_no_entity_and_non_private_release_needs_consent(dp_federation) -> None:
     run, public = dp_federation
     summary = json.loads(train(run, public, "--method", "public-only").stdout)

@@ -205,7 +205,8 @@ def test_publish_refuses_missing_extra_and_altered_requests(tmp_path: Path) -> N
     with pytest.raises(ConfigError, match="no request from r0c1"):
         publish([p for p in requests if "r0c1" not in p.name])
     stranger = onboarding.init_party(tmp_path / "stranger", "stranger", "client")
-    with pytest.raises(ConfigError, match="parties the plan does not name: stranger"):
+    with pytest.raises(ConfigError, match=r"parties the plan does not name: stranger \(prediction clients are named "
+                       r"with --client: add --client stranger\)"):  # fmt: skip
         publish([*requests, stranger])
     document = json.loads(requests[0].read_text())
     document["csr"] = document["csr"].replace(document["csr"].splitlines()[3], document["csr"].splitlines()[4])
