@@ -77,6 +77,8 @@ RECORD_IDS_GROUP = "record-ids"
 _REQUEST_FORMAT = "ppsvm enrolment request 1"
 _ENROLMENT_FORMAT = "ppsvm enrolment 1"
 _IMAGE = "ppsvm:local"
+# Where an entity container sees a data file that lives outside its bundle (mounted read-only).
+DATA_MOUNT = "/data"
 
 
 def request_file(name: str) -> str:
@@ -369,13 +371,16 @@ def join(
             else:
                 filename = pair_secret_file_name(*published.groups[group])
             files[filename] = (secret.hex() + "\n", PRIVATE_MODE)
+        mount, data = _data_mount(bundle, data)
         files[f"{name}.toml"] = (_entity_config(entity, published, data, extra_tables), PRIVATE_MODE)
         if not (bundle / release_log_name(name)).exists():
             files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
-        files["compose.yml"] = (_entity_compose(name, _port(entity.address)), PUBLIC_MODE)
+        environment = [table["url_env"] for header, table in extra_tables if header == "[data]" and "url_env" in table]
+        files["compose.yml"] = (_entity_compose(name, _port(entity.address), mount, environment), PUBLIC_MODE)
     elif role == COORDINATOR:
         files[FEDERATION_FILE] = ((published_dir / FEDERATION_FILE).read_text(encoding="utf-8"), PUBLIC_MODE)
-        files["compose.yml"] = (_coordinator_compose(name), PUBLIC_MODE)
+        addresses = [e.address for e in published.federation.entities]
+        files["compose.yml"] = (_coordinator_compose(name, addresses), PUBLIC_MODE)
     write_all(bundle, files)
     # The shares and the key that opened them did their work: nothing in the bundle can make them again.
     for leftover in (OWN_SHARES_FILE, SHARE_KEY_FILE):
@@ -443,22 +448,41 @@ def _port(address: str) -> int:
     return int(address.rsplit(":", 1)[1])
 
 
-def _entity_compose(name: str, port: int) -> str:
+def _data_mount(bundle: Path, data: str) -> tuple[str | None, str]:
+    """Where an entity's data file is seen from its container: a path inside the bundle as it is (the bundle is
+    mounted at /ppsvm); any other file's directory mounted read-only at DATA_MOUNT, and the config names the file
+    there. Returns (the host directory to mount or None, the path the config names)."""
+    if not data:
+        return None, data
+    path = Path(data) if Path(data).is_absolute() else (bundle / data)
+    try:
+        path.resolve().relative_to(bundle.resolve())
+    except ValueError:
+        return str(path.resolve().parent), f"{DATA_MOUNT}/{path.name}"
+    return None, data
+
+
+def _entity_compose(name: str, port: int, data_mount: str | None = None, environment: Sequence[str] = ()) -> str:
     health = ["ppsvm", "health", f"127.0.0.1:{port}", "--timeout", "3"]
     health += ["--ca", f"/ppsvm/{CA_FILE}", "--cert", f"/ppsvm/{certificate_file(name)}"]
     health += ["--key", f"/ppsvm/{key_file(name)}"]
+    volumes = ["./:/ppsvm", *([f"{data_mount}:{DATA_MOUNT}:ro"] if data_mount else [])]
     return (
         f"# ppsvm entity {name}, this organisation's service only: `docker-compose up -d` in this directory.\n"
+        f"# The image: build it once from a ppsvm checkout, `docker build -t {_IMAGE} .` (README: Docker).\n"
         "# The directory is mounted read-write: the release log beside the config must outlive the container.\n"
-        f"# Open TCP port {port} to the coordinator's address only.\n"
+        + (f"# The data file's directory {data_mount} is mounted read-only at {DATA_MOUNT}.\n" if data_mount else "")
+        + (f"# Set {', '.join(environment)} in the shell that runs docker-compose.\n" if environment else "")
+        + f"# Open TCP port {port} to the coordinator's address only.\n"
         'version: "2.4"\n'
         "services:\n"
         f"  {name}:\n"
         f"    image: {_IMAGE}\n"
         f'    command: ["ppsvm", "entity", "--config", "/ppsvm/{name}.toml"]\n'
         f'    ports: ["{port}:{port}"]\n'
-        "    volumes: ['./:/ppsvm']\n"
-        "    working_dir: /ppsvm\n"
+        f"    volumes: {json.dumps(volumes)}\n"
+        + (f"    environment: {json.dumps(list(environment))}\n" if environment else "")
+        + "    working_dir: /ppsvm\n"
         "    restart: unless-stopped\n"
         "    healthcheck:\n"
         f"      test: {json.dumps(['CMD', *health])}\n"
@@ -469,10 +493,11 @@ def _entity_compose(name: str, port: int) -> str:
     )
 
 
-def _coordinator_compose(name: str) -> str:
+def _coordinator_compose(name: str, addresses: Sequence[str]) -> str:
     return (
         f"# ppsvm coordinator {name}: train once with `docker-compose run --rm train`; the model: ./model.json.\n"
-        "# It only dials out (to every entity's port 50051); it needs no open port.\n"
+        f"# The image: build it once from a ppsvm checkout, `docker build -t {_IMAGE} .` (README: Docker).\n"
+        f"# It only dials out, to the entities at {', '.join(addresses)}; it needs no open port.\n"
         'version: "2.4"\n'
         "services:\n"
         "  train:\n"

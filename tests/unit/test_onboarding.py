@@ -7,6 +7,7 @@ import stat
 from pathlib import Path
 
 import pytest
+import yaml
 from cryptography import x509
 
 from ppsvm import onboarding
@@ -165,6 +166,23 @@ def test_a_substituted_share_key_is_caught(tmp_path: Path) -> None:
         shares.open_sealed(sealed, bytes.fromhex((root / "r1c0" / "share.key").read_text()), origin="relayed")
     # What the forger can open, it can read: the reason members compare fingerprints out of band.
     assert shares.open_sealed(sealed, forged.private, origin="relayed")[1] is not None
+
+
+def test_a_data_file_outside_the_bundle_is_mounted_where_the_config_names_it(tmp_path: Path) -> None:
+    """Issue 30 item 2: `org join --data /host/path` gives a container config and compose file that agree."""
+    root = _onboard(tmp_path, join=False)
+    host = tmp_path / "hospital-share" / "patients.csv"
+    onboarding.join(root / "r0c0", root / "published", root / "relay", data=str(host),
+                    extra_tables=[("[data]", {"source": "sql", "url_env": "HOSPITAL_DB", "table": "t"})])  # fmt: skip
+    config = (root / "r0c0" / "r0c0.toml").read_text(encoding="utf-8")
+    assert 'data = "/data/patients.csv"' in config
+    service = yaml.safe_load((root / "r0c0" / "compose.yml").read_text(encoding="utf-8"))["services"]["r0c0"]
+    assert service["volumes"] == ["./:/ppsvm", f"{host.parent}:/data:ro"]
+    port = next(e.address for e in ENTITIES if e.id == "r0c0").rsplit(":", 1)[1]
+    assert service["environment"] == ["HOSPITAL_DB"] and service["ports"] == [f"{port}:{port}"]
+    onboarding.join(root / "coordinator", root / "published", None)
+    coordinator = (root / "coordinator" / "compose.yml").read_text(encoding="utf-8")
+    assert all(e.address in coordinator for e in ENTITIES) and "docker build -t ppsvm:local" in coordinator
 
 
 def test_a_missing_share_is_named(tmp_path: Path) -> None:
