@@ -55,7 +55,9 @@ def test_three_classes_from_one_fetch_through_the_command_line(federation, tmp_p
           str(run.split_dir / "model.json"), "--ids", str(run.split_dir / "ids.txt"), "--out", str(out))  # fmt: skip
     scored = list(csv.DictReader(out.open()))
     assert {row["prediction"] for row in scored} <= {"0", "1", "2"}
-    assert all(1 / 3 <= float(row["probability"]) <= 1 for row in scored)  # the largest of three
+    # The predicted class's probability (normalised over the three): the largest decision value need not have the
+    # largest probability, since each class has its own sigmoid.
+    assert all(0 < float(row["probability"]) < 1 for row in scored)
     right = np.mean(
         [row["prediction"] == str(int(float(record["label"]))) for row, record in zip(scored, records, strict=True)]
     )

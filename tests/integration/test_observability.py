@@ -146,6 +146,7 @@ _MACHINE_MADE = re.compile(
     r"|\bipv[46]:\S+"  # gRPC peer strings
     r"|\b(?:nu|mu) = [0-9.e+-]+"  # the grid point tuning chose
     r"|(?:error rate|relative error) [0-9.]+"  # and its cross-validated error
+    r"|Brier score [0-9.]+ \([0-9.]+ for the class frequency\)"  # the calibration's out-of-fold figures
 )
 
 

@@ -82,6 +82,9 @@ def test_demo_json_and_no_process_left(tmp_path: Path) -> None:
         "balanced_accuracy",
         "calibration",
         "roc",
+        "brier",
+        "brier_class_frequency",
+        "reliability",
     }
     matrix = evaluation["confusion_matrix"]
     assert sum(matrix.values()) == evaluation["n_test"]
