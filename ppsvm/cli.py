@@ -33,7 +33,7 @@ from ppsvm.cli_arguments import (
 from ppsvm.config import load_federation, toml_string
 from ppsvm.constants import HEALTH_DEADLINE_S, TASKS
 from ppsvm.core.kernels import KERNELS
-from ppsvm.data.dataset import load_dataset
+from ppsvm.data.dataset import load_dataset, shown_categories
 from ppsvm.data.partition import SplitOptions, split_dataset
 from ppsvm.entity import cli as entity_cli
 from ppsvm.errors import ConfigError, PpsvmError
@@ -73,6 +73,10 @@ def cmd_split(args: argparse.Namespace) -> int:
         f"and {result.federation_path}; prediction clients of `coordinator serve` use {DEFAULT_CLIENT_NAME}.pem and "
         f"{DEFAULT_CLIENT_NAME}.key"
     )
+    if dataset.categories:
+        names = dataset.feature_names
+        listed = "; ".join(f"{names[k]}: {shown_categories(values)}" for k, values in dataset.categories.items())
+        print(f"categorical features, declared with their categories in each cell's [schema]: {listed}")
     if args.bundles:
         from ppsvm.onboarding import bundle_split
 
@@ -89,6 +93,27 @@ def cmd_split(args: argparse.Namespace) -> int:
         )
         for group, fingerprint in groups.items():
             print(f"  {group}: {fingerprint}")
+    return 0
+
+
+def cmd_schema_infer(args: argparse.Namespace) -> int:
+    """Print (or write) the [data] and [schema] tables of an entity config for the user's own data file."""
+    from ppsvm.data.inference import entity_tables
+    from ppsvm.files import PRIVATE_MODE, write_atomic
+
+    # A [data] source reads its columns by their header names.
+    options = dataclasses.replace(dataset_options_from_args(args, args.task), header=True)
+    dataset = load_dataset(args.data, options)
+    if args.out is None:
+        sys.stdout.write(entity_tables(str(Path(args.data).resolve()), dataset, options))
+        return 0
+    out = Path(args.out)
+    if out.exists() and not args.overwrite:
+        raise ConfigError(f"{out} exists; choose another file or pass --overwrite")
+    # The config names its data relative to its own directory.
+    data = os.path.relpath(Path(args.data).resolve(), out.resolve().parent)
+    write_atomic(out, entity_tables(data, dataset, options), PRIVATE_MODE)
+    print(f"wrote the [data] and [schema] tables for {args.data} to {out}")
     return 0
 
 
@@ -272,8 +297,31 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
         help="also make one bundle per organisation in DIR by the onboarding steps (`ppsvm org`, `ppsvm operator`), "
         "with fresh keys and secrets: each holds only its owner's",
     )
-    add_dataset_arguments(split)
+    add_dataset_arguments(split, categorical=True)
     split.set_defaults(run=cmd_split)
+
+    schema = commands.add_parser(
+        "schema", help="entity schemas: propose the [data] and [schema] tables of a config from a data file"
+    )
+    schema_commands = schema.add_subparsers(dest="schema_command", required=True, metavar="COMMAND")
+    infer = schema_commands.add_parser(
+        "infer",
+        help="print the [data] and [schema] tables an entity config needs for your own CSV file",
+        description="Reads DATA (a CSV file with a header line) as `ppsvm split` reads it and prints the [data] "
+        "table (path, id, label, labels) and one [[schema.features]] per feature column: numbers with bounds "
+        "rounded outwards from their values, categorical columns (given with --categorical, or any column whose "
+        "values are not all numbers) with every category the file holds, sorted. The members of a column block "
+        "must declare the same features, categories and bounds: agree them before training. With --missing impute "
+        "each feature declares what a missing value becomes (its mean, its most frequent category).",
+    )
+    infer.add_argument("data", metavar="DATA", help="the data file (CSV with a header line)")
+    infer.add_argument("--task", choices=TASKS, default="classify", help="classify (default) or regress")
+    infer.add_argument(
+        "--out", metavar="FILE", help="write the tables to FILE (mode 0600; DATA named relative to it) instead"
+    )
+    infer.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+    add_dataset_arguments(infer, categorical=True)
+    infer.set_defaults(run=cmd_schema_infer)
 
     certs = commands.add_parser(
         "certs",
@@ -388,7 +436,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
         "runs with the same seed give the same figures (default %(default)s)",
     )
     add_connection_arguments(demo, federation=False)
-    add_dataset_arguments(demo)
+    add_dataset_arguments(demo, categorical=True)
     add_basis_argument(demo)
     demo.set_defaults(run=cmd_demo)
 

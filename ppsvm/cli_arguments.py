@@ -269,8 +269,12 @@ def _column_ref(text: str) -> ColumnRef:
     return int(text) if _INTEGER.fullmatch(text) else text
 
 
-def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
-    """Add the options of :class:`DatasetOptions` (except the task) to `parser`."""
+def add_dataset_arguments(parser: argparse.ArgumentParser, categorical: bool = False) -> None:
+    """Add the options of :class:`DatasetOptions` (except the task) to `parser`.
+
+    ``categorical``: also ``--categorical``, and infer as categorical every column of text (commands that write an
+    entity's [schema], which encodes categories; others read numbers only).
+    """
     group = parser.add_argument_group("dataset")
     group.add_argument(
         "--label", default="-1", help="label column: 0-based index (negative from the end) or header name (default -1)"
@@ -285,7 +289,17 @@ def add_dataset_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="COLUMNS",
         help="columns to drop: indices or header names, comma-separated or repeated",
     )
-    group.add_argument("--id-column", help="column holding record ids (default: the data row number)")
+    group.add_argument("--id-column", "--id", help="column holding record ids (default: the data row number)")
+    if categorical:
+        group.add_argument(
+            "--categorical",
+            action="append",
+            metavar="COLUMNS",
+            help="columns whose values are categories (indices or header names, comma-separated or repeated); a "
+            "column whose values are not all numbers is one anyway (said so, with its categories). The categories "
+            "are every value the whole file holds, sorted: they become part of the [schema] every member of the "
+            "column's block declares and agrees on, and each is one 0/1 column of the encoding",
+        )
     group.add_argument(
         "--missing",
         choices=("refuse", "drop", "impute"),
@@ -318,7 +332,9 @@ def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOpt
     DatasetOptions
         Integer-looking column references become indices, others header names.
     """
-    drop = tuple(_column_ref(part.strip()) for item in args.drop for part in item.split(",") if part.strip())
+    drop = _column_refs(args.drop)
+    # Only where add_dataset_arguments was asked for --categorical: text columns are then inferred as categorical.
+    infer_categorical = hasattr(args, "categorical")
     return DatasetOptions(
         label=_column_ref(args.label),
         positive=args.positive,
@@ -332,7 +348,14 @@ def dataset_options_from_args(args: argparse.Namespace, task: str) -> DatasetOpt
         else ("", *(token.strip() for token in args.missing_values.split(","))),
         header=args.header,
         delimiter=args.delimiter,
+        categorical=_column_refs(getattr(args, "categorical", None) or []),
+        infer_categorical=infer_categorical,
     )
+
+
+def _column_refs(items: list[str]) -> tuple[ColumnRef, ...]:
+    """Column references given comma-separated or repeated."""
+    return tuple(_column_ref(part.strip()) for item in items for part in item.split(",") if part.strip())
 
 
 def read_id_list(path: str) -> list[str]:

@@ -16,10 +16,11 @@ try:
     from sklearn.base import BaseEstimator
     from sklearn.model_selection import train_test_split
     from sklearn.utils import Tags
-    from sklearn.utils.validation import check_is_fitted, validate_data
+    from sklearn.utils.validation import check_consistent_length, check_is_fitted, column_or_1d
 except ImportError as error:
     raise ImportError("ppsvm's estimators need scikit-learn: pip install 'ppsvm[api]'") from error
 
+from ppsvm.api.columns import fit_input, later_input
 from ppsvm.api.estimators import (
     RandomStateLike,
     TwoClassPredictions,
@@ -137,6 +138,8 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         Parameters
         ----------
         X : array-like, shape (m, d)
+            Numbers; a pandas DataFrame's category, object and string columns are one-hot encoded, with the
+            categories X holds (:mod:`ppsvm.api.columns`).
         y : array-like, shape (m,)
             Two distinct labels.
         X_public : array-like, shape (k, d), optional
@@ -148,7 +151,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         -------
         self
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        X, y = fit_input(self, X, y, ensure_min_samples=2)
         self.classes_, signed = two_classes(y, type(self).__name__)
         _, run_seed = simulation_seeds(self.random_state)
         noised = self.method != "public-only" and self.mechanism != NON_PRIVATE
@@ -209,7 +212,10 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
                 np.arange(len(signed)), test_size=count, stratify=signed, random_state=seed
             )
             return fit_records(X[public], signed[public]), fit_records(X[private], signed[private])
-        X_public, labels = validate_data(self, X_public, y_public, reset=False, dtype=np.float64)
+        if y_public is None:
+            raise ConfigError("X_public was given without y_public")
+        X_public, labels = later_input(self, X_public), column_or_1d(y_public)
+        check_consistent_length(X_public, labels)
         unknown = sorted(set(np.unique(labels).tolist()) - set(self.classes_.tolist()))
         if unknown:
             raise DataError(f"y_public holds labels {unknown[:5]} that y does not: {self.classes_.tolist()}")
@@ -227,7 +233,7 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
         ndarray, shape (m,)
         """
         check_is_fitted(self)
-        return self.model_.decision(validate_data(self, X, reset=False, dtype=np.float64))
+        return self.model_.decision(later_input(self, X))
 
     def __sklearn_tags__(self) -> Tags:
         tags = super().__sklearn_tags__()

@@ -29,10 +29,11 @@ try:
     from sklearn.base import BaseEstimator, ClassifierMixin, RegressorMixin
     from sklearn.utils import Tags, check_random_state
     from sklearn.utils.multiclass import check_classification_targets, type_of_target
-    from sklearn.utils.validation import _check_sample_weight, check_is_fitted, validate_data
+    from sklearn.utils.validation import _check_sample_weight, check_is_fitted
 except ImportError as error:
     raise ImportError("ppsvm's estimators need scikit-learn: pip install 'ppsvm[api]'") from error
 
+from ppsvm.api.columns import encoded_blocks, fit_input, later_input
 from ppsvm.api.inprocess import new_record_kernel, simulate, simulation_secrets
 from ppsvm.constants import DEFAULT_FOLDS
 from ppsvm.coordinator.train import TrainOptions, train
@@ -144,7 +145,8 @@ class _RandomKernelEstimator(BaseEstimator):
 
         ``cells``: the task the cells are written for, when not the estimator's (class numbers of a multiclass fit are
         written as a regression's values: ``ppsvm split`` writes classification labels as +-1)."""
-        blocks = self._feature_blocks(X.shape[1])
+        # Blocks of the columns given (names refer to them); an encoded category's columns stay in its column's.
+        blocks = encoded_blocks(self.columns_, self._feature_blocks(self.n_features_in_))
         for j, block in enumerate(blocks):
             if len(block) < 2:
                 raise ConfigError(
@@ -218,7 +220,7 @@ class _RandomKernelEstimator(BaseEstimator):
 
     def _decision(self, X: Any) -> np.ndarray:
         check_is_fitted(self)
-        X = validate_data(self, X, reset=False, dtype=np.float64)
+        X = later_input(self, X)
         return self.model_.decision(new_record_kernel(self.model_, self._secrets, self.column_blocks_, X))
 
 
@@ -305,7 +307,7 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
         -------
         self
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, ensure_min_samples=2)
+        X, y = fit_input(self, X, y, ensure_min_samples=2)
         check_classification_targets(y)
         if isinstance(self.class_weight, Mapping):
             sample_weight = _class_weights(self.class_weight, y) * (1.0 if sample_weight is None else sample_weight)
@@ -393,7 +395,7 @@ class RandomKernelRegressor(RegressorMixin, _RandomKernelEstimator):
         -------
         self
         """
-        X, y = validate_data(self, X, y, dtype=np.float64, y_numeric=True, ensure_min_samples=2)
+        X, y = fit_input(self, X, y, y_numeric=True, ensure_min_samples=2)
         X, y, weights = weighted_rows(X, y, sample_weight)
         self._fit(X, np.asarray(y, dtype=np.float64), weights)
         return self

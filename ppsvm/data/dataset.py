@@ -17,17 +17,17 @@ import csv
 import logging
 import math
 import re
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable, Container, Iterator, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal, NoReturn
+from typing import Any, Literal, NoReturn
 
 import numpy as np
 
 from ppsvm.constants import MAX_CSV_LINE_CHARS, TASKS
 from ppsvm.data.cell import repeated_id
 from ppsvm.data.delimited import Table, bounded_lines, check_header, open_text, read_table, stripped_records
-from ppsvm.data.schema import Feature, has_numeric_token
+from ppsvm.data.schema import MAX_CATEGORIES, Feature, category_order, has_numeric_token
 from ppsvm.errors import ConfigError, DataError
 
 __all__ = ["Dataset", "DatasetOptions", "load_dataset"]
@@ -74,6 +74,11 @@ class DatasetOptions:
         The first non-blank line holds column names.
     delimiter : str
         One-character field separator.
+    categorical : tuple of str or int
+        Feature columns whose values are categories, not numbers (see :class:`Dataset`).
+    infer_categorical : bool
+        Also treat as categorical every feature column whose non-missing values are not all numbers (logged,
+        with the categories); otherwise such a column is an error.
     """
 
     label: ColumnRef = -1
@@ -86,6 +91,8 @@ class DatasetOptions:
     missing_values: tuple[str, ...] = DEFAULT_MISSING_VALUES
     header: bool = False
     delimiter: str = ","
+    categorical: tuple[ColumnRef, ...] = ()
+    infer_categorical: bool = False
 
     def __post_init__(self) -> None:
         if self.positive is not None and self.negative is not None:
@@ -110,13 +117,20 @@ class Dataset:
         Unique record ids (numpy unicode dtype).
     X : ndarray of float64, shape (m, n)
         Finite feature values; NaN only for missing values loaded with ``missing="impute"``, which
-        :func:`ppsvm.data.partition.split_dataset` fills per entity.
+        :func:`ppsvm.data.partition.split_dataset` fills per entity. A categorical feature's value is the
+        index of the record's category in ``categories``.
     y : ndarray of float64, shape (m,)
         +1/-1 for classification, real targets for regression.
     feature_names : tuple of str, length n
         Header names, else ``"x<original column index>"``.
     source : str
         Path the data was read from.
+    categories : dict of int to tuple of str
+        The categorical features, by index into ``feature_names``: their categories, the values found in the
+        whole file sorted by :func:`ppsvm.data.schema.category_order`.
+    label_values : tuple of (str, str) or None
+        Classification: the label column's value that became +1 and the one that became -1, where each class
+        is one value.
     """
 
     ids: np.ndarray
@@ -124,6 +138,8 @@ class Dataset:
     y: np.ndarray
     feature_names: tuple[str, ...]
     source: str
+    categories: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    label_values: tuple[str, str] | None = None
 
     def __post_init__(self) -> None:
         # Catches hand-built (e.g. synthetic) datasets whose parts disagree.
@@ -183,13 +199,34 @@ def _load_lines(path: Path, source: str, options: DatasetOptions, max_line_chars
     label_column, id_column, feature_columns = _resolve_columns(path, table.n_columns, table.header, options)
     tokens = frozenset(options.missing_values)
 
-    X, missing, problems, unlisted = _parse_features(table, feature_columns, tokens)
+    categorical = _categorical_columns(table, feature_columns, options, tokens)
+    X, missing, problems, unlisted = _parse_features(table, feature_columns, tokens, skip=categorical)
+    categories: dict[int, tuple[str, ...]] = {}
+    for k, c in enumerate(feature_columns):
+        if c not in categorical:
+            continue
+        values, codes = np.unique(np.array([row[c] for row in table.rows], dtype=str), return_inverse=True)
+        where = _column_where(path, table.header, c)
+        first_text = categorical[c]
+        X[:, k], categories[k] = _category_codes(
+            where if first_text is None else f"{where} (first text: {first_text})", values.tolist(), codes, tokens
+        )
+        missing[:, k] = np.isnan(X[:, k])
+        if first_text is not None:
+            logger.info(
+                "%s holds text (%s): categorical, with %d categories: %s",
+                where,
+                first_text,
+                len(categories[k]),
+                shown_categories(categories[k]),
+            )
     label_missing = np.array([row[label_column] in tokens for row in table.rows])
     refused = (
         [_missing_summary(table, missing, feature_columns)] if options.missing == "refuse" and missing.any() else []
     )
     if problems or refused:
-        raise DataError(_problem_report(table, problems, unlisted, refused, options.header, feature_columns, tokens))
+        numeric = [c for c in feature_columns if c not in categorical]
+        raise DataError(_problem_report(table, problems, unlisted, refused, options.header, numeric, tokens))
     ids = _record_ids(table, id_column, tokens)
 
     def missing_label(r: int) -> NoReturn:
@@ -200,13 +237,20 @@ def _load_lines(path: Path, source: str, options: DatasetOptions, max_line_chars
 
     keep = _apply_missing_policy(path, options, missing, label_missing, missing_label)
     kept_rows = np.flatnonzero(keep)
+    label_values = None
     if options.task == "classify":
         raw_labels = [row[label_column] for row, kept in zip(table.rows, keep, strict=True) if kept]
-        y = _classification_labels(path, label_column, raw_labels, options)
+        y, label_values = _classification_labels(path, label_column, raw_labels, options)
     else:
         y = _regression_targets(table, label_column, kept_rows)
     return Dataset(
-        ids=ids[keep], X=X[keep], y=y, feature_names=_feature_names(table.header, feature_columns), source=source
+        ids=ids[keep],
+        X=X[keep],
+        y=y,
+        feature_names=_feature_names(table.header, feature_columns),
+        source=source,
+        categories=categories,
+        label_values=label_values,
     )
 
 
@@ -235,27 +279,35 @@ def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_cha
     header, n_columns, offset = _first_records(path, options, max_line_chars)
     try:
         label_column, id_column, feature_columns = _resolve_columns(path, n_columns, header, options)
+        categorical = _declared_categorical(path, n_columns, header, options, feature_columns)
     except ConfigError as refused:
         raise columnar.NotColumnar("") from refused  # the line-by-line reader says so, or what it finds first
 
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    types = {str(c): pa.float64() for c in feature_columns}
-    types[str(label_column)] = pa.dictionary(pa.int32(), pa.string()) if options.task == "classify" else pa.float64()
+    words = pa.dictionary(pa.int32(), pa.string())
+    types = {str(c): words if c in categorical else pa.float64() for c in feature_columns}
+    types[str(label_column)] = words if options.task == "classify" else pa.float64()
     if id_column is not None:
         types[str(id_column)] = pa.string()
     if scan.quoted:  # the dropped columns too: a field quoted after a space may have split or joined fields there
         types |= {str(c): pa.string() for c in range(n_columns) if str(c) not in types}
-    table = columnar.read_csv_columns(
-        path,
-        types,
-        column_names=[str(c) for c in range(n_columns)],
-        delimiter=delimiter,
-        missing=sorted(tokens),
-        quoted=scan.quoted,
-        offset=offset,
-    )
+    try:
+        table = columnar.read_csv_columns(
+            path,
+            types,
+            column_names=[str(c) for c in range(n_columns)],
+            delimiter=delimiter,
+            missing=sorted(tokens),
+            quoted=scan.quoted,
+            offset=offset,
+        )
+    except columnar.NotColumnar as declined:
+        if options.infer_categorical:  # most likely a column of text: the line-by-line reader infers its categories
+            reason = f"{declined.reason} (a text column's categories are inferred line by line)"
+            raise columnar.NotColumnar(reason) from None
+        raise
     m = table.num_rows
     if not m:
         raise columnar.NotColumnar("")  # the line-by-line reader says "no data rows"
@@ -266,10 +318,19 @@ def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_cha
     ):
         raise columnar.NotColumnar("a text field holds a quote or a line end")
 
-    blocks = [
-        columnar.numbers(Feature(f"column {c}", "number", impute=math.nan), table.column(str(c)), text=True)
-        for c in feature_columns
-    ]
+    blocks: list[Any] = []
+    categories: dict[int, tuple[str, ...]] = {}
+    for k, c in enumerate(feature_columns):
+        if c not in categorical:
+            blocks.append(
+                columnar.numbers(Feature(f"column {c}", "number", impute=math.nan), table.column(str(c)), text=True)
+            )
+            continue
+        raw_values, value_codes = columnar.distinct(table.column(str(c)), text=True)
+        if scan.quoted and any(re.search(structural, str(value)) for value in raw_values):
+            raise columnar.NotColumnar("a category holds a quote or a line end")
+        codes_of, categories[k] = _category_codes(_column_where(path, header, c), raw_values, value_codes, tokens)
+        blocks.append(codes_of[:, None])
     X = columnar.assembled(blocks, np.zeros(m, dtype=bool))[0]
     # Every value read is finite (numbers declines otherwise): NaN is exactly a missing one.
     missing = np.isnan(X) if any(isinstance(block, np.ndarray) for block in blocks) else np.zeros(X.shape, bool)
@@ -299,6 +360,7 @@ def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_cha
 
     keep = _apply_missing_policy(path, options, missing, label_missing, missing_label)
     every = bool(keep.all())
+    label_values = None
     if options.task == "classify":
         kept_codes = codes if every else codes[keep]
         counts = np.bincount(kept_codes, minlength=len(values))
@@ -306,6 +368,7 @@ def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_cha
         signs = np.zeros(len(values))  # 0.0: values only on rows dropped
         try:
             signs[present] = _label_signs(path, label_column, _counted(values, counts, present), options)
+            label_values = _label_pair([values[k] for k in present.tolist()], signs[present].tolist())
         except DataError:
             # Raised again with the values listed as the line-by-line reader meets them (the same checks fail).
             present, first = np.unique(kept_codes, return_index=True)
@@ -320,6 +383,8 @@ def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_cha
         y=y,
         feature_names=_feature_names(header, feature_columns),
         source=source,
+        categories=categories,
+        label_values=label_values,
     )
 
 
@@ -421,17 +486,19 @@ def _resolve_columns(
 
 
 def _parse_features(
-    table: Table, columns: list[int], tokens: frozenset[str]
+    table: Table, columns: list[int], tokens: frozenset[str], skip: Container[int] = ()
 ) -> tuple[np.ndarray, np.ndarray, list[str], int]:
     """Feature values (m, n) (NaN where missing), a mask (m, n) of missing cells, the first
-    :data:`MAX_REPORTED_PROBLEMS` problems found in file order, and how many more there were."""
+    :data:`MAX_REPORTED_PROBLEMS` problems found in file order, and how many more there were. The columns in
+    ``skip`` (categorical ones) are left 0 and not missing."""
     X = np.zeros((len(table.rows), len(columns)))
     missing = np.zeros(X.shape, dtype=bool)
     problems: list[str] = []
     unlisted = 0
+    numeric = [(k, c) for k, c in enumerate(columns) if c not in skip]
     for r, fields in enumerate(table.rows):
         values = X[r]
-        for k, c in enumerate(columns):
+        for k, c in numeric:
             text = fields[c]
             if text in tokens:
                 missing[r, k] = True
@@ -451,6 +518,97 @@ def _parse_features(
             else:
                 unlisted += 1
     return X, missing, problems, unlisted
+
+
+def _declared_categorical(
+    path: Path, n: int, header: tuple[str, ...] | None, options: DatasetOptions, feature_columns: list[int]
+) -> list[int]:
+    """The columns ``options.categorical`` names, as 0-based indices, sorted.
+
+    Raises
+    ------
+    ConfigError
+        A column that does not exist, or is the label, the id or a dropped column.
+    """
+    declared = {_resolve_column(path, n, header, ref, "categorical") for ref in options.categorical}
+    for c in sorted(declared - set(feature_columns)):
+        raise ConfigError(f"{path}: column {c} is declared categorical but is the label, the id or a dropped column")
+    return sorted(declared)
+
+
+def _categorical_columns(
+    table: Table, feature_columns: list[int], options: DatasetOptions, tokens: frozenset[str]
+) -> dict[int, str | None]:
+    """The categorical feature columns: each declared one (None), and with ``options.infer_categorical`` each whose
+    non-missing values are not all numbers, with the place and value of its first text ("line 7: 'F'").
+
+    Raises
+    ------
+    DataError
+        Text columns are inferred from a file read without --header whose first line looks like a header.
+    """
+    declared = _declared_categorical(table.path, table.n_columns, table.header, options, feature_columns)
+    found: dict[int, str | None] = dict.fromkeys(declared)
+    if not options.infer_categorical:
+        return found
+    for c in feature_columns:
+        if c in found:
+            continue
+        r = next((r for r, row in enumerate(table.rows) if not _number_or_missing(row[c], tokens)), None)
+        if r is not None:
+            found[c] = f"line {table.line_numbers[r]}: {table.rows[r][c]!r}"
+    if len(found) > len(declared) and not options.header and _looks_like_header(table, feature_columns, tokens):
+        names = ", ".join(repr(table.rows[0][c]) for c in feature_columns[:_MAX_LISTED_VALUES])
+        raise DataError(
+            f"{table.path}: line {table.line_numbers[0]} looks like a header ({names}, ...): pass --header, or its "
+            "names would be read as categories"
+        )
+    return found
+
+
+def _category_codes(
+    where: str, values: list[str | None], codes: np.ndarray, tokens: frozenset[str]
+) -> tuple[np.ndarray, tuple[str, ...]]:
+    """A categorical column's values as indices into its categories (NaN where missing), shape (m,), and the
+    categories: its distinct non-missing values, stripped and sorted by :func:`category_order`.
+
+    Parameters
+    ----------
+    where : str
+        The column, for an error.
+    values : list of str or None, length d
+        The column's distinct raw values (None: a null).
+    codes : ndarray of int, shape (m,)
+        Each record's index into ``values``.
+    tokens : frozenset of str
+        Text that means a missing value.
+
+    Raises
+    ------
+    DataError
+        More distinct values than :data:`~ppsvm.data.schema.MAX_CATEGORIES`.
+    """
+    texts = [None if value is None else value.strip() for value in values]
+    categories = tuple(sorted({text for text in texts if text is not None and text not in tokens}, key=category_order))
+    if len(categories) > MAX_CATEGORIES:
+        raise DataError(
+            f"{where}: {len(categories):,} distinct values, more than the {MAX_CATEGORIES} categories a feature may "
+            "have (free text, an id or a number column with a typo?): drop the column with --drop or fix it"
+        )
+    position = {category: float(k) for k, category in enumerate(categories)}
+    lookup = np.array([math.nan if text is None else position.get(text, math.nan) for text in texts])
+    return lookup[codes], categories
+
+
+def shown_categories(categories: Sequence[str]) -> str:
+    """Categories for a message: the first few, quoted, and how many in all."""
+    listed = ", ".join(repr(category) for category in categories[:_MAX_LISTED_VALUES])
+    return listed + (f", ... ({len(categories)} in all)" if len(categories) > _MAX_LISTED_VALUES else "")
+
+
+def _column_where(path: Path, header: tuple[str, ...] | None, column: int) -> str:
+    """A column for messages: file, 0-based column index and header name."""
+    return f"{path}, column {column}" + (f" ({header[column]!r})" if header is not None else "")
 
 
 def _looks_like_header(table: Table, columns: list[int], tokens: frozenset[str]) -> bool:
@@ -566,13 +724,22 @@ def _listing(counts: dict[str, int]) -> str:
     return shown + (", ..." if len(counts) > _MAX_LISTED_VALUES else "")
 
 
-def _classification_labels(path: Path, label_column: int, raw: list[str], options: DatasetOptions) -> np.ndarray:
-    """Map raw label strings (m,) to +1/-1."""
+def _classification_labels(
+    path: Path, label_column: int, raw: list[str], options: DatasetOptions
+) -> tuple[np.ndarray, tuple[str, str] | None]:
+    """Map raw label strings (m,) to +1/-1; also the two values, where each class is one (:func:`_label_pair`)."""
     counts: dict[str, int] = {}
     for value in raw:
         counts[value] = counts.get(value, 0) + 1
     signs = dict(zip(counts, _label_signs(path, label_column, counts, options).tolist(), strict=True))
-    return np.array([signs[value] for value in raw])
+    return np.array([signs[value] for value in raw]), _label_pair(list(signs), list(signs.values()))
+
+
+def _label_pair(values: Sequence[str], signs: Sequence[float]) -> tuple[str, str] | None:
+    """The raw label values (d,) of +1 and of -1 given each one's sign (d,), or None where a class has several."""
+    positive = [value for value, sign in zip(values, signs, strict=True) if sign > 0]
+    negative = [value for value, sign in zip(values, signs, strict=True) if sign < 0]
+    return (positive[0], negative[0]) if len(positive) == len(negative) == 1 else None
 
 
 def _label_signs(path: Path, label_column: int, counts: dict[str, int], options: DatasetOptions) -> np.ndarray:

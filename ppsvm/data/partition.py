@@ -34,7 +34,8 @@ from ppsvm.core.kernels import KERNELS
 from ppsvm.core.randomness import new_secret_hex
 from ppsvm.core.release_log import new_release_log_text
 from ppsvm.data.dataset import Dataset
-from ppsvm.data.schema import numeric_schema, outward_bounds
+from ppsvm.data.inference import proposed_schema, schema_tables
+from ppsvm.data.schema import Feature, Schema
 from ppsvm.errors import ConfigError, DataError
 from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 from ppsvm.wire.certs import (
@@ -203,11 +204,9 @@ def split_dataset(
     blocks = feature_blocks(n, options.cols, column_blocks)
     dataset, imputed = _impute_per_row_block(dataset, train_blocks, test_blocks)
 
-    # Each feature's declared bounds, proposed from all its records and rounded outwards: a column block's members
-    # declare the same (the features check compares them), and the scaling never depends on who holds what.
-    bounds = np.array([outward_bounds(float(column.min()), float(column.max())) for column in dataset.X.T]).reshape(
-        -1, 2
-    )
+    # Each feature's declared bounds or categories, proposed from all its records: a column block's members declare
+    # the same (the features check compares them), and the scaling never depends on who holds what.
+    schema = proposed_schema(dataset)
     files: dict[str, tuple[str | bytes, int]] = {}
     entity_names: list[str] = []
     cells: list[dict[str, Any]] = []
@@ -219,8 +218,8 @@ def split_dataset(
             files[f"{name}.csv"] = (cell, PRIVATE_MODE)
             members = [f"r{row}c{j}" for row in range(options.rows)]
             peers = [f"r{i}c{col}" for col in range(options.cols) if col != j]
-            features = [dataset.feature_names[k] for k in columns]
-            entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features, bounds[columns])
+            features = [schema.features[k] for k in columns]
+            entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features)
             files[f"{name}.toml"] = (entity_toml, PRIVATE_MODE)
             # A new cell has released nothing: its log starts here (an entity refuses to start without one).
             files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
@@ -282,9 +281,10 @@ def split_dataset(
 def _impute_per_row_block(
     dataset: Dataset, train_blocks: list[np.ndarray], test_blocks: list[np.ndarray]
 ) -> tuple[Dataset, dict[str, int]]:
-    """Fill missing (NaN) values with the column means of each row block's training records.
+    """Fill missing (NaN) values with the column means of each row block's training records (a categorical
+    feature's most frequent category, the first in order on a tie).
 
-    Entity (i, j) holds row block i's values of column block j's features, so these are means it could compute
+    Entity (i, j) holds row block i's values of column block j's features, so these are values it could compute
     from its own training records alone: nothing from the test records or from another party enters.
 
     Returns
@@ -310,13 +310,19 @@ def _impute_per_row_block(
                 f"{dataset.source}: row block {i} has no observed training value of feature(s) {names} to impute "
                 "from; drop the column(s) or use --missing drop"
             )
-        means = np.nansum(X[train], axis=0) / np.maximum(observed, 1)
+        fills = np.nansum(X[train], axis=0) / np.maximum(observed, 1)
+        for k, categories in dataset.categories.items():  # a category's index, not a mean of indices
+            codes = X[train, k]
+            fills[k] = np.argmax(np.bincount(codes[~np.isnan(codes)].astype(np.int64), minlength=len(categories)))
         block = X[rows]
         holes = np.isnan(block)
-        block[holes] = np.broadcast_to(means, block.shape)[holes]
+        block[holes] = np.broadcast_to(fills, block.shape)[holes]
         X[rows] = block
         imputed[f"row block {i}"] = int(holes.sum())
-    logger.warning("imputed %d missing values with each row block's training means", sum(imputed.values()))
+    logger.warning(
+        "imputed %d missing values with each row block's training means (most frequent categories)",
+        sum(imputed.values()),
+    )
     return dataclasses.replace(dataset, X=X), imputed
 
 
@@ -488,7 +494,13 @@ def _cell_lines(dataset: Dataset, rows: np.ndarray, held_out: np.ndarray, column
     # The rows gathered once (each a contiguous run of X), then read a column at a time; the line end joined to
     # the last column alone, not copied with the whole line.
     values = dataset.X[np.ix_(rows, columns)]
-    texts = [_float_texts(values[:, k]) for k in range(values.shape[1])]
+    # A categorical feature's text, as the csv module writes it: the entity reads it through its [schema].
+    texts = [
+        pc.take(pa.array([_csv_field(c) for c in dataset.categories[c]], pa.string()), values[:, k].astype(np.int64))
+        if c in dataset.categories
+        else _float_texts(values[:, k])
+        for k, c in enumerate(columns.tolist())
+    ]
     texts[-1] = pc.binary_join_element_wise(texts[-1], "", "\n")
     text = pc.binary_join_element_wise(ids, label_texts, split, *texts, ",")
     offsets = np.frombuffer(text.buffers()[1], dtype=np.int32)[text.offset : text.offset + len(text) + 1]
@@ -541,15 +553,11 @@ def _entity_toml(
     column_block: int,
     members: list[str],
     peers: list[str],
-    features: list[str],
-    bounds: np.ndarray,
+    features: list[Feature],
 ) -> str:
-    # The schema the cell was written with: every feature a number (split imputed any gap before writing), with
-    # its proposed bounds (shape (len(features), 2)).
-    schema = [
-        ("[[schema.features]]", {**feature.as_dict(), "low": float(low), "high": float(high)})
-        for feature, (low, high) in zip(numeric_schema(features).features, bounds, strict=True)
-    ]
+    # The schema the cell was written with (split imputed any gap before writing): numbers with their proposed
+    # bounds, categories with the whole file's.
+    schema = schema_tables(Schema(tuple(features)))
     return toml_document(
         f"ppsvm entity {name}: private to this data owner; never give this file to the coordinator.",
         [

@@ -7,9 +7,11 @@ without looking at anyone's data:
 - a ``number`` feature is one column; a missing value is refused (naming the file, row and
   column) unless the schema states a value to impute;
 - a ``category`` feature becomes one 0/1 column per category **declared in the config**, in
-  the declared order. Categories are never learned from the data: the encoded width would
-  then publish which categories the entity's records hold. A value outside the declared
-  list is refused; a missing one is refused or imputed with a declared category.
+  the declared order. An entity never learns them from its records: the encoded width would
+  then publish which categories its records hold. ``ppsvm split`` and ``ppsvm schema infer``
+  propose them (sorted by :func:`category_order`) from the whole file its owner holds, before
+  any split, for the column block to agree on. A value outside the declared list is refused;
+  a missing one is refused or imputed with a declared category.
 
 - a ``number`` feature may declare its bounds ``low`` and ``high``, agreed by the column block (they are in
   the fingerprint): the [0, 1] scaling of the random kernel then comes from them, not from the records'
@@ -242,6 +244,21 @@ def _number(value: Any, name: str, row: int, locate: Locate) -> float:
     if not math.isfinite(number):
         raise DataError(f"{locate(row, name)}: {str(value)[:40]!r} is not a finite number")
     return number
+
+
+def category_order(value: Any) -> tuple[int, float, str]:
+    """Sort key of categories: numbers (or text that reads as one) by value first, then text as text.
+
+    Every category list proposed from data (``ppsvm split``, ``ppsvm schema infer``, the estimators) is sorted by it,
+    so that its order never depends on which value came first and 1, 2, 10 stay in that order.
+    """
+    if isinstance(value, bool | np.bool_):
+        return 0, float(value), str(value)
+    try:
+        number = float(value)
+    except (TypeError, ValueError):
+        return 1, 0.0, str(value)
+    return (0, number, str(value)) if math.isfinite(number) else (1, 0.0, str(value))
 
 
 def parse_schema(table: Any, where: str) -> Schema:
