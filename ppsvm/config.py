@@ -129,6 +129,9 @@ class EntityConfig:
         reconstruction risk exceeds ``single_block_max_gain``.
     single_block_max_gain : float
         ``[privacy] single_block_max_gain``.
+    label_names : (str, str) or None
+        The label values models predict for -1 and +1, (negative, positive): a ``[data]`` table's ``labels``, or
+        for a cell CSV (labels -1/+1) ``[entity] label_names = [negative, positive]``; None: -1 and +1 themselves.
     """
 
     id: str
@@ -157,6 +160,7 @@ class EntityConfig:
     pair_secret_files: tuple[tuple[str, Path], ...] = ()
     single_block_consent: bool = False
     single_block_max_gain: float = DEFAULT_SINGLE_BLOCK_MAX_GAIN
+    label_names: tuple[str, str] | None = None
 
     def read_pair_secrets(self) -> dict[str, bytes]:
         """Row-block peer id -> the secret this entity shares with it (hex text in a file, decoded)."""
@@ -365,7 +369,20 @@ def load_entity_config(path: str | Path) -> EntityConfig:
         pair_secret_files=_pair_secrets(table, entity_id, where, base),
         single_block_consent=_get(privacy, SINGLE_BLOCK_CONSENT_KEY, bool, f"{path} [privacy]", False),
         single_block_max_gain=_single_block_gain(privacy, path),
+        label_names=_label_names(table, data, where),
     )
+
+
+def _label_names(table: dict[str, Any], data: DataSource, where: str) -> tuple[str, str] | None:
+    """(negative, positive) as the models should name the labels: ``[data] labels`` or ``[entity] label_names``."""
+    names = _get(table, "label_names", list, where, None)
+    if names is None:
+        return None if data.labels is None else (data.labels[1], data.labels[0])
+    if data.labels is not None:
+        raise ConfigError(f"{where}: label_names is for a cell CSV's -1/+1 labels; the [data] table's labels name them")
+    if len(names) != 2 or not all(isinstance(n, str) and n for n in names) or names[0] == names[1]:
+        raise ConfigError(f"{where}: label_names must be two different texts [negative, positive], got {names!r}")
+    return (names[0], names[1])
 
 
 def _pair_secrets(table: dict[str, Any], entity_id: str, where: str, base: Path) -> tuple[tuple[str, Path], ...]:

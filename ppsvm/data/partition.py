@@ -219,7 +219,9 @@ def split_dataset(
             members = [f"r{row}c{j}" for row in range(options.rows)]
             peers = [f"r{i}c{col}" for col in range(options.cols) if col != j]
             features = [schema.features[k] for k in columns]
-            entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features)
+            # The raw label values of -1 and +1 (e.g. B and M): the models then predict them.
+            names = None if dataset.label_values is None else (dataset.label_values[1], dataset.label_values[0])
+            entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features, names)
             files[f"{name}.toml"] = (entity_toml, PRIVATE_MODE)
             # A new cell has released nothing: its log starts here (an entity refuses to start without one).
             files[release_log_name(name)] = (new_release_log_text(name), PRIVATE_MODE)
@@ -554,6 +556,7 @@ def _entity_toml(
     members: list[str],
     peers: list[str],
     features: list[Feature],
+    label_names: tuple[str, str] | None = None,
 ) -> str:
     # The schema the cell was written with (split imputed any gap before writing): numbers with their proposed
     # bounds, categories with the whole file's.
@@ -572,6 +575,7 @@ def _entity_toml(
                     "id_key_file": ID_KEY_FILE,
                     "column_block_members": members,
                     **({"pair_secrets": {peer: pair_secret_file_name(name, peer) for peer in peers}} if peers else {}),
+                    **({"label_names": list(label_names)} if label_names else {}),
                 },
             ),
             ("[tls]", {**_tls_files(name), "coordinator": DEFAULT_COORDINATOR_NAME}),

@@ -41,11 +41,6 @@ def _peer(context: grpc.ServicerContext) -> str:
     return ",".join(sorted(peer_names(context))) or context.peer()
 
 
-def _label_names(labels: tuple[str, str] | None) -> tuple[str, ...]:
-    """The declared (positive, negative) label values as Metadata sends them: (negative, positive), or none."""
-    return () if labels is None else (labels[1], labels[0])
-
-
 class EntityServicer(pb_grpc.EntityServicer):
     """Serves one cell. Every answer is computed by :class:`EntityCore`, which passes it through the release guard."""
 
@@ -64,7 +59,7 @@ class EntityServicer(pb_grpc.EntityServicer):
             n_train=len(cell.train_ids),
             n_test=len(cell.test_ids),
             has_labels=cell.y_train is not None,
-            label_names=_label_names(self.core.config.data.labels) if cell.y_train is not None else (),
+            label_names=self.core.config.label_names or () if cell.y_train is not None else (),
             scoring_source="" if self.core.scoring is None else ("ok" if self.core.scoring.readable else "unreadable"),
             non_private_override=self.core.config.non_private_override,
             ppsvm_version=__version__,

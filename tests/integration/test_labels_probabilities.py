@@ -32,7 +32,8 @@ def _declare_text_labels(split_dir: Path) -> None:
             row[1] = {"1": "M", "-1": "B"}[row[1]]
         with cell.open("w", newline="") as handle:
             csv.writer(handle, lineterminator="\n").writerows(rows)
-        text = config.read_text().replace(f'data = "{config.stem}.csv"\n', "")
+        # split named the cell's -1/+1 labels (label_names); a [data] table that maps text labels names them itself.
+        text = config.read_text().replace(f'data = "{config.stem}.csv"\n', "").replace('label_names = ["B", "M"]\n', "")
         table = (
             f'[data]\nsource = "csv"\npath = "{config.stem}.csv"\nid = "id"\nlabel = "label"\nsplit = "split"\n'
             'labels = { positive = "M", negative = "B" }\n\n'

@@ -269,6 +269,9 @@ def test_serve_predicts_by_record_id(federation) -> None:
             assert [p.id for p in reply.predictions] == asked
             np.testing.assert_allclose([p.decision for p in reply.predictions], expected, atol=1e-10)
             assert all(p.prediction == (1.0 if p.decision >= 0 else -1.0) for p in reply.predictions)
+            # split wrote the raw labels' names into the configs (M -> +1): the answers carry them.
+            assert model.labels == ("B", "M")
+            assert [p.label for p in reply.predictions] == ["M" if p.prediction > 0 else "B" for p in reply.predictions]
             # An id no entity holds is listed as not found; the batch's other ids are answered.
             partly = stub.Predict(pb.PredictRequest(ids=["no-such-record", asked[0]]), timeout=30)
             assert list(partly.not_found) == ["no-such-record"] and [p.id for p in partly.predictions] == asked[:1]

@@ -54,6 +54,12 @@ def test_entity_config_round_trip_paths_relative_to_file(tmp_path: Path) -> None
     assert config.source == path
 
 
+def test_label_names_name_a_cell_s_labels(tmp_path: Path) -> None:
+    config = load_entity_config(write(tmp_path / "e.toml", entity_toml(label_names='["healthy", "sick"]')))
+    assert config.label_names == ("healthy", "sick")
+    assert load_entity_config(write(tmp_path / "f.toml", entity_toml())).label_names is None
+
+
 def test_entity_config_defaults_and_override(tmp_path: Path) -> None:
     text = entity_toml(listen=None, secret_file=None, secret_env='"PPSVM_SECRET"')
     text += "\n[privacy]\nnon_private_allow_mbar_at_least_features = true\n"
@@ -96,6 +102,9 @@ def test_entity_config_absolute_data_path_kept(tmp_path: Path) -> None:
             entity_toml() + '[privacy]\nnon_private_allow_mbar_at_least_features = "yes"\n',
             ["'non_private_allow_mbar_at_least_features' must be true or false"],
         ),
+        (entity_toml(label_names='["B"]'), ["label_names must be two different texts [negative, positive]"]),
+        (entity_toml(label_names='["B", "B"]'), ["label_names must be two different texts"]),
+        (entity_toml(label_names='"B"'), ["'label_names' must be"]),
         ("[entity\nid = 'x'\n", ["is not valid TOML"]),
         ("[entity]\nid = \n", ["is not valid TOML"]),
     ],
