@@ -1,7 +1,7 @@
 #!/usr/bin/env sh
 # Regenerate docker/demo/: per-organisation bundles for the 2 x 2 checkerboard split of WDBC that
 # docker-compose.yml mounts, made by the same onboarding steps organisations run apart (`ppsvm org`,
-# `ppsvm operator`; README "Deploying across organisations").
+# `ppsvm operator`; docs/tutorials/deployment.md).
 #
 #   docker/make-demo.sh          # from the repository root; replaces docker/demo/
 #

@@ -445,7 +445,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run one ``ppsvm`` command; its exit status, chosen here for every command (README: Errors and exit status).
+    """Run one ``ppsvm`` command; its exit status, chosen here for every command (docs/reference/errors.md).
 
     0 on success; 1 on any error of :mod:`ppsvm.errors`, printed as one line ``ppsvm: error: ...``
     without a traceback (and from ``audit`` when a condition fails); 2 when the command line does

@@ -24,8 +24,7 @@ def register(commands: Any) -> None:
         help="one organisation's side of onboarding: its own keys, shares and bundle",
         description="Each organisation runs these in its own directory; its private keys never leave it. "
         "Order: init (send the request to the operator), seal (send the sealed shares to the operator, who "
-        "relays them), join (with what the operator published and relayed). See the README's "
-        '"Deploying across organisations".',
+        "relays them), join (with what the operator published and relayed). See docs/tutorials/deployment.md.",
     )
     steps = org.add_subparsers(dest="step", required=True, metavar="STEP")
 

@@ -2,7 +2,7 @@
 
 Every kind derives from :class:`PpsvmError`. A server answers each kind with one gRPC status code
 (the mapping is ``ppsvm.wire.grpc_util.status_for``); the ``ppsvm`` command prints any of them on one
-line, without a traceback, and exits with status 1 (``ppsvm.cli.main``). The README's "Errors and exit
+line, without a traceback, and exits with status 1 (``ppsvm.cli.main``). The docs' "Errors and exit
 status" has the table.
 
 The pure math of ``ppsvm.core`` raises ValueError (or TypeError, for an argument of the wrong type)

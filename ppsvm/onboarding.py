@@ -77,6 +77,7 @@ RECORD_IDS_GROUP = "record-ids"
 _REQUEST_FORMAT = "ppsvm enrolment request 1"
 _ENROLMENT_FORMAT = "ppsvm enrolment 1"
 _IMAGE = "ppsvm:local"
+_DOCKER_PAGE = "docs/how-to/docker-compose.md"
 # Where an entity container sees a data file that lives outside its bundle (mounted read-only).
 DATA_MOUNT = "/data"
 
@@ -341,7 +342,7 @@ def join(
         coordinator or client, which hold no group secret.
     data : str
         An entity's data source as its config names it (a CSV path relative to the bundle, or see the
-        README for Parquet and SQL sources).
+        docs/tutorials/own-data.md for Parquet and SQL sources).
     extra_tables : (header, table) pairs
         More tables for the entity's config (e.g. its ``[[schema.features]]``).
 
@@ -469,7 +470,7 @@ def _entity_compose(name: str, port: int, data_mount: str | None = None, environ
     volumes = ["./:/ppsvm", *([f"{data_mount}:{DATA_MOUNT}:ro"] if data_mount else [])]
     return (
         f"# ppsvm entity {name}, this organisation's service only: `docker-compose up -d` in this directory.\n"
-        f"# The image: build it once from a ppsvm checkout, `docker build -t {_IMAGE} .` (README: Docker).\n"
+        f"# The image: build it once from a ppsvm checkout, `docker build -t {_IMAGE} .` ({_DOCKER_PAGE}).\n"
         "# The directory is mounted read-write: the release log beside the config must outlive the container.\n"
         + (f"# The data file's directory {data_mount} is mounted read-only at {DATA_MOUNT}.\n" if data_mount else "")
         + (f"# Set {', '.join(environment)} in the shell that runs docker-compose.\n" if environment else "")
@@ -496,7 +497,7 @@ def _entity_compose(name: str, port: int, data_mount: str | None = None, environ
 def _coordinator_compose(name: str, addresses: Sequence[str]) -> str:
     return (
         f"# ppsvm coordinator {name}: train once with `docker-compose run --rm train`; the model: ./model.json.\n"
-        f"# The image: build it once from a ppsvm checkout, `docker build -t {_IMAGE} .` (README: Docker).\n"
+        f"# The image: build it once from a ppsvm checkout, `docker build -t {_IMAGE} .` ({_DOCKER_PAGE}).\n"
         f"# It only dials out, to the entities at {', '.join(addresses)}; it needs no open port.\n"
         'version: "2.4"\n'
         "services:\n"

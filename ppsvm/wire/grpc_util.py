@@ -2,7 +2,7 @@
 
 Every status code a ppsvm server chooses comes from :func:`status_for`: servicer methods wrapped by
 :func:`unary_handler` or :func:`stream_handler` raise an error of :mod:`ppsvm.errors`, and the
-interceptors of :mod:`ppsvm.wire.server` refuse a call by :func:`abort` with one. The README's
+interceptors of :mod:`ppsvm.wire.server` refuse a call by :func:`abort` with one. The docs'
 "Errors and exit status" lists the kinds, their codes and the command's exit codes.
 """
 

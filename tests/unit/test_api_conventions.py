@@ -1,6 +1,6 @@
 """scikit-learn's own estimator checks on the three estimators, as users construct them.
 
-The checks that cannot pass are expected failures with their reasons; the README's "Python API"
+The checks that cannot pass are expected failures with their reasons; the docs' "Python API" page
 section lists the same ones (a test below keeps the two in step).
 """
 
@@ -16,7 +16,7 @@ from sklearn.utils.estimator_checks import parametrize_with_checks
 
 from ppsvm import DpHybridClassifier, RandomKernelClassifier, RandomKernelRegressor
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+PYTHON_API_PAGE = Path(__file__).resolve().parents[2] / "docs" / "how-to" / "python-api.md"
 
 PRIVACY_FLOOR = (
     "the check's blobs have 2 features, so privacy rule 3 (mbar < n_j) allows one random point: the kernel "
@@ -74,8 +74,9 @@ def test_scikit_learn_estimator_checks(estimator: BaseEstimator, check: Callable
     check(estimator)
 
 
-def test_the_readme_lists_every_expected_failure() -> None:
-    section = README.read_text(encoding="utf-8").split("## Python API", 1)[1].split("\n## ", 1)[0]
+def test_the_python_api_page_lists_every_expected_failure() -> None:
+    section = PYTHON_API_PAGE.read_text(encoding="utf-8")
     for name, failures in EXPECTED_FAILURES.items():
         for check in failures:
-            assert re.search(rf"{name}\b.*`{check}`|`{check}`.*{name}\b", section), f"README lacks {name}: {check}"
+            found = re.search(rf"{name}\b.*`{check}`|`{check}`.*{name}\b", section)
+            assert found, f"docs/how-to/python-api.md lacks {name}: {check}"

@@ -1,7 +1,7 @@
 """House rules (issue 11): ruff lint and format clean on ppsvm/, tests/ and benchmarks/, mypy clean on ppsvm.
 
 The tools run as subprocesses of this interpreter (``python -m ruff``, ``python -m mypy``, both pinned in the
-``test`` extra) with the settings in pyproject.toml, so the README's one test command, which .ci/run runs,
+``test`` extra) with the settings in pyproject.toml, so the one test command of the README, which .ci/run runs,
 enforces them. The generated gRPC stubs are excluded there: a test diffs them against protoc's output.
 """
 
