@@ -96,6 +96,10 @@ _SHARED_DOC = """
     n_features_in_ : int
     feature_names_in_ : ndarray of str, shape (n_features_in_,)
         Only when X had column names (e.g. a pandas DataFrame).
+    columns_ : ppsvm.api.columns.ColumnEncoding or None
+        How each column of X is encoded: a pandas ``category``, object or string column becomes one 0/1 column per
+        category the fit data holds (sorted), kept in its column's block; the others are numbers. None when X was
+        not a DataFrame.
 
     Notes
     -----
