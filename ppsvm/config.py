@@ -376,12 +376,16 @@ def load_entity_config(path: str | Path) -> EntityConfig:
 def _label_names(table: dict[str, Any], data: DataSource, where: str) -> tuple[str, str] | None:
     """(negative, positive) as the models should name the labels: ``[data] labels`` or ``[entity] label_names``."""
     names = _get(table, "label_names", list, where, None)
+    declared = None if data.labels is None else (data.labels[1], data.labels[0])
     if names is None:
-        return None if data.labels is None else (data.labels[1], data.labels[0])
-    if data.labels is not None:
-        raise ConfigError(f"{where}: label_names is for a cell CSV's -1/+1 labels; the [data] table's labels name them")
+        return declared
     if len(names) != 2 or not all(isinstance(n, str) and n for n in names) or names[0] == names[1]:
         raise ConfigError(f"{where}: label_names must be two different texts [negative, positive], got {names!r}")
+    if declared is not None and tuple(names) != declared:
+        raise ConfigError(
+            f"{where}: label_names {names!r} differ from the [data] table's labels (negative {declared[0]!r}, "
+            f"positive {declared[1]!r}); keep one of them"
+        )
     return (names[0], names[1])
 
 

@@ -447,10 +447,12 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
     with Session(federation, options.deadline) as session:
         metadata = session.load_metadata()
         check_public_schema(public, metadata)
-        if declared_labels(session) != public.labels:
+        # A public source of text labels must name them as the entities do; one of -1/+1 labels takes their names.
+        labels = declared_labels(session)
+        if public.labels is not None and labels != public.labels:
             raise ConfigError(
-                f"{public.where} declares labels {public.labels or '-1/+1'} (negative, positive), the entities "
-                f"{declared_labels(session) or '-1/+1'}: write the public source again from an entity config"
+                f"{public.where} declares labels {public.labels} (negative, positive), the entities "
+                f"{labels or '-1/+1'}: write the public source again from an entity config"
             )
         check_preflight(preflight(metadata, options), options)
         private = options.mechanism != NON_PRIVATE
@@ -493,7 +495,7 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
         )
         if options.threshold_epsilon is not None:
             model = with_threshold(session, model, public.X, options.threshold_epsilon)
-        model = calibrated(dataclasses.replace(model, labels=public.labels), public.X, public.y)
+        model = calibrated(dataclasses.replace(model, labels=labels), public.X, public.y)
     return dataclasses.replace(model, training={**model.training, "seconds": time.perf_counter() - started})
 
 

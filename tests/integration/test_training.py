@@ -215,7 +215,9 @@ def test_product_basis_model_equals_central(federation, kernel: str) -> None:
         ours = classification_objective(K, y, 10.0, np.array(model.u), model.gamma)
         assert ours == pytest.approx(central_objective, rel=1e-7)
         return
-    np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=0)
+    # The two kernels agree to about 1e-12, and the LP turns that into 2e-10 of relative difference in u: coefficients
+    # near 124 once differed by 1.6e-8, so large ones are compared relatively.
+    np.testing.assert_allclose(model.u, central.u, atol=1e-8, rtol=1e-9)
     assert abs(model.gamma - central.gamma) < 1e-8
     assert result["error_rate"] == pytest.approx(central.test_figures()["error_rate"], abs=1e-12)
 
