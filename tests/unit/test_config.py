@@ -395,6 +395,21 @@ def test_entity_config_reads_a_data_table_and_its_schema(tmp_path: Path) -> None
     assert config.schema.encoded_names == ("age", "smoker=never", "smoker=current")
 
 
+def test_label_names_may_repeat_the_data_table_s_labels_but_not_contradict_them(tmp_path: Path) -> None:
+    labels = SQL_DATA + 'labels = { positive = "sick", negative = "healthy" }\n'
+    agree = entity_toml(data=None, label_names='["healthy", "sick"]') + labels + SCHEMA_TOML
+    assert load_entity_config(write(tmp_path / "a.toml", agree)).label_names == ("healthy", "sick")
+    assert load_entity_config(
+        write(tmp_path / "b.toml", entity_toml(data=None) + labels + SCHEMA_TOML)
+    ).label_names == (
+        "healthy",
+        "sick",
+    )
+    differ = entity_toml(data=None, label_names='["sick", "healthy"]') + labels + SCHEMA_TOML
+    with pytest.raises(ConfigError, match="differ from the .data. table's labels"):
+        load_entity_config(write(tmp_path / "c.toml", differ))
+
+
 @pytest.mark.parametrize(
     ("text", "fragment"),
     [
