@@ -40,7 +40,7 @@ from ppsvm.coordinator.train import TrainOptions, train
 from ppsvm.core.kernels import KernelName
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation, Task
 from ppsvm.core.model_file import TwoClassOutputs
-from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel
+from ppsvm.core.multiclass import RandomKernelModel, class_probabilities
 from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.tuning import Search
 from ppsvm.data.dataset import Dataset
@@ -266,19 +266,10 @@ class TwoClassPredictions(ClassifierMixin):
         ndarray, shape (m, 2)
         """
         decision = self.decision_function(X)  # first: it says when the estimator is not fitted
-        return _probabilities(self.model_, decision)
+        return class_probabilities(self.model_, decision)
 
     def __sklearn_tags__(self) -> Tags:
         return two_class_tags(super().__sklearn_tags__())
-
-
-def _probabilities(model: TwoClassOutputs | MulticlassModel, decision: np.ndarray) -> np.ndarray:
-    """predict_proba's answer, shape (m, classes), from decision values (m,) or, multiclass, (m, classes)."""
-    if not model.calibration:
-        reason = model.training.get("calibration", {}).get("reason", "see each member's training record")
-        raise DataError(f"this fit has no probability calibration ({reason}); predict and decision_function work")
-    probability = model.probability(decision)
-    return probability if probability.ndim == 2 else np.column_stack([1.0 - probability, probability])
 
 
 class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
@@ -358,7 +349,7 @@ class RandomKernelClassifier(ClassifierMixin, _RandomKernelEstimator):
         ndarray, shape (m, len(classes_))
         """
         decision = self.decision_function(X)  # first: it says when the estimator is not fitted
-        return _probabilities(self.model_, decision)
+        return class_probabilities(self.model_, decision)
 
     def decision_function(self, X: Any) -> np.ndarray:
         """K(x', B') u - gamma for each row; positive values predict ``classes_[1]``. With three or more classes,

@@ -38,7 +38,7 @@ from ppsvm.core.dp import DEFAULT_N_FREQUENCIES
 from ppsvm.core.dp_model import DpModel, load_any_model
 from ppsvm.core.lp import DEFAULT_FORMULATION, Formulation
 from ppsvm.core.model import Model
-from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel
+from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel, class_probabilities
 from ppsvm.core.randomness import record_pseudonyms
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
 from ppsvm.core.tuning import Search
@@ -371,8 +371,7 @@ class Federation:
         chosen = _random_kernel(model, "Federation.predict_proba")
         if chosen.task != "classify":
             raise ConfigError("predict_proba needs a classification model; this one is a regression model")
-        probability = chosen.probability(self.decision_function(chosen, ids, id_key))
-        return probability if probability.ndim == 2 else np.column_stack([1.0 - probability, probability])
+        return class_probabilities(chosen, self.decision_function(chosen, ids, id_key))
 
     def baselines(
         self,

@@ -228,6 +228,8 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
                 # Each fit rescales its K in place: the last class may take the fetched one itself.
                 own = K if k == len(classes) - 1 else K.copy(order="K")
                 fits.append(_fit(own, columns, np.where(target == value, 1.0, -1.0), shared, advise=k == 0))
+    # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
+    timing = {"run_id": run_id, "survey_seconds": surveyed - started, "fetch_seconds": fetch_seconds}
     model_of = functools.partial(
         _model,
         options=options,
@@ -236,8 +238,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
         scaling=scaling,
         entities=tuple(ModelEntity(e.id, e.row_block, e.column_block) for e in federation.entities),
         fingerprint=fingerprint,
-        # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
-        timing={"run_id": run_id, "survey_seconds": surveyed - started, "fetch_seconds": fetch_seconds},
+        timing=timing,
         n_train=n_train,
         widths=widths,
     )
@@ -251,10 +252,8 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
             model_of(fit, labels=("rest", name), seconds=None) for fit, name in zip(fits, names, strict=True)
         ),
         training={
-            "run_id": run_id,
+            **timing,
             "n_train": int(n_train),
-            "survey_seconds": surveyed - started,
-            "fetch_seconds": fetch_seconds,
             "lp_seconds": sum(fit.solution.seconds for fit in fits),
             "seconds": time.perf_counter() - started,
         },
@@ -469,15 +468,17 @@ def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> np.ndarray
     """Two classes: labels in {-1, +1}, both among the training records (returns None). Several: whole numbers
     with three or more values among the training records (returns them sorted, shape (k,): one-vs-rest)."""
     # Comparisons, not np.unique: a sort of a million labels is 60 ms, for a check that is nearly always clean.
-    if any(((b.train_labels != 1.0) & (b.train_labels != -1.0)).any() for b in blocks):
+    unsigned = [b.row_block for b in blocks if ((b.train_labels != 1.0) & (b.train_labels != -1.0)).any()]
+    if unsigned:
         values = np.unique(np.concatenate([b.train_labels for b in blocks]))
         if len(values) >= 3 and np.all(values == np.round(values)):
             return values
         odd = values[(values != 1.0) & (values != -1.0)]
-        holders = [e.id for e in session.federation.entities if session.metadata[e.id].has_labels]
+        holders = [e.id for i in unsigned for e in session.row_block(i) if session.metadata[e.id].has_labels]
         raise DataError(
-            f"labels from entity {', '.join(holders)}: classification needs labels -1 and +1 (two classes) or "
-            f"whole numbers, one per class (three or more); got {odd[:5].tolist()} among {values[:8].tolist()}"
+            f"row block {', '.join(map(str, unsigned))} (labels from entity {', '.join(holders)}): classification "
+            "needs labels -1 and +1 (two classes) or whole numbers, one per class (three or more); got "
+            f"{odd[:5].tolist()} among {values[:8].tolist()}"
         )
     if not all(any((b.train_labels == label).any() for b in blocks) for label in (-1.0, 1.0)):
         label = next(b.train_labels[0] for b in blocks if b.train_labels.size)

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 
 from ppsvm.core.lp import Formulation, Task, solve_lp
+from ppsvm.core.metrics import ranked_groups
 from ppsvm.core.tuning import fold_indices, tuning_row_limit, tuning_rows
 
 # Lin, Lin and Weng's constants: iterations, the smallest backtracking step, the gradient tolerance and the
@@ -209,16 +210,13 @@ def reliability(labels: np.ndarray, probability: np.ndarray, bins: int = RELIABI
     list of dict
         {"predicted", "observed", "n"} per non-empty group, from the lowest probabilities up.
     """
-    order = np.argsort(probability, kind="stable")
-    groups = np.array_split(order, min(bins, len(order))) if len(order) else []
     return [
         {
             "predicted": float(np.mean(probability[group])),
             "observed": float(np.mean(labels[group] > 0)),
             "n": int(group.size),
         }
-        for group in groups
-        if group.size
+        for group in ranked_groups(probability, bins)
     ]
 
 

@@ -115,18 +115,15 @@ def classification_report(labels: np.ndarray, decision: np.ndarray) -> dict[str,
     tn, fn = int(np.sum(~positive & ~predicted)), int(np.sum(positive & ~predicted))
     sensitivity = tp / (tp + fn) if tp + fn else float("nan")
     specificity = tn / (tn + fp) if tn + fp else float("nan")
-    order = np.argsort(decision, kind="stable")
-    calibration = []
-    for chunk in np.array_split(order, min(CALIBRATION_BINS, len(order))):
-        if chunk.size:
-            calibration.append(
-                {
-                    "score_low": float(decision[chunk].min()),
-                    "score_high": float(decision[chunk].max()),
-                    "n": int(chunk.size),
-                    "positive_rate": float(np.mean(positive[chunk])),
-                }
-            )
+    calibration = [
+        {
+            "score_low": float(decision[chunk].min()),
+            "score_high": float(decision[chunk].max()),
+            "n": int(chunk.size),
+            "positive_rate": float(np.mean(positive[chunk])),
+        }
+        for chunk in ranked_groups(decision, CALIBRATION_BINS)
+    ]
     return {
         "confusion_matrix": {"true_positive": tp, "false_positive": fp, "true_negative": tn, "false_negative": fn},
         "sensitivity": sensitivity,
@@ -135,6 +132,13 @@ def classification_report(labels: np.ndarray, decision: np.ndarray) -> dict[str,
         "calibration": calibration,
         "roc": roc_points(labels, decision),
     }
+
+
+def ranked_groups(scores: np.ndarray, bins: int) -> list[np.ndarray]:
+    """The indices of ``scores`` (m,) ranked from lowest (stable on ties), cut into ``min(bins, m)`` nearly equal
+    groups, none empty: the rows of a calibration or reliability table."""
+    order = np.argsort(scores, kind="stable")
+    return [group for group in np.array_split(order, min(bins, len(order))) if group.size] if len(order) else []
 
 
 def roc_points(labels: np.ndarray, decision: np.ndarray, points: int = ROC_POINTS) -> list[list[float]]:

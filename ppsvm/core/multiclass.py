@@ -21,9 +21,11 @@ import numpy as np
 
 from ppsvm.core.kernels import KernelName, rescale_gaussian
 from ppsvm.core.lp import Task
+from ppsvm.core.model import FORMAT as MODEL_FORMAT
+from ppsvm.core.model import FORMAT_VERSION as MODEL_VERSION
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.model_file import invalid_file, read_document, read_model_text, write_document, write_model_file
-from ppsvm.errors import ConfigError
+from ppsvm.errors import ConfigError, DataError
 
 FORMAT = "ppsvm-multiclass-model"
 FORMAT_VERSION = 1
@@ -136,7 +138,8 @@ class MulticlassModel:
             classes = tuple(str(name) for name in document["classes"])
             values = tuple(float(value) for value in document["values"])
             members = tuple(
-                Model.from_json(write_document(member, "ppsvm-model", 2), f"{source} member {k}")
+                # Each member through the binary model's own reader and checks.
+                Model.from_json(write_document(member, MODEL_FORMAT, MODEL_VERSION), f"{source} member {k}")
                 for k, member in enumerate(document["members"])
             )
             model = cls(classes, values, members, dict(document.get("training", {})))
@@ -203,6 +206,32 @@ def multiclass_figures(model: MulticlassModel, targets: np.ndarray, decision: np
         figures["brier"] = float(np.mean(np.sum((model.probability(decision) - outcome) ** 2, axis=1)))
         figures["brier_class_frequency"] = float(np.mean(np.sum((shares / shares.sum() - outcome) ** 2, axis=1)))
     return figures
+
+
+def class_probabilities(model: Any, decision: np.ndarray) -> np.ndarray:
+    """The calibrated probability of each class per row, for a two-class model (DP or not) or a multiclass one.
+
+    Parameters
+    ----------
+    model : Model, MulticlassModel or DpModel
+    decision : ndarray, shape (m,), or (m, k) for a multiclass model
+
+    Returns
+    -------
+    ndarray, shape (m, 2) (negative, positive label) or (m, k) (``model.classes``)
+
+    Raises
+    ------
+    DataError
+        The model has no calibration, with the reason its training recorded.
+    """
+    if not model.calibration:
+        reason = model.training.get("calibration", {}).get("reason", "see each member's training record")
+        raise DataError(
+            f"this model has no probability calibration ({reason}); its predictions and decision values work"
+        )
+    probability = model.probability(decision)
+    return probability if probability.ndim == 2 else np.column_stack([1.0 - probability, probability])
 
 
 def prediction_outputs(model: Any, decision: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str], np.ndarray | None]:

@@ -114,3 +114,21 @@ def test_bad_multiclass_files_are_refused(change, fragment: str) -> None:  # typ
     document = json.loads(_multiclass().to_json())
     with pytest.raises(ConfigError, match=fragment):
         MulticlassModel.from_json(json.dumps(change(document)), "m.json")
+
+
+def test_labels_neither_signed_nor_classes_name_their_row_block() -> None:
+    from types import SimpleNamespace
+
+    from ppsvm.coordinator.train import _check_labels
+    from ppsvm.errors import DataError
+
+    holders = {f"r{i}c{j}": SimpleNamespace(has_labels=j == 0) for i in range(2) for j in range(2)}
+    session = SimpleNamespace(metadata=holders, row_block=lambda i: [SimpleNamespace(id=f"r{i}c{j}") for j in range(2)])
+    blocks = [
+        SimpleNamespace(row_block=0, train_labels=np.array([1.0, -1.0, 1.0])),
+        SimpleNamespace(row_block=1, train_labels=np.array([1.0, 0.5, 1.0])),  # 0.5: neither a sign nor a class
+    ]
+    with pytest.raises(DataError, match=r"row block 1 \(labels from entity r1c0\): .* got \[0.5\]"):
+        _check_labels(session, blocks)  # type: ignore[arg-type]
+    blocks[1].train_labels = np.array([2.0, 0.0, 1.0])  # with row block 0's -1: four whole-number classes
+    assert _check_labels(session, blocks).tolist() == [-1.0, 0.0, 1.0, 2.0]  # type: ignore[arg-type, union-attr]
