@@ -129,9 +129,10 @@ class EntityConfig:
         reconstruction risk exceeds ``single_block_max_gain``.
     single_block_max_gain : float
         ``[privacy] single_block_max_gain``.
-    label_names : (str, str) or None
+    label_names : tuple of str or None
         The label values models predict for -1 and +1, (negative, positive): a ``[data]`` table's ``labels``, or
-        for a cell CSV (labels -1/+1) ``[entity] label_names = [negative, positive]``; None: -1 and +1 themselves.
+        for a cell CSV (labels -1/+1) ``[entity] label_names = [negative, positive]``; with three or more names,
+        each class code's (labels 0 .. k-1, one per class); None: the label values themselves.
     """
 
     id: str
@@ -160,7 +161,7 @@ class EntityConfig:
     pair_secret_files: tuple[tuple[str, Path], ...] = ()
     single_block_consent: bool = False
     single_block_max_gain: float = DEFAULT_SINGLE_BLOCK_MAX_GAIN
-    label_names: tuple[str, str] | None = None
+    label_names: tuple[str, ...] | None = None
 
     def read_pair_secrets(self) -> dict[str, bytes]:
         """Row-block peer id -> the secret this entity shares with it (hex text in a file, decoded)."""
@@ -373,20 +374,25 @@ def load_entity_config(path: str | Path) -> EntityConfig:
     )
 
 
-def _label_names(table: dict[str, Any], data: DataSource, where: str) -> tuple[str, str] | None:
-    """(negative, positive) as the models should name the labels: ``[data] labels`` or ``[entity] label_names``."""
+def _label_names(table: dict[str, Any], data: DataSource, where: str) -> tuple[str, ...] | None:
+    """How the models should name the labels: (negative, positive) from ``[data] labels`` or ``[entity]
+    label_names``, or with three or more ``label_names`` each class code's name."""
     names = _get(table, "label_names", list, where, None)
-    declared = None if data.labels is None else (data.labels[1], data.labels[0])
+    declared = data.labels if data.labels is None or len(data.labels) > 2 else (data.labels[1], data.labels[0])
     if names is None:
         return declared
-    if len(names) != 2 or not all(isinstance(n, str) and n for n in names) or names[0] == names[1]:
-        raise ConfigError(f"{where}: label_names must be two different texts [negative, positive], got {names!r}")
+    if len(names) < 2 or not all(isinstance(n, str) and n for n in names) or len(set(names)) != len(names):
+        raise ConfigError(
+            f"{where}: label_names must be two different texts [negative, positive], or three or more (the names of "
+            f"class codes 0, 1, 2, ...), got {names!r}"
+        )
     if declared is not None and tuple(names) != declared:
         raise ConfigError(
-            f"{where}: label_names {names!r} differ from the [data] table's labels (negative {declared[0]!r}, "
-            f"positive {declared[1]!r}); keep one of them"
+            f"{where}: label_names {names!r} differ from the [data] table's labels ("
+            + (f"negative {declared[0]!r}, positive {declared[1]!r}" if len(declared) == 2 else repr(list(declared)))
+            + "); keep one of them"
         )
-    return (names[0], names[1])
+    return tuple(names)
 
 
 def _pair_secrets(table: dict[str, Any], entity_id: str, where: str, base: Path) -> tuple[tuple[str, Path], ...]:

@@ -43,7 +43,8 @@ class ColumnEncoding:
 
     @classmethod
     def fit(cls, frame: Any) -> ColumnEncoding:
-        """The encoding of a DataFrame's columns (m, n): the categories of each categorical one, from its values.
+        """The encoding of a DataFrame's columns (m, n): the categories of each categorical one, from its values (or a
+        pandas category column's declared categories).
 
         Raises
         ------
@@ -58,7 +59,9 @@ class ColumnEncoding:
                 categories.append(None)
                 continue
             _refuse_missing(column, name)
-            categories.append(tuple(sorted(set(column.astype(object).tolist()), key=category_order)))
+            # A pandas category column declares its categories, those its fit records lack too.
+            values = column.cat.categories if str(column.dtype) == "category" else column.astype(object)
+            categories.append(tuple(sorted(set(values.tolist()), key=category_order)))
         return cls(names, tuple(categories))
 
     def blocks(self) -> list[np.ndarray]:
@@ -196,7 +199,12 @@ def _one_hot(column: tuple[np.ndarray, Any], name: str, categories: tuple[Any, .
         k = position.get(value) if not _missing(value) else None
         if k is None:
             shown = ", ".join(repr(c) for c in categories[:_SHOWN]) + (", ..." if len(categories) > _SHOWN else "")
-            what = "a missing value" if _missing(value) else f"{value!r} is not a category of the fit data ({shown})"
+            what = (
+                "a missing value"
+                if _missing(value)
+                else f"{value!r} is not a category of the fit data ({shown}); declare every category with a pandas "
+                "category column (pandas.Categorical(values, categories=[...]))"
+            )
             raise DataError(f"column {name!r}, row {row!r}: {what}")
         out[i, k] = 1.0
     return out

@@ -81,7 +81,7 @@ from ppsvm.core.threshold import (
 )
 from ppsvm.data.cell import Cell
 from ppsvm.data.schema import Schema, numeric_schema, parse_schema
-from ppsvm.data.sources import DataSource, load_cell, parse_data_table, read_source
+from ppsvm.data.sources import DataSource, label_table, load_cell, parse_data_table, read_source
 from ppsvm.errors import ConfigError, DataError, PrivacyError
 from ppsvm.files import write_atomic
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
@@ -244,6 +244,8 @@ def load_public(path: Path) -> PublicRecords:
                 f"{path}: its [schema] is not the one entity {check['entity']} vouched for (edited since: names, "
                 "order, categories, imputations or bounds differ); write the file again from an entity config"
             )
+    if source.labels is not None and len(source.labels) > 2:
+        raise ConfigError(f"{path}: its labels name {len(source.labels)} classes; DP training fits two")
     labels = None if source.labels is None else (source.labels[1], source.labels[0])
     return dataclasses.replace(_public_records(read_source(source, schema), schema, str(path), check), labels=labels)
 
@@ -292,11 +294,7 @@ def write_public_source(entity_config: Path, data: Path, out: Path) -> PublicRec
         "path": os.path.relpath(data.resolve(), out.resolve().parent),
         "id": config.data.id_column,
         "label": config.data.label_column,
-        **(
-            {"labels": dict(zip(("positive", "negative"), config.data.labels, strict=True))}
-            if config.data.labels
-            else {}
-        ),
+        **({"labels": label_table(config.data.labels)} if config.data.labels else {}),
         "delimiter": config.data.delimiter,
         "missing_values": sorted(config.data.missing_values),
     }
@@ -448,7 +446,14 @@ def train_dp(federation: Federation | None, options: DpOptions) -> DpModel:
         metadata = session.load_metadata()
         check_public_schema(public, metadata)
         # A public source of text labels must name them as the entities do; one of -1/+1 labels takes their names.
-        labels = declared_labels(session)
+        declared = declared_labels(session)
+        if declared is not None and len(declared) > 2:
+            raise ConfigError(
+                f"{options.method} fits two classes; the entities' label_names name {len(declared)}: train a "
+                "random-kernel model (ppsvm coordinator train), which fits one per class, or split the data again "
+                "with --positive CLASS for that class against the rest"
+            )
+        labels = None if declared is None else (declared[0], declared[1])
         if public.labels is not None and labels != public.labels:
             raise ConfigError(
                 f"{public.where} declares labels {public.labels} (negative, positive), the entities "

@@ -15,9 +15,8 @@ import numpy as np
 from ppsvm.config import load_entity_config, load_federation
 from ppsvm.coordinator.federation import record_positions
 from ppsvm.core.kernels import KernelName
-from ppsvm.core.local_svm import fit_local, reference_basis_fraction
+from ppsvm.core.local_svm import LocalClasses, LocalModel, fit_local, local_figures, reference_basis_fraction
 from ppsvm.core.lp import Task
-from ppsvm.core.metrics import evaluate
 from ppsvm.core.tuning import Search
 from ppsvm.data.cell import Cell
 from ppsvm.data.sources import read_source
@@ -98,12 +97,14 @@ def pooled_reference(
         seed=seed,
         search=search,
     )
+    # One model per class: each class's nu and mu.
+    members = model.members if isinstance(model, LocalClasses) else (model,)
     return {
-        **evaluate(task, y_test, model.decision(X_test)),
+        **local_figures(task, model, X_test, y_test),
         "n_train": len(y_train),
         "n_test": len(y_test),
-        "basis_rows": len(model.basis),
-        "nu": model.nu,
-        "mu": model.mu,
+        "basis_rows": len(members[0].basis),
+        "nu": model.nu if isinstance(model, LocalModel) else [member.nu for member in members],
+        "mu": model.mu if isinstance(model, LocalModel) else [member.mu for member in members],
         "private": False,
     }

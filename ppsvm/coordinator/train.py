@@ -191,7 +191,13 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
         labels, classes = None, None
         if options.task == "classify":
             classes = _check_labels(session, blocks)
-            labels = declared_labels(session) if classes is None else None
+            declared = declared_labels(session)
+            if classes is None and declared is not None and len(declared) > 2:
+                raise DataError(
+                    f"the label holders name {len(declared)} classes (label_names), but their training labels are "
+                    "-1 and +1; write class codes 0 .. k-1 for several classes"
+                )
+            labels = None if declared is None else (declared[0], declared[1])
         widths = [session.n_features(j) for j in federation.column_blocks]
         n_train = sum(b.size("train") for b in blocks)
         record_weights = None if options.sample_weight is None else _record_weights(options.sample_weight, blocks)
@@ -223,8 +229,8 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
             fits = [_fit(K, columns, target, shared)]
         else:
             fits = []
-            for k, value in enumerate(classes):
-                logger.info("class %s against the rest (%d of %d)", _class_name(value), k + 1, len(classes))
+            for k, (value, name) in enumerate(zip(classes, _class_names(classes, declared), strict=True)):
+                logger.info("class %s against the rest (%d of %d)", name, k + 1, len(classes))
                 # Each fit rescales its K in place: the last class may take the fetched one itself.
                 own = K if k == len(classes) - 1 else K.copy(order="K")
                 fits.append(_fit(own, columns, np.where(target == value, 1.0, -1.0), shared, advise=k == 0))
@@ -244,7 +250,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
     )
     if classes is None:
         return model_of(fits[0], labels=labels, seconds=time.perf_counter() - started)
-    names = tuple(_class_name(value) for value in classes)
+    names = _class_names(classes, declared)
     return MulticlassModel(
         classes=names,
         values=tuple(float(value) for value in classes),
@@ -459,9 +465,23 @@ def _record_weights(sample_weight: Mapping[str, float], blocks: list[RowBlockRec
     return weights
 
 
-def _class_name(value: float) -> str:
-    """A class's name from its label value: whole numbers without the decimal point."""
-    return str(int(value)) if float(value).is_integer() else repr(float(value))
+def _class_names(classes: np.ndarray, declared: tuple[str, ...] | None) -> tuple[str, ...]:
+    """Each class's name, shape (k,): the label holders' ``label_names`` entry for its code, else its code.
+
+    Raises
+    ------
+    DataError
+        A code that the declared names do not reach.
+    """
+    if declared is None:
+        return tuple(str(int(value)) for value in classes)
+    missing = [int(value) for value in classes if not 0 <= value < len(declared)]
+    if missing:
+        raise DataError(
+            f"the label holders' label_names name {len(declared)} classes (codes 0 .. {len(declared) - 1}), but "
+            f"the training labels hold code {missing[0]}"
+        )
+    return tuple(declared[int(value)] for value in classes)
 
 
 def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> np.ndarray | None:
@@ -486,8 +506,9 @@ def _check_labels(session: Session, blocks: list[RowBlockRecords]) -> np.ndarray
     return None
 
 
-def declared_labels(session: Session) -> tuple[str, str] | None:
-    """The (negative, positive) label values the label holders declare, None when their labels are -1 and +1.
+def declared_labels(session: Session) -> tuple[str, ...] | None:
+    """The (negative, positive) label values the label holders declare, or with three or more each class code's
+    name; None when they declare none (the labels are their values).
 
     Raises
     ------
@@ -502,12 +523,19 @@ def declared_labels(session: Session) -> tuple[str, str] | None:
     kinds = set(declared.values())
     if len(kinds) > 1:
         shown = "; ".join(
-            f"{entity}: " + (f"negative {names[0]!r}, positive {names[1]!r}" if names else "-1 and +1")
+            f"{entity}: "
+            + (
+                f"negative {names[0]!r}, positive {names[1]!r}"
+                if len(names) == 2
+                else f"classes {', '.join(map(repr, names))}"
+                if names
+                else "their label values"
+            )
             for entity, names in sorted(declared.items())
         )
         raise DataError(f"the label holders declare different labels ([data] labels in their configs): {shown}")
     names = next(iter(kinds), ())
-    return (names[0], names[1]) if len(names) == 2 else None
+    return names if len(names) >= 2 else None
 
 
 def calibrate(

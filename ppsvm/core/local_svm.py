@@ -11,6 +11,7 @@ Used for the papers' two comparisons, never for the private model:
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -20,6 +21,7 @@ import numpy as np
 from ppsvm.constants import DEFAULT_FOLDS, MAX_BASIS_POINTS, REFERENCE_ROW_FRACTION
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.lp import Task, solve_lp
+from ppsvm.core.metrics import evaluate
 from ppsvm.core.tuning import Search, TuningResult, tune_search
 
 
@@ -43,6 +45,30 @@ class LocalModel:
         return kernel(self.kernel, scale_to_unit(X, self.low, self.high), self.basis, self.mu) @ self.u - self.gamma
 
 
+@dataclass(frozen=True)
+class LocalClasses:
+    """One-vs-rest: a :class:`LocalModel` per class of ``values`` (k,), each of that class (+1) against the rest."""
+
+    values: np.ndarray
+    members: tuple[LocalModel, ...]
+
+    def decision(self, X: np.ndarray) -> np.ndarray:
+        """Each class's decision values for raw records X (m, n); returns shape (m, k)."""
+        return np.column_stack([member.decision(X) for member in self.members])
+
+    def predict(self, X: np.ndarray) -> np.ndarray:
+        """The class of the largest decision value per record, shape (m,)."""
+        return self.values[np.argmax(self.decision(X), axis=1)]
+
+
+def local_figures(task: Task, model: LocalModel | LocalClasses, X: np.ndarray, target: np.ndarray) -> dict[str, float]:
+    """Held-out figures of a local model on raw records X (m, n) with targets (m,): those of
+    :func:`ppsvm.core.metrics.evaluate`, or a one-vs-rest model's error rate."""
+    if isinstance(model, LocalClasses):
+        return {"error_rate": float(np.mean(model.predict(X) != target))}
+    return evaluate(task, target, model.decision(X))
+
+
 def reference_basis_fraction(n_rows: int) -> float:
     """The pooled reference's share of rows as basis: REFERENCE_ROW_FRACTION, at most MAX_BASIS_POINTS points."""
     return min(REFERENCE_ROW_FRACTION, MAX_BASIS_POINTS / max(n_rows, 1))
@@ -62,8 +88,9 @@ def fit_local(
     folds: int = DEFAULT_FOLDS,
     search: Search = "grid",
     progress: Callable[[int, int], None] | None = None,
-) -> LocalModel:
-    """Fit a reduced-kernel SVM; nu / mu of None are tuned by cross-validation.
+) -> LocalModel | LocalClasses:
+    """Fit a reduced-kernel SVM; nu / mu of None are tuned by cross-validation. Classification labels other than
+    -1/+1 (class codes) give one model per class, that class against the rest, on the same basis rows.
 
     Parameters
     ----------
@@ -84,6 +111,42 @@ def fit_local(
     progress : callable(done, total), optional
         Called after each grid point of the tuning; raising from it stops the fit (a cancelled call).
     """
+    fit = functools.partial(
+        _fit_one,
+        task,
+        kernel_name,
+        X,
+        basis_fraction=basis_fraction,
+        basis_rows=basis_rows,
+        nu=nu,
+        mu=mu,
+        seed=seed,
+        folds=folds,
+        search=search,
+        progress=progress,
+    )
+    if task == "classify" and not np.isin(target, (-1.0, 1.0)).all():
+        values = np.unique(target)
+        return LocalClasses(values, tuple(fit(np.where(target == value, 1.0, -1.0)) for value in values))
+    return fit(target)
+
+
+def _fit_one(
+    task: Task,
+    kernel_name: KernelName,
+    X: np.ndarray,
+    target: np.ndarray,
+    *,
+    basis_fraction: float,
+    basis_rows: int | None,
+    nu: float | None,
+    mu: float | None,
+    seed: int,
+    folds: int,
+    search: Search,
+    progress: Callable[[int, int], None] | None,
+) -> LocalModel:
+    """:func:`fit_local` of one model (labels -1/+1, or targets)."""
     rng = np.random.default_rng(seed)
     low, high = X.min(axis=0), X.max(axis=0)
     scaled = scale_to_unit(X, low, high)

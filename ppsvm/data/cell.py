@@ -25,7 +25,7 @@ class Cell:
     train_ids, test_ids : ndarray of str, shapes (m_train,), (m_test,)
     X_train, X_test : ndarray, shapes (m_train, n_j), (m_test, n_j)
     y_train, y_test : ndarray or None
-        Labels (+-1) or targets, where the cell holds them.
+        Labels (+-1, or class codes 0 .. k-1) or targets, where the cell holds them.
     feature_names : tuple of str, length n_j
     source : str
         Where the records were read from (a file, or a table and database URL without password).
@@ -49,6 +49,24 @@ class Cell:
         """Row number of every record id, and training then held-out rows stacked (built once)."""
         ids = [*self.train_ids.tolist(), *self.test_ids.tolist()]
         return {record: k for k, record in enumerate(ids)}, np.vstack([self.X_train, self.X_test])
+
+    def check_class_codes(self, names: Sequence[str]) -> None:
+        """Refuse labels other than the class codes 0 .. k-1 that k >= 3 ``names`` (``label_names``) name.
+
+        Raises
+        ------
+        DataError
+            A label, training or held out, that is not one of the codes; the message names the record.
+        """
+        for ids, labels in ((self.train_ids, self.y_train), (self.test_ids, self.y_test)):
+            if labels is None:
+                continue
+            bad = np.flatnonzero(~np.isin(labels, np.arange(len(names), dtype=np.float64)))
+            if bad.size:
+                raise DataError(
+                    f"{self.source}: record {str(ids[bad[0]])!r} has label {labels[bad[0]]:g}, but label_names names "
+                    f"{len(names)} classes, codes 0 .. {len(names) - 1} ({len(bad)} such records)"
+                )
 
     def holds(self, ids: list[str]) -> list[bool]:
         """Whether the cell holds each of ``ids`` (training or held-out)."""

@@ -38,6 +38,9 @@ logger = logging.getLogger(__name__)
 DEFAULT_MISSING_VALUES: tuple[str, ...] = ("", "?", "NA", "N/A", "NaN", "nan", "null", "NULL", "None")
 # Enough distinct values to recognise the label column in an error, not a dump of it.
 _MAX_LISTED_VALUES = 8
+# Classes a label column may hold: one model is fitted per class (one-vs-rest), and past this many a column is
+# far likelier a real-valued target read as classes.
+MAX_CLASSES = 100
 # Problems of a file listed in one error, so a user fixes them in one go rather than one run each.
 MAX_REPORTED_PROBLEMS = 20
 
@@ -120,7 +123,7 @@ class Dataset:
         :func:`ppsvm.data.partition.split_dataset` fills per entity. A categorical feature's value is the
         index of the record's category in ``categories``.
     y : ndarray of float64, shape (m,)
-        +1/-1 for classification, real targets for regression.
+        +1/-1 for two classes, class codes 0 .. k-1 for k >= 3 (see ``classes``), real targets for regression.
     feature_names : tuple of str, length n
         Header names, else ``"x<original column index>"``.
     source : str
@@ -131,6 +134,9 @@ class Dataset:
     label_values : tuple of (str, str) or None
         Classification: the label column's value that became +1 and the one that became -1, where each class
         is one value.
+    classes : tuple of str or None
+        Classification with three or more label values: each class's raw value, by its code in ``y`` (0 .. k-1,
+        ordered by :func:`ppsvm.data.schema.category_order`); None for two classes (``y`` is then +1/-1).
     """
 
     ids: np.ndarray
@@ -140,6 +146,7 @@ class Dataset:
     source: str
     categories: dict[int, tuple[str, ...]] = field(default_factory=dict)
     label_values: tuple[str, str] | None = None
+    classes: tuple[str, ...] | None = None
 
     def __post_init__(self) -> None:
         # Catches hand-built (e.g. synthetic) datasets whose parts disagree.
@@ -237,10 +244,10 @@ def _load_lines(path: Path, source: str, options: DatasetOptions, max_line_chars
 
     keep = _apply_missing_policy(path, options, missing, label_missing, missing_label)
     kept_rows = np.flatnonzero(keep)
-    label_values = None
+    label_values, classes = None, None
     if options.task == "classify":
         raw_labels = [row[label_column] for row, kept in zip(table.rows, keep, strict=True) if kept]
-        y, label_values = _classification_labels(path, label_column, raw_labels, options)
+        y, label_values, classes = _classification_labels(path, label_column, raw_labels, options)
     else:
         y = _regression_targets(table, label_column, kept_rows)
     return Dataset(
@@ -251,6 +258,7 @@ def _load_lines(path: Path, source: str, options: DatasetOptions, max_line_chars
         source=source,
         categories=categories,
         label_values=label_values,
+        classes=classes,
     )
 
 
@@ -360,21 +368,22 @@ def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_cha
 
     keep = _apply_missing_policy(path, options, missing, label_missing, missing_label)
     every = bool(keep.all())
-    label_values = None
+    label_values, classes = None, None
     if options.task == "classify":
         kept_codes = codes if every else codes[keep]
         counts = np.bincount(kept_codes, minlength=len(values))
         present = np.flatnonzero(counts)
-        signs = np.zeros(len(values))  # 0.0: values only on rows dropped
+        targets = np.zeros(len(values))  # 0.0: values only on rows dropped
         try:
-            signs[present] = _label_signs(path, label_column, _counted(values, counts, present), options)
-            label_values = _label_pair([values[k] for k in present.tolist()], signs[present].tolist())
+            targets[present], classes = _label_targets(path, label_column, _counted(values, counts, present), options)
         except DataError:
             # Raised again with the values listed as the line-by-line reader meets them (the same checks fail).
             present, first = np.unique(kept_codes, return_index=True)
-            _label_signs(path, label_column, _counted(values, counts, present[np.argsort(first)]), options)
+            _label_targets(path, label_column, _counted(values, counts, present[np.argsort(first)]), options)
             raise
-        y = signs[kept_codes]
+        if classes is None:
+            label_values = _label_pair([values[k] for k in present.tolist()], targets[present].tolist())
+        y = targets[kept_codes]
     else:
         y = targets if every else targets[keep]
     return Dataset(
@@ -385,6 +394,7 @@ def _load_columns(path: Path, source: str, options: DatasetOptions, max_line_cha
         source=source,
         categories=categories,
         label_values=label_values,
+        classes=classes,
     )
 
 
@@ -726,13 +736,15 @@ def _listing(counts: dict[str, int]) -> str:
 
 def _classification_labels(
     path: Path, label_column: int, raw: list[str], options: DatasetOptions
-) -> tuple[np.ndarray, tuple[str, str] | None]:
-    """Map raw label strings (m,) to +1/-1; also the two values, where each class is one (:func:`_label_pair`)."""
+) -> tuple[np.ndarray, tuple[str, str] | None, tuple[str, ...] | None]:
+    """Raw label strings (m,) as +1/-1 or class codes; the two values (:func:`_label_pair`) or the classes."""
     counts: dict[str, int] = {}
     for value in raw:
         counts[value] = counts.get(value, 0) + 1
-    signs = dict(zip(counts, _label_signs(path, label_column, counts, options).tolist(), strict=True))
-    return np.array([signs[value] for value in raw]), _label_pair(list(signs), list(signs.values()))
+    targets, classes = _label_targets(path, label_column, counts, options)
+    target_of = dict(zip(counts, targets.tolist(), strict=True))
+    y = np.array([target_of[value] for value in raw])
+    return y, None if classes else _label_pair(list(target_of), list(target_of.values())), classes
 
 
 def _label_pair(values: Sequence[str], signs: Sequence[float]) -> tuple[str, str] | None:
@@ -742,13 +754,18 @@ def _label_pair(values: Sequence[str], signs: Sequence[float]) -> tuple[str, str
     return (positive[0], negative[0]) if len(positive) == len(negative) == 1 else None
 
 
-def _label_signs(path: Path, label_column: int, counts: dict[str, int], options: DatasetOptions) -> np.ndarray:
-    """The sign, +1 or -1, of each distinct raw label, shape (d,), given each one's count in order of appearance.
+def _label_targets(
+    path: Path, label_column: int, counts: dict[str, int], options: DatasetOptions
+) -> tuple[np.ndarray, tuple[str, ...] | None]:
+    """Each distinct raw label's target, shape (d,), given each one's count in order of appearance: its sign, +1 or
+    -1, for two classes; for three or more (with neither --positive nor --negative), its class code, with the
+    classes in code order.
 
     Raises
     ------
     DataError
-        The labels are not two classes that the options (or their values, -1/1 or 0/1) tell apart.
+        The labels are not two classes that the options (or their values, -1/1 or 0/1) tell apart, nor 3 to
+        :data:`MAX_CLASSES` classes.
     """
     where = f"{path}: label column {label_column}"
     chosen = options.positive if options.positive is not None else options.negative
@@ -758,13 +775,23 @@ def _label_signs(path: Path, label_column: int, counts: dict[str, int], options:
             raise DataError(f"{where} has no value {chosen!r} (the {flag} class); values found: {_listing(counts)}")
         if len(counts) == 1:
             raise DataError(f"{where}: every record has label {chosen!r}; a classifier needs two classes")
-        return np.array([sign if value == chosen else -sign for value in counts])
+        return np.array([sign if value == chosen else -sign for value in counts]), None
 
     numeric = _as_numbers(list(counts))
     if numeric is not None and len(numeric) == 2 and set(numeric) in ({-1.0, 1.0}, {0.0, 1.0}):
-        return np.where(np.array(numeric) == 1.0, 1.0, -1.0)
+        return np.where(np.array(numeric) == 1.0, 1.0, -1.0), None
+    if 3 <= len(counts) <= MAX_CLASSES:
+        classes = tuple(sorted(counts, key=category_order))
+        code = {value: float(k) for k, value in enumerate(classes)}
+        return np.array([code[value] for value in counts]), classes
+    several = (
+        f"{len(counts)} classes are more than one model per class should fit (at most {MAX_CLASSES}): "
+        "for a real-valued target pass --task regress; "
+        if len(counts) > MAX_CLASSES
+        else ""
+    )
     raise DataError(
-        f"{where} has {len(counts)} distinct values ({_listing(counts)}), not two of -1/1 or 0/1; "
+        f"{where} has {len(counts)} distinct values ({_listing(counts)}), not two of -1/1 or 0/1; {several}"
         "pass --positive VALUE (that value -> +1, all others -> -1) or --negative VALUE"
     )
 

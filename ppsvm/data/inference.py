@@ -20,6 +20,7 @@ from ppsvm.constants import MAX_CSV_LINE_CHARS
 from ppsvm.data.dataset import DEFAULT_MISSING_VALUES, ColumnRef, Dataset, DatasetOptions
 from ppsvm.data.delimited import bounded_lines, open_text, stripped_records
 from ppsvm.data.schema import Feature, Schema, outward_bounds
+from ppsvm.data.sources import label_table
 from ppsvm.errors import ConfigError, DataError
 
 __all__ = ["entity_tables", "proposed_schema", "schema_tables"]
@@ -105,13 +106,13 @@ def entity_tables(data: str, dataset: Dataset, options: DatasetOptions) -> str:
     table["id"] = _name(header, options.id_column)
     table["label"] = _name(header, options.label)
     if options.task == "classify":
-        if dataset.label_values is None:
+        labels = dataset.classes or dataset.label_values
+        if labels is None:
             raise ConfigError(
-                f"{dataset.source}: an entity's labels are two values, one per class; the label column holds more "
-                "than two (--positive or --negative maps several to one class, which a [data] source does not)"
+                f"{dataset.source}: an entity's labels are one value per class; --positive or --negative maps "
+                "several to one class, which a [data] source does not"
             )
-        positive, negative = dataset.label_values
-        table["labels"] = {"positive": positive, "negative": negative}
+        table["labels"] = label_table(labels)
     if options.delimiter != ",":
         table["delimiter"] = options.delimiter
     if set(options.missing_values) != set(DEFAULT_MISSING_VALUES):

@@ -200,7 +200,7 @@ def split_dataset(
         if empty:
             raise ConfigError(f"row block(s) {empty} receive no training records")
     if options.task == "classify":
-        _check_both_classes(dataset.y, train_blocks)
+        _check_both_classes(dataset.y, train_blocks, dataset.classes)
     blocks = feature_blocks(n, options.cols, column_blocks)
     dataset, imputed = _impute_per_row_block(dataset, train_blocks, test_blocks)
 
@@ -219,8 +219,8 @@ def split_dataset(
             members = [f"r{row}c{j}" for row in range(options.rows)]
             peers = [f"r{i}c{col}" for col in range(options.cols) if col != j]
             features = [schema.features[k] for k in columns]
-            # The raw label values of -1 and +1 (e.g. B and M): the models then predict them.
-            names = None if dataset.label_values is None else (dataset.label_values[1], dataset.label_values[0])
+            # The raw label values of -1 and +1 (e.g. B and M), or of each class code: the models then predict them.
+            names = dataset.classes or (None if dataset.label_values is None else dataset.label_values[::-1])
             entity_toml = _entity_toml(name, _address(options, i, j), j, members, peers, features, names)
             files[f"{name}.toml"] = (entity_toml, PRIVATE_MODE)
             # A new cell has released nothing: its log starts here (an entity refuses to start without one).
@@ -345,8 +345,13 @@ def _validate(dataset: Dataset, options: SplitOptions) -> None:
         raise ConfigError(
             f"ports {options.base_port}..{last_port} for {options.rows * options.cols} entities are not all in 1..65535"
         )
-    if options.task == "classify" and not np.isin(dataset.y, (-1.0, 1.0)).all():
-        raise DataError(f"{dataset.source}: classification labels must be +1 or -1")
+    labels = (-1.0, 1.0) if dataset.classes is None else np.arange(len(dataset.classes), dtype=np.float64)
+    if options.task == "classify" and not np.isin(dataset.y, labels).all():
+        raise DataError(
+            f"{dataset.source}: classification labels must be +1 or -1"
+            if dataset.classes is None
+            else f"{dataset.source}: class codes must be 0 .. {len(dataset.classes) - 1}, one per class"
+        )
     out_dir = options.out_dir
     if out_dir.exists() and not out_dir.is_dir():
         raise ConfigError(f"output directory {out_dir} exists and is not a directory")
@@ -411,13 +416,15 @@ def _held_out(labels: np.ndarray, n_test: int, stratify: bool) -> np.ndarray:
     return is_test
 
 
-def _check_both_classes(y: np.ndarray, train_blocks: list[np.ndarray]) -> None:
+def _check_both_classes(y: np.ndarray, train_blocks: list[np.ndarray], classes: tuple[str, ...] | None) -> None:
+    """Every row block trains on two classes at least: its own model (the entity-alone baseline) needs them."""
     for i, block in enumerate(train_blocks):
-        positives = int((y[block] == 1).sum())
-        if positives in (0, len(block)):
+        present = np.unique(y[block])
+        if len(present) < 2:
+            name = f"{present[0]:+g}" if classes is None else repr(classes[int(present[0])])
             raise DataError(
-                f"row block {i} has {len(block)} training records, all of class "
-                f"{1 if positives else -1}; every row block needs both classes: use fewer row blocks"
+                f"row block {i} has {len(block)} training records, all of class {name}; every row block needs "
+                "two classes at least: use fewer row blocks"
             )
 
 
@@ -450,7 +457,7 @@ def cell_bytes(dataset: Dataset, train: np.ndarray, test: np.ndarray, columns: n
     columns : ndarray of int, shape (n_j,)
         The features written, in order.
     task : str
-        "classify": labels written as 1 and -1; else the real targets.
+        "classify": labels written as 1 and -1, or as class codes 0 .. k-1; else the real targets.
 
     Returns
     -------
@@ -491,7 +498,12 @@ def _cell_lines(dataset: Dataset, rows: np.ndarray, held_out: np.ndarray, column
             fields[k] = _csv_field(fields[k])
         ids = pa.array(fields, pa.string())
     labels = dataset.y[rows]
-    label_texts = pc.if_else(pa.array(labels == 1), "1", "-1") if task == "classify" else _float_texts(labels)
+    if task != "classify":
+        label_texts = _float_texts(labels)
+    elif dataset.classes is None:
+        label_texts = pc.if_else(pa.array(labels == 1), "1", "-1")
+    else:
+        label_texts = pa.array(labels.astype(np.int64)).cast(pa.string())
     split = pc.if_else(pa.array(held_out), "test", "train")
     # The rows gathered once (each a contiguous run of X), then read a column at a time; the line end joined to
     # the last column alone, not copied with the whole line.
@@ -556,7 +568,7 @@ def _entity_toml(
     members: list[str],
     peers: list[str],
     features: list[Feature],
-    label_names: tuple[str, str] | None = None,
+    label_names: tuple[str, ...] | None = None,
 ) -> str:
     # The schema the cell was written with (split imputed any gap before writing): numbers with their proposed
     # bounds, categories with the whole file's.

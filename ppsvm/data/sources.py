@@ -64,8 +64,9 @@ class DataSource:
         Labels (+1/-1) or regression targets; None when the entity holds none.
     split_column : str or None
         "train" or "test" per record; None: every record is for training.
-    labels : tuple of (str, str) or None
-        Text labels: (positive, negative) values, mapped to +1 and -1; any other value is refused.
+    labels : tuple of str or None
+        Text labels: ``{ positive = ..., negative = ... }`` gives (positive, negative), mapped to +1 and -1; a list of
+        three or more gives the classes, each mapped to its place in the list (0 .. k-1). Any other value is refused.
     delimiter : str
         CSV field separator.
     missing_values : frozenset of str
@@ -87,7 +88,7 @@ class DataSource:
     id_column: str = "id"
     label_column: str | None = None
     split_column: str | None = None
-    labels: tuple[str, str] | None = None
+    labels: tuple[str, ...] | None = None
     delimiter: str = ","
     missing_values: frozenset[str] = field(default_factory=lambda: frozenset(DEFAULT_MISSING_VALUES))
     cell_format: bool = False
@@ -192,14 +193,18 @@ def parse_data_table(table: Mapping[str, Any], where: str, base: Path) -> DataSo
         raise ConfigError(f"{where}: a {kind} source takes {spelled}; got {', '.join(sorted(given)) or 'none'}")
     labels = table.get("labels")
     if labels is not None:
+        two = isinstance(labels, dict) and set(labels) == {"positive", "negative"}
+        named = (labels["positive"], labels["negative"]) if two else tuple(labels) if isinstance(labels, list) else ()
         if (
-            not isinstance(labels, dict)
-            or set(labels) != {"positive", "negative"}
-            or not all(isinstance(v, str) and v for v in labels.values())
-            or labels["positive"] == labels["negative"]
+            not (two or len(named) >= 3)
+            or not all(isinstance(v, str) and v for v in named)
+            or len(set(named)) != len(named)
         ):
-            raise ConfigError(f'{where}: \'labels\' must be {{ positive = "...", negative = "..." }}, two texts')
-        labels = (labels["positive"], labels["negative"])
+            raise ConfigError(
+                f'{where}: \'labels\' must be {{ positive = "...", negative = "..." }} (two texts) or a list of three '
+                "or more different texts, one per class"
+            )
+        labels = named
     delimiter = text("delimiter", ",")
     assert delimiter is not None
     if len(delimiter) != 1 or delimiter in ('"', "\n", "\r"):
@@ -390,8 +395,14 @@ def _id_text(value: Any) -> str:
     return str(value)
 
 
+def label_table(labels: tuple[str, ...]) -> dict[str, str] | list[str]:
+    """``[data] labels`` as a config writes it: ``{ positive, negative }`` for two classes, else the list."""
+    return dict(zip(("positive", "negative"), labels, strict=True)) if len(labels) == 2 else list(labels)
+
+
 def label_values(values: Sequence[Any], source: DataSource, locate: Any) -> np.ndarray:
-    """Labels (``source.labels`` mapped to +1/-1) or real targets, shape (k,), of k raw values of the label column.
+    """Labels (``source.labels`` mapped to +1/-1, or to class codes) or real targets, shape (k,), of k raw values of
+    the label column.
 
     Raises
     ------
@@ -401,17 +412,24 @@ def label_values(values: Sequence[Any], source: DataSource, locate: Any) -> np.n
     column = source.label_column
     assert column is not None
     out = np.empty(len(values))
+    # Two classes: the first (positive) is +1; several: each its place in the list.
+    target = {} if source.labels is None else {label: float(k) for k, label in enumerate(source.labels)}
+    if len(target) == 2:
+        target = {source.labels[0]: 1.0, source.labels[1]: -1.0}  # type: ignore[index]
     for row, value in enumerate(values):
         if value is None or (isinstance(value, str) and value.strip() in source.missing_values):
             raise DataError(f"{locate(row, column)}: missing label")
         if source.labels is not None:
             text = value.strip() if isinstance(value, str) else _id_text(value)
-            if text not in source.labels:
+            if text not in target:
                 raise DataError(
                     f"{locate(row, column)}: label {text[:40]!r} is neither "
                     f"{source.labels[0]!r} nor {source.labels[1]!r}"
+                    if len(target) == 2
+                    else f"{locate(row, column)}: label {text[:40]!r} is none of the classes "
+                    f"{', '.join(map(repr, source.labels))}"
                 )
-            out[row] = 1.0 if text == source.labels[0] else -1.0
+            out[row] = target[text]
             continue
         try:
             out[row] = float(value.strip() if isinstance(value, str) else value)

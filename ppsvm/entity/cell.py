@@ -52,9 +52,9 @@ from ppsvm.core.dp import (
 from ppsvm.core.dp_model import DpModel, parse_any_model
 from ppsvm.core.fourier import MAX_RHO_ROW_L1, apply_scaling, fourier_features
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
-from ppsvm.core.local_svm import fit_local
+from ppsvm.core.local_svm import fit_local, local_figures
 from ppsvm.core.lp import Task
-from ppsvm.core.metrics import class_histogram, evaluate
+from ppsvm.core.metrics import class_histogram
 from ppsvm.core.noise import IntegerSource, discrete_laplace, integer_source
 from ppsvm.core.privacy import (
     MIXED_MODE_WARNING,
@@ -215,6 +215,8 @@ class EntityCore:
     def __init__(self, config: EntityConfig, *, new_release_log: bool = False) -> None:
         self.config = config
         self.cell = read_source(config.data, config.schema)
+        if config.label_names is not None and len(config.label_names) > 2:
+            self.cell.check_class_codes(config.label_names)
         self._secret = config.read_secret()
         # One secret per other entity of its row block: its kernel blocks leave only masked (privacy rule 8).
         self._pair_secrets = config.read_pair_secrets()
@@ -895,9 +897,10 @@ class EntityCore:
         # Labels are published by Records in this mode, so these checks tell the requester nothing new. The task
         # is the labels': a regression figure of a +-1 cell is a 64-bit function of its records that, with a
         # fixed nu, picked one unknown held-out label out of 2,002 candidates (issue 27).
-        labels_task = (
-            "classify" if np.isin(np.concatenate([cell.y_train, cell.y_test]), (-1.0, 1.0)).all() else "regress"
-        )
+        # Class codes were checked against label_names at start.
+        classes = self.config.label_names is not None and len(self.config.label_names) > 2
+        signs = np.isin(np.concatenate([cell.y_train, cell.y_test]), (-1.0, 1.0)).all()
+        labels_task = "classify" if classes or signs else "regress"
         if task != labels_task:
             raise DataError(f"entity {self.id}: its labels make its task {labels_task!r}; it does not answer {task!r}")
         if task == "classify" and len(np.unique(cell.y_train)) < 2:
@@ -944,7 +947,7 @@ class EntityCore:
                 search=search,
                 progress=stop_if_unwanted,
             )
-            figures = evaluate(task, cell.y_test, model.decision(cell.X_test))
+            figures = local_figures(task, model, cell.X_test, cell.y_test)
         # Rounded to what a person reads: the bits beyond them are a function of the records, not a finding.
         readable = {
             name: float(f"{value:.{BASELINE_DIGITS}g}") if name == "rmse" else round(value, BASELINE_DIGITS)

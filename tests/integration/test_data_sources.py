@@ -306,6 +306,7 @@ BOUNDED_SCHEMA_TOML = "".join(
 )
 
 
+@pytest.mark.long
 def test_a_hospital_grows_and_the_federation_retrains_without_an_edit(
     rows: list[tuple[Any, ...]], tmp_path: Path
 ) -> None:

@@ -106,6 +106,7 @@ def test_unnoised_release_equals_the_independent_svm(dp_federation) -> None:
     ]  # ...but is logged
 
 
+@pytest.mark.long
 def test_releases_spend_the_budget_until_refused(dp_federation) -> None:
     run, public = dp_federation
     # The default spends 0.1 more on the threshold's score histogram; --threshold-epsilon 0 keeps the paper's cut.

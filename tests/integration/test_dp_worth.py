@@ -13,6 +13,7 @@ import json
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from ppsvm.config import load_federation
 from ppsvm.core.dp_model import DpModel
@@ -64,6 +65,7 @@ def accuracy(out: Path, labels: dict[str, str]) -> float:
     return float(np.mean([row["prediction"] == labels[row["id"]] for row in scored]))
 
 
+@pytest.mark.long
 def test_the_newcomers_dry_run_refuses_and_the_releases_bear_it_out(federation, tmp_path: Path) -> None:
     rows = newcomer.newcomer_rows()
     run = federation(newcomer.ENTITIES, 1, prepared=hospitals(tmp_path, rows))

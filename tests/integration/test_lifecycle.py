@@ -69,6 +69,7 @@ def _epoch(run: RunningFederation, entity_id: str, *flags: str, check: bool = Tr
     return result.stdout + result.stderr
 
 
+@pytest.mark.long
 def test_grow_retrain_and_switch_kernel_without_a_hand_edit(federation) -> None:
     run = federation(2, 2, consent=False)
     planned = run.train("--kernel", "gaussian", "--mbar", "5", "--dry-run")  # choose before you spend

@@ -12,12 +12,15 @@ import re
 import shutil
 from pathlib import Path
 
+import pytest
+
 from ppsvm.config import federation_at_addresses, load_federation
 from ppsvm.processes import EntityProcesses
 
 from .conftest import WDBC, WDBC_OPTIONS, ppsvm, split
 
 
+@pytest.mark.long
 def test_bundles_made_apart_train_a_private_model(tmp_path: Path) -> None:
     cells = split(tmp_path / "split", WDBC, 2, 2, *WDBC_OPTIONS)
     plan = load_federation(cells / "federation.toml")

@@ -228,7 +228,7 @@ def _one_large_entity(federation, tmp_path: Path):  # type: ignore[no-untyped-de
     return federation(1, 1, data=data, options=["--label", "-1"])
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_a_caller_that_gives_up_stops_the_entitys_computation(federation, tmp_path: Path) -> None:
     """The coordinator's deadline passes: the entity stops after the grid point it is on, not minutes later."""
     run = _one_large_entity(federation, tmp_path)
@@ -248,7 +248,7 @@ def test_a_caller_that_gives_up_stops_the_entitys_computation(federation, tmp_pa
     assert entity.poll() is None  # stopped computing, still serving
 
 
-@pytest.mark.slow
+@pytest.mark.long
 def test_an_entity_deep_in_a_computation_stops_within_seconds_of_sigterm(federation, tmp_path: Path) -> None:
     """`coordinator baselines` on a wide cell keeps the entity's solver busy for minutes; SIGTERM must not wait."""
     run = _one_large_entity(federation, tmp_path)

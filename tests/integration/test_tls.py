@@ -139,6 +139,7 @@ def test_expired_certificate_stops_the_entity_at_start(tmp_path: Path) -> None:
         EntityProcesses([split_dir / "r0c0.toml"]).__enter__()
 
 
+@pytest.mark.long
 def test_plaintext_only_when_asked_for_and_then_warned(tmp_path: Path) -> None:
     split_dir = split(tmp_path / "split", WDBC, 1, 2, *WDBC_OPTIONS)
     configs = [split_dir / "r0c0.toml", split_dir / "r0c1.toml"]

@@ -99,9 +99,9 @@ GRIDS = [  # (rows, cols): N = 1, 2, 4, 8 entity processes; horizontal, vertical
     pytest.param(2, 1, id="N2-horizontal"),
     pytest.param(1, 2, id="N2-vertical"),
     pytest.param(2, 2, id="N4-checkerboard"),
-    pytest.param(4, 1, id="N4-horizontal"),
-    pytest.param(2, 4, id="N8-checkerboard", marks=pytest.mark.slow),
-    pytest.param(1, 8, id="N8-vertical", marks=pytest.mark.slow),
+    pytest.param(4, 1, id="N4-horizontal", marks=pytest.mark.long),
+    pytest.param(2, 4, id="N8-checkerboard", marks=pytest.mark.long),
+    pytest.param(1, 8, id="N8-vertical", marks=pytest.mark.long),
 ]
 
 
@@ -169,6 +169,7 @@ def test_regression_over_two_entities(federation, tmp_path: Path) -> None:
     assert result["relative_error"] == pytest.approx(central.test_figures()["relative_error"], rel=1e-9)
 
 
+@pytest.mark.long
 def test_auto_tuning_and_baselines(federation) -> None:
     run = federation(2, 2)
     summary = json.loads(run.train("--json").stdout.strip().splitlines()[-1])

@@ -138,6 +138,18 @@ def test_schema_infer_tables_read_the_file_as_an_entity_does(data: Path) -> None
     np.testing.assert_array_equal(cell.X_train[2], [50, 1, 0, 0, 0, 1])  # NA imputed with the declared "yes"
 
 
+def test_schema_infer_lists_three_or_more_classes(data: Path) -> None:
+    options = DatasetOptions(**{**OPTIONS.__dict__, "label": "sex", "positive": None, "infer_categorical": True})
+    dataset = load_dataset(data, options)
+    assert dataset.classes is not None and len(dataset.classes) >= 3
+    document = tomllib.loads(entity_tables(data.name, dataset, options))
+    assert document["data"]["labels"] == list(dataset.classes)
+    cell = read_source(
+        parse_data_table(document["data"], "inferred", data.parent), parse_schema(document["schema"], "s")
+    )
+    np.testing.assert_array_equal(cell.y_train, dataset.y)
+
+
 def test_schema_infer_needs_an_id_column_and_two_label_values(data: Path) -> None:
     options = DatasetOptions(**{**OPTIONS.__dict__, "id_column": None, "infer_categorical": True})
     with pytest.raises(ConfigError, match="--id-column"):

@@ -104,6 +104,7 @@ def test_entity_config_absolute_data_path_kept(tmp_path: Path) -> None:
         ),
         (entity_toml(label_names='["B"]'), ["label_names must be two different texts [negative, positive]"]),
         (entity_toml(label_names='["B", "B"]'), ["label_names must be two different texts"]),
+        (entity_toml(label_names='["a", "b", "a"]'), ["or three or more (the names of class codes 0, 1, 2, ...)"]),
         (entity_toml(label_names='"B"'), ["'label_names' must be"]),
         ("[entity\nid = 'x'\n", ["is not valid TOML"]),
         ("[entity]\nid = \n", ["is not valid TOML"]),
@@ -434,3 +435,15 @@ def test_entity_config_reads_a_scoring_source(tmp_path: Path) -> None:
         write(tmp_path / "bad.toml", entity_toml(data=None) + SQL_DATA + SCHEMA_TOML + labelled),
         ["[scoring]", "no label, split or labels"],
     )
+
+
+def test_three_or_more_label_names_name_class_codes(tmp_path: Path) -> None:
+    config = load_entity_config(write(tmp_path / "e.toml", entity_toml(label_names='["low", "mid", "high"]')))
+    assert config.label_names == ("low", "mid", "high")
+    classes = SQL_DATA + 'labels = ["low", "mid", "high"]\n'
+    assert load_entity_config(
+        write(tmp_path / "d.toml", entity_toml(data=None) + classes + SCHEMA_TOML)
+    ).label_names == ("low", "mid", "high")
+    differ = entity_toml(data=None, label_names='["mid", "low", "high"]') + classes + SCHEMA_TOML
+    with pytest.raises(ConfigError, match=r"differ from the .data. table's labels \(\['low', 'mid', 'high'\]\)"):
+        load_entity_config(write(tmp_path / "c.toml", differ))

@@ -208,9 +208,9 @@ def test_missing_label_is_an_error_unless_dropped(tmp_path: Path) -> None:
             id="duplicate_ids_name_both_lines",
         ),
         pytest.param(
-            "1,a\n2,b\n3,c\n4,a\n",
+            "1,a\n2,b\n3,a\n",
             DatasetOptions(),
-            r"3 distinct values \('a' \(2\), 'b' \(1\), 'c' \(1\)\).*--positive",
+            r"2 distinct values \('a' \(2\), 'b' \(1\)\).*--positive",
             id="ambiguous_labels_listed",
         ),
         pytest.param(
@@ -351,3 +351,24 @@ def test_a_long_list_of_problems_still_counts_and_orders_the_missing_values(tmp_
     assert lines[0].endswith(f"more than {MAX_REPORTED_PROBLEMS + 1} problem(s):")
     assert lines[MAX_REPORTED_PROBLEMS + 1].strip() == "... and 10 more"
     assert "line 4, column 2: missing value '?'" in lines[MAX_REPORTED_PROBLEMS + 2]
+
+
+@pytest.mark.parametrize(
+    ("text", "classes", "codes"),
+    [
+        ("1,b\n2,c\n3,a\n4,b\n", ("a", "b", "c"), [1, 2, 0, 1]),
+        # Numbers by value, not as text: 10 after 2.
+        ("1,10\n2,2\n3,1\n4,2\n", ("1", "2", "10"), [2, 1, 0, 1]),
+    ],
+)
+def test_three_or_more_labels_are_classes_by_code(
+    tmp_path: Path, text: str, classes: tuple[str, ...], codes: list[int]
+) -> None:
+    path = tmp_path / "d.csv"
+    path.write_text(text)
+    data = load_dataset(path, DatasetOptions())
+    assert data.classes == classes and data.label_values is None
+    assert data.y.tolist() == codes
+    # Naming a class makes it one against the rest, as before.
+    binary = load_dataset(path, DatasetOptions(positive=classes[0]))
+    assert binary.classes is None and sorted(set(binary.y.tolist())) == [-1.0, 1.0]

@@ -106,6 +106,7 @@ def assert_same(got: Dataset | str, want: Dataset | str) -> None:
         a, b = getattr(got, name), getattr(want, name)
         assert a.dtype == b.dtype and a.shape == b.shape and a.tobytes() == b.tobytes(), name
     assert got.feature_names == want.feature_names and got.source == want.source
+    assert got.label_values == want.label_values and got.classes == want.classes
 
 
 def both_readers(path: Path, options: DatasetOptions) -> bool:
@@ -201,7 +202,8 @@ PROBLEMS: dict[str, tuple[bytes, DatasetOptions]] = {
     "fields_header": (b"a,b,y\n1,2\n", DatasetOptions(header=True)),
     "open_quote": (b'1,2,1\n3,"4,0\n', DatasetOptions()),
     "quoted_after_a_space": (b'1, "2,3",1\n4,5,0\n', DatasetOptions()),
-    "three_labels": (b"1,a\n2,b\n3,c\n4,a\n", DatasetOptions()),
+    "two_texts_unsigned": (b"1,a\n2,b\n3,a\n", DatasetOptions()),
+    "too_many_classes": (b"".join(b"%d,c%d\n" % (k, k) for k in range(101)), DatasetOptions()),
     "positive_absent": (b"1,B\n2,M\n", DatasetOptions(positive="X")),
     "one_class": (b"1,M\n2,M\n", DatasetOptions(positive="M")),
     "regression_target": (b"1,0.5\n2,high\n", DatasetOptions(task="regress")),
@@ -229,7 +231,11 @@ MESSAGES = {
     "fields_header": "{p}, line 2: 2 fields, but the header on line 1 has 3",
     "open_quote": "{p}, line 2: 2 fields, but line 1 has 3",
     "quoted_after_a_space": "{p}: 1 problem(s):\n  {p}, line 1, column 1: non-numeric feature value '2,3'\n" + DROP,
-    "three_labels": "{p}: label column 1 has 3 distinct values ('a' (2), 'b' (1), 'c' (1)), not two of -1/1 or 0/1; "
+    "two_texts_unsigned": "{p}: label column 1 has 2 distinct values ('a' (2), 'b' (1)), not two of -1/1 or 0/1; "
+    "pass --positive VALUE (that value -> +1, all others -> -1) or --negative VALUE",
+    "too_many_classes": "{p}: label column 1 has 101 distinct values ('c0' (1), 'c1' (1), 'c2' (1), 'c3' (1), "
+    "'c4' (1), 'c5' (1), 'c6' (1), 'c7' (1), ...), not two of -1/1 or 0/1; 101 classes are more than one model per "
+    "class should fit (at most 100): for a real-valued target pass --task regress; "
     "pass --positive VALUE (that value -> +1, all others -> -1) or --negative VALUE",
     "positive_absent": "{p}: label column 1 has no value 'X' (the positive class); values found: 'B' (1), 'M' (1)",
     "one_class": "{p}: label column 1: every record has label 'M'; a classifier needs two classes",

@@ -120,7 +120,7 @@ def test_the_exact_finish_is_newtons_minimiser_where_newton_converges() -> None:
         np.testing.assert_allclose(exact, newton, atol=1e-9 * (1.0 + np.linalg.norm(newton)))
 
 
-@pytest.mark.parametrize("D", [10, 200])
+@pytest.mark.parametrize("D", [10, pytest.param(200, marks=pytest.mark.long)])
 def test_objective_answers_every_single_label_flip(D: int) -> None:
     """Every flip of a 25-record cell, the same noise for all, at the extremes of h and epsilon."""
     Z, y = shipped_cell("wdbc", 25, D, seed=2)

@@ -59,6 +59,16 @@ def test_every_conversion_error_names_the_column_row_and_value(column: str, valu
         encoding.encode(bad)
 
 
+def test_a_category_column_declares_categories_its_records_lack() -> None:
+    frame, _ = patients(12)
+    frame["sex"] = pd.Categorical(frame["sex"].astype(str), categories=["M", "F", "X"])
+    encoding = ColumnEncoding.fit(frame)
+    assert encoding.categories[2] == ("F", "M", "X")
+    later = frame.copy()
+    later.loc[0, "sex"] = "X"  # met only after the fit, yet declared: encoded, not refused
+    assert encoding.encode(later)[0, 2:5].tolist() == [0.0, 0.0, 1.0]
+
+
 def test_a_missing_category_at_fit_is_refused_naming_it() -> None:
     frame, labels = patients()
     frame.loc[5, "site"] = None

@@ -182,7 +182,7 @@ def test_single_label_flips_of_200_record_cells_certify(D: int) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("n", [10, 25])
+@pytest.mark.parametrize("n", [10, pytest.param(25, marks=pytest.mark.long)])
 def test_single_label_flips_certify_at_the_largest_d(n: int) -> None:
     for one_class in (False, True):
         assert scan("pima", n, MAX_DP_FREQUENCIES, 10.0, one_class=one_class) == n + 1

@@ -80,6 +80,23 @@ def test_csv_source_encodes_categories_and_imputes(tmp_path: Path) -> None:
     check_expected(read_source(DataSource("csv", path=write_csv(tmp_path / "p.csv"), **COMMON), SCHEMA))
 
 
+def test_a_list_of_labels_gives_each_class_its_place(tmp_path: Path) -> None:
+    rows = [(*row[:4], grade, row[5]) for row, grade in zip(ROWS, ["high", "low", "mid", "mid", "high"], strict=True)]
+    source = DataSource("csv", path=write_csv(tmp_path / "p.csv", rows), **{**COMMON, "labels": ("low", "mid", "high")})
+    assert parse_data_table(
+        {"source": "csv", "path": "p.csv", "labels": ["low", "mid", "high"]}, "t", tmp_path
+    ).labels == ("low", "mid", "high")
+    cell = read_source(source, SCHEMA)
+    np.testing.assert_array_equal(cell.y_train, [2, 0, 1, 2])
+    np.testing.assert_array_equal(cell.y_test, [1])
+    cell.check_class_codes(("low", "mid", "high"))
+    with pytest.raises(DataError, match=r"record 'p01' has label 2, but label_names names 2 classes"):
+        cell.check_class_codes(("low", "mid"))
+    unknown = DataSource("csv", path=source.path, **{**COMMON, "labels": ("low", "mid", "top")})
+    with pytest.raises(DataError, match="label 'high' is none of the classes 'low', 'mid', 'top'"):
+        read_source(unknown, SCHEMA)
+
+
 def test_sqlite_table_and_query_read_the_same_cell(tmp_path: Path) -> None:
     url = write_sqlite(tmp_path / "h.db")
     check_expected(read_source(DataSource("sql", url=url, table="patients", **COMMON), SCHEMA))
@@ -218,6 +235,8 @@ def test_schema_errors_name_the_feature(features: list[dict[str, Any]], message:
         ({"source": "sql", "url": "sqlite://", "path": "x"}, "a sql source takes"),
         ({"source": "sql", "url": "sqlite://", "table": "t", "query": "q"}, "a sql source takes"),
         ({"source": "csv", "path": "x", "labels": {"positive": "a"}}, "'labels' must be"),
+        ({"source": "csv", "path": "x", "labels": ["a", "b"]}, "a list of three or more different texts"),
+        ({"source": "csv", "path": "x", "labels": ["a", "b", "a"]}, "a list of three or more different texts"),
         ({"source": "csv", "path": "x", "delimiter": ";;"}, "'delimiter' must be one character"),
         ({"source": "csv", "path": "x", "sheet": 1}, "unknown key(s) sheet"),
     ],

@@ -269,4 +269,6 @@ def local_cross_validation(
 
 def local_fit(X: np.ndarray, y: np.ndarray, width: float, nu: float) -> LocalModel:
     """The ordinary kernel K(A, A') on all of ``X`` (m, 2), ``y`` (m,), at a fixed width and nu."""
-    return fit_local("regress", "gaussian", X, y, basis_fraction=1.0, nu=nu, mu=width, seed=FOLD_SEED)
+    model = fit_local("regress", "gaussian", X, y, basis_fraction=1.0, nu=nu, mu=width, seed=FOLD_SEED)
+    assert isinstance(model, LocalModel)  # a regression is one model
+    return model
