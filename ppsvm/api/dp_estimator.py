@@ -33,7 +33,7 @@ from ppsvm.api.estimators import (
 )
 from ppsvm.api.inprocess import simulate
 from ppsvm.config import CONTINUOUS_NOISE_KEY, NON_PRIVATE_WEIGHTS_KEY
-from ppsvm.coordinator.dp_train import DpOptions, train_dp, write_public_source
+from ppsvm.coordinator.dp_train import DpOptions, in_api_words, train_dp, write_public_source
 from ppsvm.core.dp import DEFAULT_N_FREQUENCIES, NON_PRIVATE
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.threshold import DEFAULT_THRESHOLD_EPSILON
@@ -171,7 +171,15 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
             allow_noisy=bool(self.allow_noisy),
         )
         public, private = self._public_and_private(X, signed, X_public, y_public, run_seed)
-        with advice_as_warnings(1), tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:
+        try:
+            self._fit_dp(X, options, public, private, run_seed)
+        except (ConfigError, DataError) as refused:
+            raise type(refused)(in_api_words(str(refused))) from None
+        return self
+
+    def _fit_dp(self, X: np.ndarray, options: DpOptions, public: Dataset, private: Dataset, run_seed: int) -> None:
+        """Train the DP model on simulated entities holding ``private`` (public-only: on ``public`` alone)."""
+        with advice_as_warnings(2), tempfile.TemporaryDirectory(prefix="ppsvm-fit-") as name:
             work = Path(name)
             records = work / "public.csv"
             every, none = np.arange(len(public.y)), np.empty(0, dtype=np.int64)
@@ -193,7 +201,6 @@ class DpHybridClassifier(TwoClassPredictions, BaseEstimator):
                     source = work / "public.toml"
                     write_public_source(work / "cells" / f"{federation.entities[0].id}.toml", records, source)
                     self.model_ = train_dp(federation, dataclasses.replace(options, public=source))
-        return self
 
     def _public_and_private(
         self, X: np.ndarray, signed: np.ndarray, X_public: Any, y_public: Any, seed: int

@@ -23,7 +23,7 @@ from ppsvm.config import EntityConfig, load_entity_config, load_federation
 from ppsvm.config import Federation as FederationConfig
 from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, HEALTH_DEADLINE_S
 from ppsvm.coordinator.audit import audit
-from ppsvm.coordinator.dp_train import DpOptions, train_dp, train_dp_and_save
+from ppsvm.coordinator.dp_train import DpOptions, in_api_words, train_dp, train_dp_and_save
 from ppsvm.coordinator.evaluate import (
     BaselineFigures,
     entity_alone,
@@ -281,9 +281,12 @@ class Federation:
         )
         # public-only trains on the public records alone: no entity is asked.
         federation = self.config if method != "public-only" else None
-        if model_out is None:
-            return train_dp(federation, options)
-        return train_dp_and_save(federation, options, Path(model_out))
+        try:
+            if model_out is None:
+                return train_dp(federation, options)
+            return train_dp_and_save(federation, options, Path(model_out))
+        except (ConfigError, DataError) as refused:
+            raise type(refused)(in_api_words(str(refused))) from None
 
     def evaluate(self, model: ModelLike, *, epsilon: float | None = None) -> dict[str, Any]:
         """Score a model on the entities' held-out records (``ppsvm coordinator evaluate``).

@@ -787,6 +787,26 @@ def plan_release(
     return ReleasePlan(C, factor, rho, selection, frequencies, worth)
 
 
+# The command's flags in DP refusals, as the API's keywords say them (Federation.train_dp, DpHybridClassifier).
+_API_WORDS = (
+    ("--allow-noisy", "allow_noisy=True"),
+    ("--method public-only", "method='public-only'"),
+    ("--mechanism output-gamma", "mechanism='output-gamma'"),
+    ("--threshold-epsilon", "threshold_epsilon"),
+    ("--width-factor", "width_factor"),
+    ("--frequencies", "n_frequencies"),
+    ("--epsilon", "epsilon"),
+    ("--C", "C"),
+)
+
+
+def in_api_words(message: str) -> str:
+    """A DP refusal's advice with the API's keyword arguments in place of the command's flags."""
+    for flag, keyword in _API_WORDS:
+        message = message.replace(flag, keyword)
+    return message
+
+
 def check_worth(plan: ReleasePlan, options: DpOptions, n_public: int) -> None:
     """Refuse a release not expected to beat public-only or the majority class, with the figures.
 
