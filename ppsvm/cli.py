@@ -21,10 +21,12 @@ from pathlib import Path
 from ppsvm import __version__, cli_coordinator, cli_onboarding
 from ppsvm.cli_arguments import (
     add_basis_argument,
+    add_cols_argument,
     add_connection_arguments,
     add_dataset_arguments,
     add_task_arguments,
     auto_float,
+    column_blocks_from_arg,
     dataset_options_from_args,
     federation_from_args,
     read_id_list,
@@ -34,7 +36,7 @@ from ppsvm.config import load_federation, toml_string
 from ppsvm.constants import HEALTH_DEADLINE_S, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.data.dataset import load_dataset, shown_categories
-from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.partition import SplitOptions, column_layout, split_dataset
 from ppsvm.entity import cli as entity_cli
 from ppsvm.errors import ConfigError, PpsvmError
 from ppsvm.experiments import cli as reproduce_cli
@@ -51,12 +53,14 @@ EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: what `yes | head` reports for `yes`
 def cmd_split(args: argparse.Namespace) -> int:
     """Cut a dataset into a checkerboard of entity cells with their configs, secrets and certificates."""
     dataset_options = dataset_options_from_args(args, args.task)
+    blocks = column_blocks_from_arg(args.cols)  # a bad --cols fails before the dataset is read
     dataset = load_dataset(args.data, dataset_options)
+    cols, column_blocks = column_layout(blocks, dataset.feature_names)
     result = split_dataset(
         dataset,
         SplitOptions(
             rows=args.rows,
-            cols=args.cols,
+            cols=cols,
             out_dir=Path(args.out),
             test_fraction=args.test_fraction,
             seed=args.seed,
@@ -67,6 +71,7 @@ def cmd_split(args: argparse.Namespace) -> int:
             overwrite=args.overwrite,
         ),
         provenance=dataclasses.asdict(dataset_options),
+        column_blocks=column_blocks,
     )
     print(
         f"wrote {len(result.entity_config_paths)} cells ({result.n_train} training, {result.n_test} held-out records) "
@@ -201,15 +206,17 @@ def cmd_health(args: argparse.Namespace) -> int:
 
 
 def cmd_reference(args: argparse.Namespace) -> int:
-    """NOT PRIVATE: the pooled reduced-kernel reference on a split directory."""
+    """NOT PRIVATE: the pooled reduced-kernel reference on every entity's records, read through their configs."""
     from ppsvm.api.federation import task_setting
-    from ppsvm.coordinator.reference import LABEL, pooled_reference
+    from ppsvm.coordinator.reference import LABEL, federation_file, pooled_reference
 
-    table = load_federation(Path(args.split_dir) / "federation.toml").task
+    federation = federation_file(Path(args.federation or args.split_dir))
+    table = load_federation(federation).task
     result = pooled_reference(
-        Path(args.split_dir),
+        federation,
         task_setting(table, "task", args.task, "classify"),
         task_setting(table, "kernel", args.kernel, "gaussian"),
+        config_paths=[Path(path) for path in args.entity_config],
         nu=task_setting(table, "nu", args.nu),
         mu=task_setting(table, "mu", args.mu),
         seed=args.seed,
@@ -232,7 +239,7 @@ def cmd_demo(args: argparse.Namespace) -> int:
         data=data,
         dataset=dataset_options,
         rows=args.rows,
-        cols=args.cols,
+        cols=column_blocks_from_arg(args.cols),
         test_fraction=args.test_fraction,
         seed=args.seed,
         train=train_options({}, deadline=args.deadline, **training_flags(args)),
@@ -282,7 +289,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     )
     split.add_argument("data", help="dataset file (e.g. ppsvm/data/bundled/wdbc.data)")
     split.add_argument("--rows", type=int, required=True, help="row blocks r")
-    split.add_argument("--cols", type=int, required=True, help="column blocks s")
+    add_cols_argument(split)
     split.add_argument("--out", required=True, help="output directory")
     split.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default %(default)s)")
     split.add_argument("--seed", type=int, default=0, help="shuffle seed (default %(default)s)")
@@ -406,19 +413,47 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
 
     reference = commands.add_parser(
         "reference",
-        help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on a split directory (benchmarks only)",
+        help="NOT PRIVATE: the pooled reduced-kernel reference K(A, Abar') on every entity's records, read in one "
+        "place (benchmarks only)",
+        description="NOT PRIVATE, for benchmarks: reads every entity's records in one place through its config "
+        "([data] and [schema]: CSV, Parquet and SQL sources alike, or a split's cell files; a SQL source's url_env "
+        "variable must be set here too), pools them by record id and trains the papers' reduced-kernel reference "
+        "K(A, Abar') with Abar a random 10% of the training rows; prints its held-out figures under a NOT PRIVATE "
+        "label. Give a `ppsvm split` output directory, or --federation with each entity's config from wherever it "
+        "is (--entity-config).",
     )
-    reference.add_argument("split_dir", help="output directory of 'ppsvm split'")
-    reference.add_argument("--task", choices=TASKS)
-    reference.add_argument("--kernel", choices=KERNELS)
+    where = reference.add_mutually_exclusive_group(required=True)
+    where.add_argument(
+        "split_dir",
+        nargs="?",
+        metavar="DIR",
+        help="a directory holding federation.toml and each entity's <id>.toml (what 'ppsvm split' writes)",
+    )
+    where.add_argument("--federation", metavar="FILE", help="the federation file, wherever it is")
     reference.add_argument(
-        "--nu", type=auto_float, help="number or auto (default: the split's [task] value, else auto)"
+        "--entity-config",
+        action="extend",
+        nargs="+",
+        default=[],
+        metavar="TOML",
+        help="the entity configs, one per entity of the federation, in any order and from any directory (matched "
+        "by [entity] id; repeatable, and one flag takes several, so a glob works: --entity-config sites/*.toml); "
+        "default: each entity's <id>.toml beside the federation file",
+    )
+    reference.add_argument("--task", choices=TASKS, help="default: the federation file's [task] value, else classify")
+    reference.add_argument(
+        "--kernel", choices=KERNELS, help="default: the federation file's [task] value, else gaussian"
     )
     reference.add_argument(
-        "--mu", type=auto_float, help="number or auto (default: the split's [task] value, else auto)"
+        "--nu", type=auto_float, help="number or auto (default: the federation file's [task] value, else auto)"
     )
-    reference.add_argument("--seed", type=int, default=0)
-    reference.add_argument("--json", action="store_true")
+    reference.add_argument(
+        "--mu", type=auto_float, help="number or auto (default: the federation file's [task] value, else auto)"
+    )
+    reference.add_argument(
+        "--seed", type=int, default=0, help="seed of the basis rows Abar and the folds (default %(default)s)"
+    )
+    reference.add_argument("--json", action="store_true", help="print the figures as one JSON object")
     reference.set_defaults(run=cmd_reference)
 
     demo = commands.add_parser(
@@ -426,7 +461,7 @@ def build_parser(reproduce_targets: bool = True) -> argparse.ArgumentParser:
     )
     demo.add_argument("--data", help="dataset file (default: the shipped WDBC, label M/B)")
     demo.add_argument("--rows", type=int, default=2, help="row blocks (default %(default)s)")
-    demo.add_argument("--cols", type=int, default=2, help="column blocks (default %(default)s)")
+    add_cols_argument(demo, default="2")
     demo.add_argument("--test-fraction", type=float, default=0.3, help="held-out fraction (default %(default)s)")
     demo.add_argument("--out", help="keep the split, model and configs in this directory (default: a temporary one)")
     demo.add_argument("--json", action="store_true", help="last line: the PPSVM evaluation as JSON")

@@ -7,6 +7,7 @@ Training settings left unset fall back to the federation file's ``[task]`` table
 from __future__ import annotations
 
 import argparse
+import csv
 import re
 from collections.abc import Callable
 from pathlib import Path
@@ -262,6 +263,68 @@ def federation_from_args(args: argparse.Namespace) -> Any:
     from ppsvm.api.federation import Federation
 
     return Federation.from_toml(args.federation, insecure=args.insecure, deadline=args.deadline)
+
+
+# ``--cols``: a count of contiguous column blocks, or each block's feature names.
+ColumnBlocks = int | tuple[tuple[str, ...], ...]
+
+
+def add_cols_argument(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """``--cols``, the column blocks of ``split`` and ``demo``: required where ``default`` is None.
+
+    Read with :func:`column_blocks_from_arg`; names become indices once the dataset is loaded
+    (:func:`ppsvm.data.partition.column_layout`).
+    """
+    parser.add_argument(
+        "--cols",
+        required=default is None,
+        default=default,
+        metavar="S|NAMES|@FILE",
+        help="column blocks: a count s (contiguous blocks of the features in file order), or each block's "
+        "features by name, blocks separated by ':' and names by ',' (--cols age,sex:bp,chol), or @FILE with one "
+        "block per line (names by ',', quoted as in CSV where a name holds one; blank lines and lines starting "
+        "with # skipped). Every feature goes to exactly one block; names are the header's, or x<column index> "
+        "for a file without one" + ("" if default is None else " (default %(default)s)"),
+    )
+
+
+def column_blocks_from_arg(text: str) -> ColumnBlocks:
+    """The ``--cols`` value: a whole number is the count of contiguous column blocks, anything else each block's
+    feature names (``a,b:c,d``, or ``@FILE`` with a block per line).
+
+    Returns
+    -------
+    int, or tuple of tuples of str
+        The count, or the names of each block's features, in order.
+
+    Raises
+    ------
+    ConfigError
+        A file that cannot be read, or an empty block or name, naming where.
+    """
+    text = text.strip()
+    if _INTEGER.fullmatch(text):
+        return int(text)
+    if text.startswith("@"):
+        path = Path(text[1:])
+        try:
+            lines = path.read_text(encoding="utf-8").splitlines()
+        except (OSError, UnicodeDecodeError) as exc:
+            raise ConfigError(f"--cols: cannot read {path}: {getattr(exc, 'strerror', None) or exc}") from exc
+        kept = [(k, line) for k, line in enumerate(lines, 1) if line.strip() and not line.lstrip().startswith("#")]
+        # Each line read as a CSV row for the quoting: a name may hold a comma.
+        blocks = [(f"{path} line {k}", next(csv.reader([line]))) for k, line in kept]
+        syntax = f"{path}: one column block per line, names separated by ','"
+        if not blocks:
+            raise ConfigError(f"--cols: {path} names no column block ({syntax})")
+    else:
+        blocks = [(f"column block {j}", block.split(",")) for j, block in enumerate(text.split(":"))]
+        syntax = "column blocks separated by ':', names by ',', e.g. --cols age,sex:bp,chol"
+    names = tuple(tuple(name.strip() for name in block) for _, block in blocks)
+    for (where, _), block in zip(blocks, names, strict=True):
+        if "" in block:
+            raise ConfigError(f"--cols: {where} has an empty feature name ({syntax})")
+    return names
 
 
 def _column_ref(text: str) -> ColumnRef:

@@ -18,7 +18,7 @@ from ppsvm.coordinator.reference import LABEL as REFERENCE_LABEL
 from ppsvm.coordinator.reference import pooled_reference
 from ppsvm.coordinator.train import TrainOptions, train_and_save
 from ppsvm.data.dataset import DatasetOptions, load_dataset
-from ppsvm.data.partition import SplitOptions, split_dataset
+from ppsvm.data.partition import SplitOptions, column_layout, split_dataset
 from ppsvm.data.shipped import WDBC
 from ppsvm.errors import EntityError
 from ppsvm.processes import EntityProcesses
@@ -35,7 +35,7 @@ class DemoOptions:
     data: Path
     dataset: DatasetOptions
     rows: int
-    cols: int
+    cols: int | tuple[tuple[str, ...], ...]  # a count of contiguous column blocks, or each block's feature names
     test_fraction: float
     seed: int
     train: TrainOptions
@@ -61,11 +61,13 @@ def run_demo(options: DemoOptions) -> dict[str, Any]:
 
 def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
     dataset = load_dataset(options.data, options.dataset)
+    cols, column_blocks = column_layout(options.cols, dataset.feature_names)
+    options = dataclasses.replace(options, cols=cols)  # the count from here on: the blocks are in the split
     split = split_dataset(
         dataset,
         SplitOptions(
             rows=options.rows,
-            cols=options.cols,
+            cols=cols,
             out_dir=work,
             test_fraction=options.test_fraction,
             seed=options.seed,
@@ -74,15 +76,16 @@ def _run(options: DemoOptions, work: Path) -> dict[str, Any]:
             overwrite=True,
         ),
         provenance=dataclasses.asdict(options.dataset),
+        column_blocks=column_blocks,
     )
     # Demo only: secrets derived from the seed make two runs alike; a real federation's are random.
-    set_secrets(split, simulation_secrets(options.seed, options.cols))
+    set_secrets(split, simulation_secrets(options.seed, cols))
     logger.info(
         "split %s (%d x %d) into a %d x %d checkerboard in %s",
         options.data.name,
         *dataset.X.shape,
         options.rows,
-        options.cols,
+        cols,
         work,
     )
     planned = load_federation(split.federation_path)

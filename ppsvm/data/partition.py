@@ -20,6 +20,7 @@ import itertools
 import json
 import logging
 import re
+from collections import Counter
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
@@ -48,7 +49,15 @@ from ppsvm.wire.certs import (
     make_certificates,
 )
 
-__all__ = ["SplitOptions", "SplitResult", "cell_csv", "feature_blocks", "split_dataset"]
+__all__ = [
+    "SplitOptions",
+    "SplitResult",
+    "cell_csv",
+    "column_layout",
+    "feature_blocks",
+    "named_feature_blocks",
+    "split_dataset",
+]
 
 logger = logging.getLogger(__name__)
 
@@ -378,6 +387,63 @@ def feature_blocks(n: int, cols: int, given: Sequence[Sequence[int] | np.ndarray
     if counts is None or len(counts) != n or not (counts == 1).all():
         raise ConfigError(f"column blocks must hold each of the {n} features (0..{n - 1}) exactly once")
     return blocks
+
+
+def named_feature_blocks(feature_names: Sequence[str], blocks: Sequence[Sequence[str]]) -> list[np.ndarray]:
+    """Column blocks given by feature names, as the feature indices :func:`split_dataset` takes.
+
+    Parameters
+    ----------
+    feature_names : sequence of str, length n
+        The dataset's features (:attr:`Dataset.feature_names`: header names, else ``x<column index>``).
+    blocks : sequence of sequences of str, length s
+        Each column block's feature names, in the order its cells will hold them.
+
+    Returns
+    -------
+    list of ndarray of int, length s
+        Each block's feature indices, shape (n_j,).
+
+    Raises
+    ------
+    ConfigError
+        A block without a feature, or names that are unknown, named more than once, or features no block names:
+        every problem at once, with the dataset's features listed.
+    """
+    if not blocks or any(len(block) == 0 for block in blocks):
+        raise ConfigError("every column block needs at least one feature")
+    index = {name: k for k, name in enumerate(feature_names)}
+    given = Counter(name for block in blocks for name in block)  # in order of first mention
+    problems = []
+    unknown = [name for name in given if name not in index]
+    if unknown:
+        problems.append(f"unknown feature(s) {_names(unknown)}")
+    repeated = [name for name, count in given.items() if count > 1]
+    if repeated:
+        problems.append(f"{_names(repeated)} named more than once")
+    left_out = [name for name in feature_names if name not in given]
+    if left_out:
+        problems.append(f"{_names(left_out)} in no column block (each feature goes to exactly one)")
+    if problems:
+        raise ConfigError(
+            f"column blocks by name: {'; '.join(problems)}; the dataset's features: {', '.join(feature_names)}"
+        )
+    return [np.array([index[name] for name in block], dtype=np.int64) for block in blocks]
+
+
+def column_layout(
+    cols: int | Sequence[Sequence[str]], feature_names: Sequence[str]
+) -> tuple[int, list[np.ndarray] | None]:
+    """:attr:`SplitOptions.cols` and :func:`split_dataset`'s ``column_blocks`` for a count of contiguous column
+    blocks (``column_blocks`` None) or each block's feature names (:func:`named_feature_blocks`)."""
+    if isinstance(cols, int):
+        return cols, None
+    blocks = named_feature_blocks(feature_names, cols)
+    return len(blocks), blocks
+
+
+def _names(names: Sequence[str]) -> str:
+    return ", ".join(repr(name) for name in names)
 
 
 def _manifest_block(j: int, columns: np.ndarray, feature_names: Sequence[str]) -> dict[str, Any]:
