@@ -7,6 +7,7 @@ from pathlib import Path
 from typing import Any
 
 from ppsvm import onboarding
+from ppsvm.kustomize import DEFAULT_IMAGE, write_overlay
 from ppsvm.wire.certs import (
     CA_FILE,
     CA_KEY_FILE,
@@ -24,7 +25,8 @@ def register(commands: Any) -> None:
         help="one organisation's side of onboarding: its own keys, shares and bundle",
         description="Each organisation runs these in its own directory; its private keys never leave it. "
         "Order: init (send the request to the operator), seal (send the sealed shares to the operator, who "
-        "relays them), join (with what the operator published and relayed). See docs/tutorials/deployment.md.",
+        "relays them), join (with what the operator published and relayed), and for Kubernetes kustomize (the "
+        "party's own overlay). See docs/tutorials/deployment.md.",
     )
     steps = org.add_subparsers(dest="step", required=True, metavar="STEP")
 
@@ -55,6 +57,28 @@ def register(commands: Any) -> None:
     join.add_argument("--shares", type=Path, help="an entity: the directory of sealed shares the operator relayed")
     join.add_argument("--data", default="", help="an entity: its data file, as its config will name it")
     join.set_defaults(run=_join)
+
+    kustomize = steps.add_parser(
+        "kustomize",
+        help="an entity or the coordinator: write its own Kubernetes overlay from its bundle (after join)",
+        description="Writes BUNDLE/kubernetes/: site/ (the overlay: the bundle's files in a Secret, the config "
+        "with the pod's paths, the data volume for a file source or the database URL from a Secret for a SQL "
+        "one), first-start/ (an entity's first rollout: also creates its release log) and base/ (the manifests, "
+        "named by a relative path). Run it again after changing the bundle's config; the directory is "
+        "replaced. See docs/how-to/kubernetes.md.",
+    )
+    kustomize.add_argument("--bundle", required=True, type=Path, help="this party's directory (after org join)")
+    kustomize.add_argument(
+        "--out", type=Path, help="where to write the overlay (default BUNDLE/kubernetes; replaced if it exists)"
+    )
+    kustomize.add_argument(
+        "--image",
+        default=DEFAULT_IMAGE,
+        help="the ppsvm image, NAME[:TAG] or NAME@DIGEST (default %(default)s, what `docker build -t ppsvm:local .` "
+        "makes; a cluster pulls from a registry: REGISTRY/ppsvm:VERSION)",
+    )
+    kustomize.add_argument("--namespace", help="the namespace of its objects (default ppsvm-NAME)")
+    kustomize.set_defaults(run=_kustomize)
 
     operator = commands.add_parser(
         "operator",
@@ -109,6 +133,17 @@ def _join(args: argparse.Namespace) -> int:
     print(f"{args.bundle} is complete")
     for group, fingerprint in groups.items():
         print(f"  {group}: {fingerprint}  (read it to the other members out of band: all must see the same)")
+    return 0
+
+
+def _kustomize(args: argparse.Namespace) -> int:
+    overlay = write_overlay(args.bundle, args.out, image=args.image, namespace=args.namespace)
+    print(
+        f"wrote {overlay.directory}, the Kubernetes overlay of {overlay.party} (namespace "
+        f"{overlay.namespace}); its Secret holds private keys: keep it as private as the bundle. Then:"
+    )
+    for index, step in enumerate(overlay.steps(), start=1):
+        print(f"  {index}. {step}")
     return 0
 
 

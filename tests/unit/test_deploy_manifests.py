@@ -1,9 +1,11 @@
-"""Kubernetes manifests (issue 13): deploy/kubernetes/ rendered offline with `kubectl kustomize`, no cluster.
+"""Kubernetes manifests (issue 13): the bases (ppsvm/kubernetes/, shipped in the wheel) rendered offline with
+`kubectl kustomize`, no cluster.
 
-Each example overlay under deploy/kubernetes/examples/ renders with the compose demo's real files (docker/demo/),
-and the objects are what the README promises: probes that ask the gRPC health service with ``ppsvm health``,
-the Secret's files mounted where the config names them, the release log and the model on claims, resource
-requests, Prometheus annotations, and no secret of another party in any party's render.
+Each example overlay under deploy/kubernetes/examples/ is what `ppsvm org kustomize` writes for the compose demo's
+bundles (docker/demo/), and renders with their real files; the objects are what the README promises: probes that
+ask the gRPC health service with ``ppsvm health``, the Secret's files mounted where the config names them, the
+release log and the model on claims, resource requests, Prometheus annotations, and no secret of another party in
+any party's render. An organisation's own overlay, from a bundle: tests/unit/test_kustomize_overlay.py.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import base64
 import dataclasses
 import functools
+import json
 import os
 import shutil
 import subprocess
@@ -25,32 +28,66 @@ import yaml
 
 from ppsvm.config import EntityConfig, load_entity_config, load_federation
 from ppsvm.core.release_log import ReleaseLog
+from ppsvm.kustomize import write_overlay
 
 REPO = Path(__file__).resolve().parents[2]
-DEPLOY = REPO / "deploy" / "kubernetes"
-EXAMPLES = DEPLOY / "examples"
+BASES = REPO / "ppsvm" / "kubernetes"
+EXAMPLES = REPO / "deploy" / "kubernetes" / "examples"
 DEMO = REPO / "docker" / "demo"
 KUBECTL = shutil.which("kubectl")
+# `resources:` naming directories and `components:` need kustomize 4 (kubectl 1.21); Debian 12's kubectl is 1.20.
+OLDEST_KUBECTL = (1, 21)
+
+
+def kubectl_version() -> tuple[int, int] | None:
+    """kubectl's client version (major, minor), or None where it is missing or does not say."""
+    if KUBECTL is None:
+        return None
+    try:
+        result = subprocess.run(
+            [KUBECTL, "version", "--client", "-o", "json"], capture_output=True, text=True, timeout=60, check=True
+        )
+        client = json.loads(result.stdout)["clientVersion"]
+        return int(client["major"]), int(client["minor"].rstrip("+"))
+    except (OSError, subprocess.SubprocessError, ValueError, KeyError):
+        return None
+
+
+KUBECTL_VERSION = kubectl_version()
 needs_kubectl = pytest.mark.skipif(
-    KUBECTL is None,
+    KUBECTL_VERSION is None or KUBECTL_VERSION < OLDEST_KUBECTL,
     reason="kubectl is not installed, so the manifests cannot be rendered "
-    "(Debian: apt-get install kubernetes-client; .ci/run installs it when run as root)",
+    "(Debian: apt-get install kubernetes-client; .ci/run installs it when run as root)"
+    if KUBECTL is None
+    else f"{KUBECTL} does not say its version (kubectl version --client -o json)"
+    if KUBECTL_VERSION is None
+    else f"kubectl {KUBECTL_VERSION[0]}.{KUBECTL_VERSION[1]} cannot render the overlays (`resources:` naming "
+    "directories and `components:` need kubectl 1.21 or later, with kustomize 4)",
 )
 
 # What each example overlay may hold: its own party's files and nothing else (copies from its bundle
-# docker/demo/<party>/, and its config with the pod's paths).
+# docker/demo/<party>/ under the Secret's names, and its config with the pod's paths).
 EXAMPLE_FILES = {
     "r0c0": {
-        "kustomization.yaml",
-        "entity.toml",
-        "ca.pem",
-        "r0c0.pem",
-        "r0c0.key",
-        "column-block-0.secret",
-        "record-ids.key",
-        "pair-r0c0-r0c1.secret",
+        "README.md",
+        "first-start/kustomization.yaml",
+        "site/kustomization.yaml",
+        "site/entity.toml",
+        "site/ca.pem",
+        "site/entity.pem",
+        "site/entity.key",
+        "site/column-block.secret",
+        "site/record-ids.key",
+        "site/pair-r0c1.secret",
     },
-    "coordinator": {"kustomization.yaml", "federation.toml", "ca.pem", "coordinator.pem", "coordinator.key"},
+    "coordinator": {
+        "README.md",
+        "site/kustomization.yaml",
+        "site/federation.toml",
+        "site/ca.pem",
+        "site/coordinator.pem",
+        "site/coordinator.key",
+    },
 }
 # The Secret each one generates: key in the Secret -> the file of the party's bundle it must hold.
 ENTITY_SECRET = {
@@ -65,18 +102,19 @@ COORDINATOR_SECRET = {"ca.pem": "ca.pem", "coordinator.pem": "coordinator.pem", 
 
 
 def render(directory: Path) -> tuple[str, list[dict[str, Any]]]:
-    """``kubectl kustomize directory``: the YAML text and its objects."""
+    """``kubectl kustomize directory``: the YAML text and its objects; a warning (``bases`` deprecated, ...) fails."""
     assert KUBECTL is not None
     result = subprocess.run(
         [KUBECTL, "kustomize", str(directory)], capture_output=True, text=True, timeout=120, check=False
     )
     assert result.returncode == 0, f"kubectl kustomize {directory} failed:\n{result.stderr}"
+    assert not result.stderr.strip(), f"kubectl kustomize {directory} warns:\n{result.stderr}"
     return result.stdout, [document for document in yaml.safe_load_all(result.stdout) if document]
 
 
 @functools.cache
 def rendered(example: str) -> tuple[str, list[dict[str, Any]]]:
-    return render(EXAMPLES / example)
+    return render(EXAMPLES / example / "site")
 
 
 def only(objects: list[dict[str, Any]], kind: str) -> dict[str, Any]:
@@ -167,13 +205,24 @@ def private_demo_files(allowed: set[str]) -> list[Path]:
     return [f for f in files if f.read_bytes() not in allowed_contents]
 
 
-def test_example_overlays_hold_only_their_own_partys_current_copies() -> None:
+def test_example_overlays_hold_only_their_own_partys_current_copies(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """Each example is `ppsvm org kustomize`'s output for its demo bundle, naming the repository's bases (and the
+    coordinator's federation file addressing the entities at their Services: copy-demo-files.sh)."""
     assert {p.name for p in EXAMPLES.iterdir() if p.is_dir()} == set(EXAMPLE_FILES)
+    monkeypatch.chdir(REPO)  # the bundles by relative paths, as copy-demo-files.sh names them
     for example, names in EXAMPLE_FILES.items():
-        assert {p.name for p in (EXAMPLES / example).iterdir()} == names, example
-        for name in names & {p.name for p in (DEMO / example).iterdir()} - {"federation.toml"}:
-            assert (EXAMPLES / example / name).read_bytes() == (DEMO / example / name).read_bytes(), (
-                f"examples/{example}/{name} differs from docker/demo/{example}/{name}: "
+        held = {p.relative_to(EXAMPLES / example).as_posix() for p in (EXAMPLES / example).rglob("*") if p.is_file()}
+        assert held == names, example
+        fresh = tmp_path / example
+        write_overlay(Path("docker/demo") / example, fresh, bases=Path("ppsvm/kubernetes"))
+        here = Path(os.path.relpath(BASES, fresh / "site")).as_posix()
+        there = Path(os.path.relpath(BASES, EXAMPLES / example / "site")).as_posix()
+        for name in names - {"site/federation.toml"}:
+            expected = (fresh / name).read_bytes().replace(here.encode(), there.encode())
+            assert (EXAMPLES / example / name).read_bytes() == expected, (
+                f"examples/{example}/{name} is not what `ppsvm org kustomize` writes for docker/demo/{example}: "
                 "run deploy/kubernetes/examples/copy-demo-files.sh"
             )
 
@@ -234,15 +283,16 @@ def test_entity_config_names_the_mounted_files_and_the_release_log_claim(tmp_pat
     data_at, data = volumes["data"]
     assert data["mount"]["readOnly"] is True
     assert config.data.path is not None and where(config.data.path).is_relative_to(data_at)
-    # The compose demo's r0c0 config but for its paths (copy-demo-files.sh writes it from the bundle's).
+    # The compose demo's r0c0 config but for its paths (`ppsvm org kustomize` writes it from the bundle's).
     assert without_paths(config) == without_paths(load_entity_config(DEMO / "r0c0/r0c0.toml"))
+    assert config.data.cache is False  # the data volume is read only: no cache beside the records
     assert config.data.path.name == "r0c0.csv"
 
 
 def without_paths(config: EntityConfig) -> EntityConfig:
     return dataclasses.replace(
         config,
-        data=dataclasses.replace(config.data, path=None),
+        data=dataclasses.replace(config.data, path=None, cache=False),
         secret_file=None,
         id_key_file=None,
         pair_secret_files=tuple((peer, Path()) for peer, _ in config.pair_secret_files),
@@ -390,17 +440,10 @@ def test_servers_serve_metrics_on_the_annotated_port_once_ppsvm_offers_it(exampl
 
 @needs_kubectl
 def test_first_start_job_creates_the_release_log_once(tmp_path: Path) -> None:
-    """The one-off Job of entity/first-start: same Secret and claim as the entity, and its script works."""
-    site = tmp_path / "site"
-    shutil.copytree(EXAMPLES / "r0c0", site)
-    kustomization = site / "kustomization.yaml"
-    entity_base = Path(os.path.relpath(DEPLOY / "entity", site)).as_posix()
-    text = kustomization.read_text(encoding="utf-8")
-    assert "\n- ../../entity\n" in text and "\n# - ../../entity/first-start " in text
-    text = text.replace("\n- ../../entity\n", f"\n- {entity_base}\n")
-    text = text.replace("\n# - ../../entity/first-start ", f"\n- {entity_base}/first-start  # ")
-    kustomization.write_text(text, encoding="utf-8")
-    _, objects = render(site)
+    """The one-off Job of the base's first-start/, which the overlay's first-start/ adds to the site: same Secret
+    and claim as the entity, and its script works."""
+    _, objects = render(EXAMPLES / "r0c0" / "first-start")
+    assert {o["metadata"]["namespace"] for o in objects} == {"ppsvm-r0c0"}
     deployment, job, secret = only(objects, "Deployment"), only(objects, "Job"), only(objects, "Secret")
     assert secret_mount_files(job, secret) == secret_mount_files(deployment, secret)
     entity_volumes = mounts(deployment, main_container(deployment))
