@@ -93,6 +93,12 @@ def test_the_api_reference_renders_the_docstrings(site: Path, module: str, qualn
     assert "".join(summary.split()) in "".join(text_of(page).split()), f"{qualname}'s docstring is missing: {summary!r}"
 
 
+def test_no_sphinx_role_shows_as_text(site: Path) -> None:
+    for page in site.rglob("*.html"):
+        left = re.findall(r":(?:mod|func|class|meth|attr|data|exc|obj|const):<code>", page.read_text(encoding="utf-8"))
+        assert not left, f"{page.relative_to(site)} shows {len(left)} Sphinx roles as text"
+
+
 def listed_commands(help_text: str) -> list[str]:
     """The subcommands a ``--help`` lists under its COMMAND (or ACTION) positional."""
     return re.findall(r"^    ([a-z][a-z0-9-]*)(?:\s|$)", help_text, flags=re.MULTILINE)
