@@ -26,7 +26,15 @@ def register(subparsers: argparse._SubParsersAction, *, with_targets: bool = Tru
     )
     targets = parser.add_subparsers(dest="target", required=True, metavar="TARGET")
     if with_targets:
-        from ppsvm.experiments import dp, sinc, table1
+        try:
+            from ppsvm.experiments import dp, sinc, table1
+        except ImportError as missing:
+            # Without the reproduce extra: what to install, not a traceback (or another extra's hint).
+            cause: BaseException | None = missing
+            while cause is not None and not getattr(cause, "name", None):
+                cause = cause.__cause__
+            name = getattr(cause, "name", None) or "scikit-learn and matplotlib"
+            raise SystemExit(f"ppsvm: error: ppsvm reproduce needs {name}: {INSTALL_HINT}") from None
 
         for module in (table1, sinc, dp):
             module.add_parser(targets)

@@ -5,6 +5,8 @@ from __future__ import annotations
 import io
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -240,3 +242,21 @@ def test_no_figure_without_entities_alone() -> None:
     summary = summarise([run], options, paper_table())
     assert summary[0]["tunings"]["uniform-design"]["alone"]["mean"] is None
     assert figures(summary, options, {"wdbc": "WDBC"}, "table1") == {}
+
+
+def test_without_scikit_learn_reproduce_names_its_extra() -> None:
+    """As after `pip install ppsvm` alone (tests/integration/test_extras.py installs it for real, in the long run)."""
+    hide = (
+        "import builtins, sys\n"
+        "real = builtins.__import__\n"
+        "def hidden(name, *args, **kwargs):\n"
+        "    if name.split('.')[0] == 'sklearn':\n"
+        "        raise ModuleNotFoundError(f'No module named {name!r}', name='sklearn')\n"
+        "    return real(name, *args, **kwargs)\n"
+        "builtins.__import__ = hidden\n"
+        "from ppsvm.cli import main\n"
+        "sys.exit(main(['reproduce', 'table1', '--help']))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", hide], capture_output=True, text=True, timeout=60, check=False)
+    assert result.returncode == 1 and "Traceback" not in result.stderr, result.stderr
+    assert "ppsvm reproduce needs sklearn: pip install 'ppsvm[reproduce]'" in result.stderr
