@@ -77,7 +77,8 @@ def fresh_venv(where: Path, wheel: Path, extra: str | None) -> Path:
 
 def run(venv: Path, *args: str, cwd: Path, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """``args[0]`` from the venv's bin/ (``ppsvm``, ``python``, ``mkdocs``), as a user of that venv runs it."""
-    env = {key: value for key, value in os.environ.items() if key not in ("PYTHONPATH", "PYTHONHOME")}
+    # No PYTHON* variable of the suite's own (the import path, the home): the venv's interpreter decides alone.
+    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
     env |= {
         "VIRTUAL_ENV": str(venv),
         "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",

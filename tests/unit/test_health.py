@@ -6,6 +6,7 @@ In-process servers made by the same ``create_server`` as ``ppsvm entity`` and ``
 from __future__ import annotations
 
 import datetime
+import socket
 import threading
 from collections.abc import Iterator
 from pathlib import Path
@@ -179,7 +180,11 @@ def test_plaintext_servers_answer_too_and_unreachable_ones_are_named_so() -> Non
         assert answer.status == "SERVING" and answer.reason == "" and answer.ms >= 0
     finally:
         server.stop(0)
-    gone = check_health(f"127.0.0.1:{port}", tls=None, peer="", deadline=HEALTH_DEADLINE_S)
+    # A port bound but not listening: nothing answers there, and no other test's server can take it meanwhile (the
+    # stopped server's port could be, under a parallel run: its answer was then "refused").
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        gone = check_health(f"127.0.0.1:{held.getsockname()[1]}", tls=None, peer="", deadline=HEALTH_DEADLINE_S)
     assert gone.status == "unreachable" and gone.reason and not gone.serving
 
 
