@@ -66,6 +66,7 @@ def fresh_venv(where: Path, wheel: Path, extra: str | None) -> Path:
     requirement = f"{wheel}[{extra}]" if extra else str(wheel)
     installed = subprocess.run(
         [sys.executable, "-m", "pip", "--python", str(python), "install", "-q", "--no-compile", requirement],
+        env=own_environment(),  # an import path pointing at a checkout would make pip see ppsvm as installed
         capture_output=True,
         text=True,
         timeout=INSTALL_TIMEOUT_S,
@@ -75,13 +76,16 @@ def fresh_venv(where: Path, wheel: Path, extra: str | None) -> Path:
     return where
 
 
+def own_environment() -> dict[str, str]:
+    """The environment without the suite's PYTHON* variables (the import path, the home): the venv decides alone."""
+    return {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
+
+
 def run(venv: Path, *args: str, cwd: Path, timeout: float = RUN_TIMEOUT_S) -> subprocess.CompletedProcess[str]:
     """``args[0]`` from the venv's bin/ (``ppsvm``, ``python``, ``mkdocs``), as a user of that venv runs it."""
-    # No PYTHON* variable of the suite's own (the import path, the home): the venv's interpreter decides alone.
-    env = {key: value for key, value in os.environ.items() if not key.startswith("PYTHON")}
-    env |= {
+    env = own_environment() | {
         "VIRTUAL_ENV": str(venv),
-        "PATH": f"{venv / 'bin'}{os.pathsep}{env.get('PATH', '')}",
+        "PATH": f"{venv / 'bin'}{os.pathsep}{os.environ.get('PATH', '')}",
         "PYTHONDONTWRITEBYTECODE": "1",
         "NO_MKDOCS_2_WARNING": "1",
         "MPLBACKEND": "Agg",
