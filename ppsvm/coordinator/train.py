@@ -188,7 +188,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
         blocks, scaling = session.survey()
         surveyed = time.perf_counter()
         fingerprint = session.fingerprint()
-        labels, classes = None, None
+        labels, classes, names = None, None, None
         if options.task == "classify":
             classes = _check_labels(session, blocks)
             declared = declared_labels(session)
@@ -198,6 +198,8 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
                     "-1 and +1; write class codes 0 .. k-1 for several classes"
                 )
             labels = None if declared is None else (declared[0], declared[1])
+            # Named before any kernel is fetched: codes the names do not reach are refused before a release.
+            names = None if classes is None else _class_names(classes, declared)
         widths = [session.n_features(j) for j in federation.column_blocks]
         n_train = sum(b.size("train") for b in blocks)
         record_weights = None if options.sample_weight is None else _record_weights(options.sample_weight, blocks)
@@ -228,8 +230,9 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
         if classes is None:
             fits = [_fit(K, columns, target, shared)]
         else:
+            assert names is not None  # named with the classes, above
             fits = []
-            for k, (value, name) in enumerate(zip(classes, _class_names(classes, declared), strict=True)):
+            for k, (value, name) in enumerate(zip(classes, names, strict=True)):
                 logger.info("class %s against the rest (%d of %d)", name, k + 1, len(classes))
                 # Each fit rescales its K in place: the last class may take the fetched one itself.
                 own = K if k == len(classes) - 1 else K.copy(order="K")
@@ -250,7 +253,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
     )
     if classes is None:
         return model_of(fits[0], labels=labels, seconds=time.perf_counter() - started)
-    names = _class_names(classes, declared)
+    assert names is not None
     return MulticlassModel(
         classes=names,
         values=tuple(float(value) for value in classes),

@@ -413,9 +413,10 @@ def label_values(values: Sequence[Any], source: DataSource, locate: Any) -> np.n
     assert column is not None
     out = np.empty(len(values))
     # Two classes: the first (positive) is +1; several: each its place in the list.
-    target = {} if source.labels is None else {label: float(k) for k, label in enumerate(source.labels)}
-    if len(target) == 2:
-        target = {source.labels[0]: 1.0, source.labels[1]: -1.0}  # type: ignore[index]
+    labels = source.labels or ()
+    target = (
+        {labels[0]: 1.0, labels[1]: -1.0} if len(labels) == 2 else {name: float(k) for k, name in enumerate(labels)}
+    )
     for row, value in enumerate(values):
         if value is None or (isinstance(value, str) and value.strip() in source.missing_values):
             raise DataError(f"{locate(row, column)}: missing label")
