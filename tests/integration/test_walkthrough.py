@@ -61,4 +61,4 @@ def test_the_walkthrough_runs_as_written(tmp_path: Path) -> None:
     assert all(row["status"] == "ok" and 0 < float(row["probability"]) < 1 for row in rows)
     # Nothing left running: the script's trap stopped the entities and the service.
     for command in ("--config north.toml", "--config south.toml", f"--listen 127.0.0.1:{int(environment['PORT']) + 2}"):
-        assert subprocess.run(["pgrep", "-f", command], capture_output=True).returncode == 1, command
+        assert subprocess.run(["pgrep", "-f", "--", command], capture_output=True).returncode == 1, command
