@@ -16,7 +16,7 @@ from typing import Any
 
 from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY, SINGLE_BLOCK_GAIN_KEY, EntityConfig, Federation
 from ppsvm.coordinator.federation import Session
-from ppsvm.core.privacy import exposure_at_defaults
+from ppsvm.core.privacy import single_block_exposure
 from ppsvm.data.sources import read_source
 from ppsvm.errors import PpsvmError
 from ppsvm.wire.certs import certificate_identity
@@ -250,20 +250,21 @@ def _combination(config: EntityConfig, where: str) -> Finding:
         return Finding(OK, "rule 8", f"{where}: no other entity knows its B_j; its blocks leave on their own")
     try:
         cell = read_source(config.data, config.schema)
-        risk = exposure_at_defaults(cell.X_train, config.read_secret()).describe()
+        risk = single_block_exposure(cell.X_train, config.read_secret()).describe()
     except PpsvmError as error:
         risk = f"not measured ({error})"
     consent = (
         f"it consents ([privacy] {SINGLE_BLOCK_CONSENT_KEY} = true): its records are exposed to a peer helping the "
         "coordinator"
         if config.single_block_consent
-        else f"it refuses a block above gain {config.single_block_max_gain:g} ([privacy] {SINGLE_BLOCK_GAIN_KEY})"
+        else f"it refuses every block on its own if that gain is above {config.single_block_max_gain:g} "
+        f"([privacy] {SINGLE_BLOCK_GAIN_KEY})"
     )
     return Finding(
         FAIL if config.single_block_consent else WARN,
         "rule 8",
         f"{where}: no row-block peer to combine its kernel blocks with, and its column-block peers know B_j. "
-        f"Measured at the defaults: {risk}; {consent}",
+        f"Measured at its largest private mbar: {risk}; {consent}",
     )
 
 

@@ -367,6 +367,12 @@ def objective_perturbation_parameters(
     # (1 + a)^2 with a = c / (n Lambda); log1p keeps precision when a is tiny (large n).
     epsilon_prime = epsilon - 2.0 * math.log1p(c / (n * Lambda))
     if epsilon_prime > 0.0:
+        if not n * Lambda <= MAX_OBJECTIVE_SCALE:
+            # A tiny C: n / C past float64's range once doubled by the exact finish (NaN weights, issue 27).
+            raise DataError(
+                f"objective perturbation with C = {C:g} and n = {n}: n / C must stay below {MAX_OBJECTIVE_SCALE:g} "
+                "for float64 to hold the minimiser's dual: raise C"
+            )
         return ObjectivePerturbationParameters(epsilon_prime, 0.0, Lambda, c)
     # e^(epsilon/4) overflows past epsilon ~ 2,839: Delta's limit there is -Lambda, i.e. no extra ridge.
     growth = math.expm1(epsilon / 4.0) if epsilon < 2_800.0 else math.inf

@@ -73,11 +73,14 @@ def check_mbar(mbar: int, n_features: int, override: bool, who: str) -> bool:
     )
 
 
-def exposure_at_defaults(X_train: np.ndarray, secret: bytes) -> Risk:
-    """What a column-block peer recovers from an entity's kernel block on its own, at the training defaults.
+def single_block_exposure(X_train: np.ndarray, secret: bytes) -> Risk:
+    """What a column-block peer recovers from an entity's kernel block on its own, at the largest private mbar.
 
-    Gaussian at the width 1/n_j, mbar = n_j - 1, the records' own range as the scaling: the view a horizontal
-    federation's first training pins. The entity's start line and ``ppsvm audit`` show it to its operator.
+    The worse of the linear kernel and the Gaussian at the width 1/n_j, mbar = n_j - 1 (the most a block may
+    have without the non-private override; the gain grows with mbar), the records' own range as the scaling.
+    Measured once, before any request: an entity decides from it whether a block may leave on its own
+    (:meth:`ppsvm.entity.cell.EntityCore.single_block_allowed`), so no coordinator picks the view it is measured
+    at or reads a figure that moves with one record. The start line and ``ppsvm audit`` show it to its operator.
 
     Parameters
     ----------
@@ -88,4 +91,9 @@ def exposure_at_defaults(X_train: np.ndarray, secret: bytes) -> Risk:
     """
     n = X_train.shape[1]
     scaled = np.clip(scale_to_unit(X_train, X_train.min(axis=0), X_train.max(axis=0)), 0, 1)
-    return measure_risk(scaled, derive_B(secret, max(1, n - 1), n), "gaussian", gaussian_fetch_width(n))
+    points = derive_B(secret, max(1, n - 1), n)
+    risks = [
+        measure_risk(scaled, points, "linear", 0.0),
+        measure_risk(scaled, points, "gaussian", gaussian_fetch_width(n)),
+    ]
+    return max(risks, key=lambda risk: risk.gain)

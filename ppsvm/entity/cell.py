@@ -61,10 +61,10 @@ from ppsvm.core.privacy import (
     NOT_PRIVATE_BANNER,
     check_mbar,
     default_mbar,
-    exposure_at_defaults,
+    single_block_exposure,
 )
 from ppsvm.core.randomness import derive_B, features_check, key_check_value, range_tag
-from ppsvm.core.reconstruction import Risk, measure_risk
+from ppsvm.core.reconstruction import Risk
 from ppsvm.core.release_log import ReleaseLog, create_release_log
 from ppsvm.core.tuning import SEARCHES, Search
 from ppsvm.data.cell import Cell
@@ -220,8 +220,6 @@ class EntityCore:
         self._secret = config.read_secret()
         # One secret per other entity of its row block: its kernel blocks leave only masked (privacy rule 8).
         self._pair_secrets = config.read_pair_secrets()
-        # Measured reconstruction risk of a single-block release, per (view fingerprint, mbar): measured once.
-        self._single_block_risk: dict[tuple[str, int, int], Risk] = {}
         self._set_digests: dict[str, bytes] = {}
         self.secret_check = key_check_value(self._secret)
         id_key = config.read_id_key()
@@ -398,8 +396,8 @@ class EntityCore:
         block, bound to the nonce, the ordered records and the view: only the row block's sum can be read.
         Without one, or for an entity alone in its row block (nothing to mask with), the block leaves on its
         own, which a column-block peer can invert (privacy rule 8): where its column block has other members,
-        it is released only when the reconstruction risk measured on the entity's own records is within
-        ``single_block_max_gain`` or its config consents.
+        it is released only when its config consents or the reconstruction risk measured once on the entity's
+        own records is within ``single_block_max_gain`` (:attr:`single_block_allowed`: decided before the charge).
 
         Every check and the charge happen here, before any row is computed; the rows are computed as
         the stream's batches are asked for (a block on its own ``batch_rows`` at a time, a masked share
@@ -448,6 +446,14 @@ class EntityCore:
         # Only a column-block peer knows B_j: a block whose column block has no other member leaves under a B_j
         # the receiver does not know (the papers' case), whether masked or not.
         exposed = not masked and len(self.config.column_block_members) > 1
+        if exposed and not self.single_block_allowed:
+            raise PrivacyError(
+                f"entity {self.id} refuses to release its kernel block on its own: a colluding column-block peer's "
+                "reconstruction of its records, measured at its start, is above its limit ([privacy] "
+                f"{SINGLE_BLOCK_GAIN_KEY}; its own log has the figures). Alternatives: combine it with the other "
+                "entities of its row block (secure aggregation: a vertical or checkerboard federation whose entities "
+                f"hold pair secrets), DP mode, or its operator's consent ([privacy] {SINGLE_BLOCK_CONSENT_KEY} = true)"
+            )
         self.guard.charge(
             "KernelBlock",
             peer,
@@ -459,8 +465,6 @@ class EntityCore:
             rows=count,
             masked=masked,
         )
-        if exposed:
-            self._check_single_block(basis, mbar, epoch)
         named = self._served_rows(ids or []) if records == "ids" else None
         X = self.cell.X_train if records == "train" else self.cell.X_test if records == "test" else named
         assert X is not None
@@ -508,9 +512,21 @@ class EntityCore:
         peer to combine with (a horizontal split, or alone in its row block) and other members in its column block."""
         return not self._pair_secrets and len(self.config.column_block_members) > 1
 
-    def exposure_at_defaults(self) -> Risk:
-        """:func:`ppsvm.core.privacy.exposure_at_defaults` of its records: for the start line (no release)."""
-        return exposure_at_defaults(self.cell.X_train, self._secret)
+    @cached_property
+    def single_block_exposure(self) -> Risk:
+        """:func:`ppsvm.core.privacy.single_block_exposure` of its records: measured once, on first use (the start
+        line of an entity whose blocks leave alone; the first unmasked request of one whose blocks may)."""
+        return single_block_exposure(self.cell.X_train, self._secret)
+
+    @property
+    def single_block_allowed(self) -> bool:
+        """Whether its kernel block may leave on its own where a column-block peer knows B_j (privacy rule 8): its
+        operator consents, or :attr:`single_block_exposure` is within ``single_block_max_gain``.
+
+        The same for every request (no view, mbar or epoch of the coordinator's enters it), so a refusal is decided
+        before the charge and tells a caller one fixed bit of the entity, not one per view it asks about.
+        """
+        return self.config.single_block_consent or self.single_block_exposure.gain <= self.config.single_block_max_gain
 
     def _records_digest(self, records: str, ids: Sequence[str] | np.ndarray) -> bytes:
         """:func:`records_digest` of the ordered ids, kept for the training and held-out sets (0.7 s at a million ids,
@@ -521,50 +537,6 @@ class EntityCore:
         if digest is None:
             digest = self._set_digests[records] = records_digest(np.asarray(ids))
         return digest
-
-    def _check_single_block(self, basis: Basis, mbar: int, epoch: int) -> None:
-        """Refuse a single-block release whose measured reconstruction risk exceeds the limit, unless consented.
-
-        The risk is the strongest reconstruction the project knows (:func:`ppsvm.core.reconstruction.measure_risk`:
-        half of this entity's own records, as a column-block peer who knows B_j, attacking the other half),
-        measured once per view and mbar after the release was charged: the decision depends on the records,
-        so it is recorded like any release, and its figure goes to the entity's own log.
-        """
-        key = (basis.fingerprint(), mbar, epoch)
-        risk = self._single_block_risk.get(key)
-        if risk is None:
-            with self.guard.touching("KernelBlock"):
-                scaled = np.clip(scale_to_unit(self.cell.X_train, np.array(basis.low), np.array(basis.high)), 0, 1)
-                risk = measure_risk(scaled, self._random_points(mbar, epoch), basis.kernel, basis.mu)
-            self._single_block_risk[key] = risk
-            logger.warning(
-                "entity %s: its kernel block at %s, mbar = %d, would leave on its own (not combined with its row "
-                "block's): %s",
-                self.id,
-                basis.describe(),
-                mbar,
-                risk.describe(),
-            )
-        limit = self.config.single_block_max_gain
-        if risk.gain <= limit:
-            return
-        if self.config.single_block_consent:
-            logger.warning(
-                "entity %s releases its kernel block on its own with measured gain %.2f > %.2f, by its own consent "
-                "([privacy] %s = true)",
-                self.id,
-                risk.gain,
-                limit,
-                SINGLE_BLOCK_CONSENT_KEY,
-            )
-            return
-        raise PrivacyError(
-            f"entity {self.id} refuses to release its kernel block on its own (mbar = {mbar}): {risk.describe()}, "
-            f"above its limit {limit:g} ([privacy] {SINGLE_BLOCK_GAIN_KEY}). Alternatives: combine it with the other "
-            "entities of its row block (secure aggregation: a vertical or checkerboard federation whose entities hold "
-            f"pair secrets), a smaller mbar, DP mode, or its operator's consent ([privacy] {SINGLE_BLOCK_CONSENT_KEY} "
-            "= true)"
-        )
 
     def _served_rows(self, ids: list[str]) -> np.ndarray:
         """The rows of records named by id, refused when one of them changed since it was served (issue 26).

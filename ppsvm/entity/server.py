@@ -8,7 +8,7 @@ import sys
 
 import grpc
 
-from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY, EntityConfig
+from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY, SINGLE_BLOCK_GAIN_KEY, EntityConfig
 from ppsvm.core.privacy import MIXED_MODE_WARNING, NOT_PRIVATE_BANNER
 from ppsvm.entity.cell import EntityCore
 from ppsvm.entity.metrics import EntityCollector
@@ -68,14 +68,16 @@ def start_entity(
     if core.blocks_leave_alone:
         logger.warning(
             "entity %s: no row-block peer to combine its kernel blocks with, so they would reach the coordinator on "
-            "their own, and its column-block peers know B_j (privacy rule 8). Measured at the defaults: %s. It "
-            "releases a block only within gain %g%s",
+            "their own, and its column-block peers know B_j (privacy rule 8). Measured at its largest private mbar: "
+            "%s. %s",
             config.id,
-            core.exposure_at_defaults().describe(),
-            config.single_block_max_gain,
-            f"; its config consents to more ([privacy] {SINGLE_BLOCK_CONSENT_KEY})"
+            core.single_block_exposure.describe(),
+            f"It releases them by its own consent ([privacy] {SINGLE_BLOCK_CONSENT_KEY} = true)"
             if config.single_block_consent
-            else "",
+            else f"It releases them: the gain is within its limit {config.single_block_max_gain:g}"
+            if core.single_block_allowed
+            else f"It refuses them: the gain is above its limit {config.single_block_max_gain:g} ([privacy] "
+            f"{SINGLE_BLOCK_GAIN_KEY})",
         )
     return server, port
 

@@ -430,14 +430,15 @@ def test_control_a_consented_single_block_is_read_back_by_a_column_block_peer(
         assert found.gain > CONTROL_GAIN and found.whole > 0.5, f"{colluder_id} -> {victim_id}\n{report}"
 
 
-def test_a_horizontal_split_refuses_by_default_and_names_the_figures(federation) -> None:
-    """Without consent, each entity measures what a peer would recover of its block and refuses the training."""
+def test_a_horizontal_split_refuses_by_default_and_says_why(federation) -> None:
+    """Without consent, each entity has measured what a peer would recover of its block and refuses the training,
+    naming its limit and the way out (the figures stay in its own log)."""
     running = federation(2, 1, data=CLEVELAND, options=CLEVELAND_OPTIONS, consent=False)
     result = running.train(check=False)
     assert result.returncode != 0
     message = " ".join(result.stderr.split())
     print(message)  # the figures, for -rP
-    for words in ("recovers", "no-release guess", "consent_single_block_release"):
+    for words in ("reconstruction", "single_block_max_gain", "consent_single_block_release"):
         assert words in message, result.stderr
     assert not (running.split_dir / "model.json").exists()
 

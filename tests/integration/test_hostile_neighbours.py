@@ -34,13 +34,13 @@ comparison is not vacuous: on the real entities, the changed record's kernel row
 exempted; in process, a deliberately non-private DpWeights (mechanism "none", allowed by the entity's config) and the
 pre-issue-27 unclipped scaling (monkeypatched in) give outcomes the comparison flags.
 
-Holes found, each kept as a strict xfail with the requests that show it:
+A hole found and fixed: DpWeights with mechanism objective and C below about 1.5e-298 answered NaN weights, charged
+(alike on every data set: 2 h n / C overflowed the exact finish); n / C is now bounded from the request alone.
 
-- DpWeights, mechanism objective, C below about 1.5e-298: NaN weights answered and charged (alike on every data
-  set: 2 h n / C overflows the exact finish; tiny C is kept out of the property for objective);
-- KernelBlock without single-block consent (the entity's default): the risk gate measures the training records after
-  the charge; its refusal quotes the measured figures (they differ between neighbours), and with a limit between the
-  neighbours' gains one answers and the other refuses.
+Another fixed: without single-block consent (the entity's default), KernelBlock measured the reconstruction risk of
+the view asked for, after the charge, and quoted the figures in its refusal: a coordinator could pick views until
+one neighbour answered and the other refused. The entity now decides once, from a measurement made before any
+request (test_the_single_block_gate_is_one_decision_made_before_any_request shows the one bit left).
 
 Run: ``pytest -m long tests/integration/test_hostile_neighbours.py`` (about 2 minutes on 2 cores).
 """
@@ -77,6 +77,7 @@ from ppsvm.core.fourier import MAX_RHO_ROW_L1, SCALED_BOX, apply_scaling, fourie
 from ppsvm.core.kernels import scale_to_unit
 from ppsvm.core.linear_svm import SOLVER_L2_ERROR, train_linear_svm
 from ppsvm.core.metrics import class_histogram
+from ppsvm.core.privacy import single_block_exposure
 from ppsvm.core.randomness import derive_B, range_tag
 from ppsvm.core.reconstruction import measure_risk
 from ppsvm.data.cell import Cell
@@ -643,9 +644,6 @@ def dp_histogram_requests(draw: st.DrawFn) -> tuple[str, Any]:
 # Every mechanism the entity serves (its config allows the continuous-noise ones), and what it must refuse.
 MECHANISMS = ("laplace", "output-gamma", "objective")
 C_VALUES = st.sampled_from([TINY, 1e-300, 1e-6, 1.0, 300.0, MAX_DP_C, MAX_DP_C]) | st.floats(1e-3, MAX_DP_C)
-# Objective perturbation below this C releases NaN weights on every data set alike (see
-# test_objective_perturbation_at_a_tiny_c_releases_finite_weights, xfail): kept out of the property, tested there.
-OBJECTIVE_NAN_C = 1e-290
 BAD_C = st.sampled_from([0.0, -1.0, MAX_DP_C * (1 + 1e-15), math.nan, math.inf])
 HUBER_H = st.sampled_from([0.0, 0.0, TINY, 1e-300, 2e-277, 1e-250, 1e-100, 1e-6, 0.5, 1.0])
 BAD_HUBER_H = st.sampled_from([1.5, -0.5, math.nan])
@@ -675,7 +673,7 @@ def dp_weights_requests(draw: st.DrawFn) -> tuple[str, Any]:
     rho = draw(frequencies(D, broken=draw(st.sampled_from(["over", "nan"])) if broken == "rho" else ""))
     D = rho.shape[0]
     low, high = draw(scalings(broken=broken == "span"))
-    c = draw(BAD_C if broken == "c" else C_VALUES.filter(lambda c: mechanism != "objective" or c >= OBJECTIVE_NAN_C))
+    c = draw(BAD_C if broken == "c" else C_VALUES)
     if broken != "c" and D > 10 and few_points(low, high, rho):
         c = min(c, DEGENERATE_MAX_C)
     request = pb.DpRequest(
@@ -1007,8 +1005,8 @@ def test_hostile_dp_requests_answer_alike_on_neighbours_but_for_the_noise(
 
 
 def tiny_c_objective_request() -> pb.DpRequest:
-    """Objective perturbation at C = 1e-300: valid (C in (0, MAX_DP_C]), and epsilon' > 0, so the entity's bound on
-    n (1/C + Delta) is not checked (only the extra-ridge branch checks it); n / C overflows the solver's arithmetic."""
+    """Objective perturbation at C = 1e-300: valid (C in (0, MAX_DP_C]) and epsilon' > 0, but 2 h n / C is past
+    float64's range (it was answered with NaN weights before n / C was bounded)."""
     rho = np.random.default_rng(0).normal(0.0, 10.0, (2, N))
     low, high = SCALES["declared"]
     return pb.DpRequest(
@@ -1023,33 +1021,16 @@ def tiny_c_objective_request() -> pb.DpRequest:
     )
 
 
-def test_objective_perturbation_at_a_tiny_c_answers_alike_on_neighbours(dp_triple: Triple, pristine: Pristine) -> None:
-    """The tiny-C objective release is the same on every data set (all of its weights NaN, charged alike): no
-    neighbour is told apart by it. In process, the C below which the weights are NaN was bisected on the three
-    neighbours and three noise draws: 1.4857556917268845e-298 each time, 2 h n / C = 1.34e300 = DBL_MAX / (2^27 + 1),
-    where the double-double splitting of the exact dual finish overflows: n and h, no record."""
+def test_objective_perturbation_at_a_tiny_c_is_refused_from_the_request(dp_triple: Triple) -> None:
+    """In process, the C below which the weights were NaN was bisected on the three neighbours and three noise draws:
+    1.4857556917268845e-298 each time, 2 h n / C = 1.34e300 = DBL_MAX / (2^27 + 1), where the double-double
+    splitting of the exact dual finish overflows. Now refused before any record is read, alike, uncharged."""
     outcomes = ask_all(dp_triple, "DpWeights", tiny_c_objective_request())
-    assert all(o.answered for o in outcomes.values()), outcomes
+    for name, outcome in outcomes.items():
+        assert not outcome.answered and not outcome.post_read and not outcome.charged, (name, outcome)
+        assert "raise C" in outcome.details, (name, outcome)
     for name in NEIGHBOURS[1:]:
         assert differences("DpWeights", outcomes["original"], outcomes[name]) == []
-    patterns = {name: np.isfinite(o.reply.weights).tobytes() for name, o in outcomes.items()}
-    assert len(set(patterns.values())) == 1, patterns
-
-
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 27 follow-up: DpWeights with mechanism objective and C below about 1.5e-298 (n = 199, h = 0.5) "
-    "answers NaN weights, charged; objective_perturbation_parameters checks n (1/C + Delta) <= MAX_OBJECTIVE_SCALE "
-    "only when epsilon' <= 0",
-)
-def test_objective_perturbation_at_a_tiny_c_releases_finite_weights(dp_triple: Triple) -> None:
-    outcomes = ask_all(dp_triple, "DpWeights", tiny_c_objective_request())
-    for name, outcome in outcomes.items():  # fixed: refused from the request alone, or answered with finite weights
-        if outcome.answered:
-            assert np.isfinite(outcome.reply.weights).all(), (name, list(outcome.reply.weights))
-        else:
-            assert not outcome.post_read and not outcome.charged, (name, outcome)
 
 
 class Triples:
@@ -1164,41 +1145,64 @@ def straddled_view(pristine: Pristine) -> tuple[int, float, float]:
     return mbar, *gains[mbar]
 
 
-@pytest.mark.parametrize("limit", ["default", "between"])
-@pytest.mark.xfail(
-    strict=True,
-    raises=AssertionError,
-    reason="issue 27 follow-up: without single-block consent (the default), KernelBlock measures the reconstruction "
-    "risk on the training records after the charge, refuses above single_block_max_gain, and its refusal quotes the "
-    "measured figures: one record changes the text, or decides between refusal and answer",
-)
-def test_the_single_block_risk_gate_answers_alike_on_neighbours(limit: str, pristine: Pristine, tmp_path: Path) -> None:
-    """Entities that do not consent to single-block releases (their default), with the default limit (0.05: every
-    view of this cell is above it) or their operator's limit between the two neighbours' measured gains (a
-    coordinator picks the view, whose gain lands near any limit: on this cell it runs from about 0.09 at mbar = 1 to
-    0.6 at mbar = 29). Asked for the block of three training records both neighbours hold unchanged: with the default
-    limit both refuse after the charge, each quoting its own records' figures; with the other, one answers and the
-    other refuses after the charge."""
+def start_gains(pristine: Pristine) -> dict[str, float]:
+    """Each neighbour's single-block gain as its entity measures it at start (single_block_exposure)."""
+    return {name: single_block_exposure(pristine.cells[name].X_train, pristine.secret).gain for name in NEIGHBOURS}
+
+
+@pytest.mark.parametrize("limit", ["default", "view", "start"])
+def test_the_single_block_gate_is_one_decision_made_before_any_request(
+    limit: str, pristine: Pristine, tmp_path: Path
+) -> None:
+    """Entities that do not consent to single-block releases (their default) decide once, from what a colluding peer
+    recovers at their largest private mbar (measured at start), not per request. Asked for the block of three
+    training records both neighbours hold unchanged:
+
+    - ``default`` (0.05, below every neighbour's gain) and ``view`` (between the neighbours' gains at the linear view
+      where they differ most, which the old per-request gate measured: one answered, the other refused after the
+      charge, each quoting its own records' figures): every view refused alike by all three, uncharged, one text;
+    - ``start``: the operator's limit between the neighbours' start gains, the one bit left by design. One answers,
+      the other refuses uncharged, with the same text at every view: the coordinator can neither pick the view it is
+      measured at nor ask it twice for another answer.
+    """
     mbar, original_gain, feature_gain = straddled_view(pristine)
-    if abs(original_gain - feature_gain) < 1e-3:
-        pytest.fail(f"no linear view whose gain differs between the neighbours: {original_gain}, {feature_gain}")
+    gains = start_gains(pristine)
+    if abs(original_gain - feature_gain) < 1e-3 or gains["original"] == gains["feature"]:
+        pytest.fail(f"no view whose gain differs between the neighbours: {mbar, original_gain, feature_gain, gains}")
     privacy = "max_releases_per_minute = 0\nmin_free_disk_mb = 0\n"
-    if limit == "between":
-        privacy += f"single_block_max_gain = {(original_gain + feature_gain) / 2!r}\n"
+    chosen = {
+        "default": None,
+        "view": (original_gain + feature_gain) / 2,
+        "start": (gains["original"] + gains["feature"]) / 2,
+    }[limit]
+    if chosen is not None:
+        privacy += f"single_block_max_gain = {chosen!r}\n"
     triple = serve(pristine, tmp_path / "no-consent", privacy)
     try:
         facts = facts_of(triple, pristine)
         unchanged = [i for i in facts.train_ids if i != pristine.changed["feature"][0]][:3]
-        request = kernel_request(KernelSpec(pb.LINEAR, mbar, 0.0, "train", "honest", "none", 0, False), facts)
-        request.ids.SetInParent()
-        request.ids.ids.extend(unchanged)
-        outcomes = ask_all(triple, "KernelBlock", request)
+        asked = []
+        for spec in (
+            KernelSpec(pb.LINEAR, mbar, 0.0, "train", "honest", "none", 0, False),
+            KernelSpec(pb.LINEAR, 1, 0.0, "train", "honest", "none", 0, False),
+            KernelSpec(pb.GAUSSIAN, N - 1, 1.0 / N, "train", "honest", "none", 0, False),
+        ):
+            request = kernel_request(spec, facts)
+            request.ids.SetInParent()
+            request.ids.ids.extend(unchanged)
+            asked.append(ask_all(triple, "KernelBlock", request))
     finally:
         triple.stop()
-    found = differences("KernelBlock", outcomes["original"], outcomes["feature"])
-    charged = [name for name, o in outcomes.items() if not o.answered and o.charged]
-    described = {name: o.describe() for name, o in outcomes.items()}
-    assert not found and not charged, (mbar, original_gain, feature_gain, described, charged)
+    described = [{name: o.describe() for name, o in outcomes.items()} for outcomes in asked]
+    assert not [o for outcomes in asked for o in outcomes.values() if not o.answered and o.charged], described
+    allowed = {name: limit == "start" and gain <= chosen for name, gain in gains.items()}
+    if limit == "start":
+        assert allowed["original"] != allowed["feature"]
+        assert {name: o.answered for name, o in asked[0].items()} == allowed, described
+    # The gate's refusals: every view, one text with no figure (the allowed ones met their own pin after the first).
+    refusals = [outcomes[name] for outcomes in asked for name, ok in allowed.items() if not ok]
+    assert refusals and all(not o.answered for o in refusals), described
+    assert len({o.details for o in refusals}) == 1 and "%" not in refusals[0].details, described
 
 
 # --- controls: the comparison tells apart what is not private -----------------------------------------------------

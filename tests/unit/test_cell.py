@@ -461,10 +461,15 @@ def test_a_block_on_its_own_is_refused_above_the_measured_risk_without_consent(t
     with pytest.raises(PrivacyError) as refused:
         core.kernel_block("gaussian", 5, 1 / 6, ranges, record_set="train")
     text = str(refused.value)
-    assert "recovers" in text and "no-release guess" in text and "consent_single_block_release" in text
+    assert "single_block_max_gain" in text and "consent_single_block_release" in text
     assert "secure aggregation" in text and "DP mode" in text
-    # The decision depends on the records, so it was charged and logged like any release.
-    assert core.guard.releases_by_rpc["KernelBlock"] == 1
+    # Decided from one measurement made before any request: every view refused alike, with no figure of the
+    # records in the text (the entity's own log has them) and nothing charged.
+    assert core.single_block_exposure.gain > core.config.single_block_max_gain
+    with pytest.raises(PrivacyError) as again:
+        core.kernel_block("linear", 1, 0.0, ranges, record_set="train")
+    assert str(again.value) == text and "%" not in text and "gain 0" not in text
+    assert core.guard.releases_by_rpc.get("KernelBlock", 0) == 0
 
 
 def test_an_entity_alone_in_its_column_block_releases_its_block_without_a_risk_check(tmp_path: Path) -> None:
@@ -529,7 +534,7 @@ def test_masked_shares_of_a_row_block_sum_to_its_kernel(tmp_path: Path, kernel: 
         expected = scaled @ B.T
     np.testing.assert_allclose(combined, expected, rtol=0, atol=1e-11)
     # Masked, the entity's block is not released on its own: no risk measured, nothing refused without consent.
-    assert left._single_block_risk == {}
+    assert "single_block_exposure" not in vars(left)
     with pytest.raises(PrivacyError, match="answered nonce"):
         left.kernel_block(kernel, 2, mu, RANGES, ids=["r4", "r1"], nonce=nonce)  # type: ignore[arg-type]
 

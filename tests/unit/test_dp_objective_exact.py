@@ -151,3 +151,19 @@ def test_an_h_too_small_for_float64_is_refused_from_the_request_alone() -> None:
     Z[0] /= 2.0
     with pytest.raises(DataError, match="raise huber_h"):
         dp.private_weights(Z, y, C=MAX_DP_C, epsilon=MIN_EPSILON, mechanism="objective", huber_h=1e-300)
+
+
+def test_a_c_too_small_for_float64_is_refused_from_the_request_alone() -> None:
+    """With epsilon' > 0 there is no extra ridge, but n / C itself can leave float64's range once the exact finish
+    doubles it (NaN weights at C ~ 1.5e-298, n = 199): refused by the parameters; the smallest C allowed answers
+    finite weights."""
+    with pytest.raises(DataError, match="raise C"):
+        dp.objective_perturbation_parameters(n=199, C=1e-290, epsilon=1.0)
+    Z, y = shipped_cell("wdbc", 25, 10, seed=2)
+    smallest = 25 / dp.MAX_OBJECTIVE_SCALE
+    release = dp.private_weights(
+        Z, y, C=smallest, epsilon=1.0, mechanism="objective", huber_h=0.5, rng=np.random.default_rng(7)
+    )
+    assert np.isfinite(release.weights).all()
+    with pytest.raises(DataError, match="raise C"):
+        dp.private_weights(Z, y, C=smallest / 2, epsilon=1.0, mechanism="objective", rng=np.random.default_rng(7))
