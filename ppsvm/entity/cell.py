@@ -50,7 +50,7 @@ from ppsvm.core.dp import (
     private_weights,
 )
 from ppsvm.core.dp_model import DpModel, parse_any_model
-from ppsvm.core.fourier import MAX_RHO_ROW_L1, apply_scaling, fourier_features
+from ppsvm.core.fourier import MAX_RHO_ROW_L1, MIN_PHASE_RANGE, apply_scaling, fourier_features, phase_range
 from ppsvm.core.kernels import KernelName, kernel, scale_to_unit
 from ppsvm.core.local_svm import fit_local, local_figures
 from ppsvm.core.lp import Task
@@ -655,6 +655,12 @@ class EntityCore:
             raise DataError(f"entity {self.id}: rho must be finite with every row's absolute sum <= {MAX_RHO_ROW_L1:g}")
         if not (np.isfinite(low).all() and np.isfinite(high).all() and (high >= low).all()):
             raise DataError(f"entity {self.id}: the scaling (low, high) must be finite numbers with high >= low")
+        if phase_range(rho, low, high, self.bounds) < MIN_PHASE_RANGE:
+            raise DataError(
+                f"entity {self.id}: no frequency turns {MIN_PHASE_RANGE:g} radians across the box of its records under "
+                "this scaling, so every record would get the same features (nothing to learn): use frequencies or a "
+                "scaling that spread the box"
+            )
         cell = self.cell
         if cell.y_train is None:
             raise DataError(

@@ -18,7 +18,7 @@ import pytest
 
 from ppsvm.config import CONTINUOUS_NOISE_KEY, load_entity_config
 from ppsvm.core.dp_model import MAX_KERNEL_WIDTH, MAX_THRESHOLD, MAX_WEIGHTS_L1, DpModel
-from ppsvm.core.fourier import MAX_RHO_ROW_L1, SCALED_BOX, apply_scaling
+from ppsvm.core.fourier import MAX_RHO_ROW_L1, SCALED_BOX, apply_scaling, phase_range
 from ppsvm.core.local_svm import fit_local
 from ppsvm.core.noise import integer_source
 from ppsvm.entity.cell import BASELINE_MU_RANGE, BASELINE_NU_RANGE, EntityCore
@@ -148,6 +148,37 @@ def test_objective_weights_with_a_tiny_huber_h_are_refused_from_the_request_befo
         core.dp_weights(**request, **bounds, huber_h=1e-300)
     assert core.guard.state()["releases"] == 0
     release, _ = core.dp_weights(**request, **bounds, huber_h=0.5)
+    assert np.isfinite(release.weights).all() and core.guard.state()["releases"] == 1
+
+
+def test_phase_range_is_the_widest_turn_across_the_box_corners() -> None:
+    """Against the corners of the scaled box, enumerated: rho_k'x is linear, so its range over the box is reached
+    at corners."""
+    rng = np.random.default_rng(4)
+    rho, low, high = rng.normal(size=(5, 3)), np.array([0.0, -2.0, 1.0]), np.array([1.0, 2.0, 1.0])
+    box = (np.array([-1.0, -3.0, 0.0]), np.array([2.0, 0.0, 4.0]))
+    corners = np.array(list(itertools.product(*zip(*box, strict=True))))
+    phases = apply_scaling(corners, low, high) @ rho.T
+    assert phase_range(rho, low, high, box) == pytest.approx(float((phases.max(0) - phases.min(0)).max()), rel=1e-12)
+    unit = np.array(list(itertools.product((0.0, 1.0), repeat=2)))
+    phases = unit @ rho[:, :2].T  # no box: the scaling's own [0, 1], nothing for the feature it declares constant
+    assert phase_range(rho, low, high, None) == pytest.approx(float((phases.max(0) - phases.min(0)).max()))
+
+
+def test_frequencies_that_turn_nothing_across_the_box_are_refused_before_the_charge(tmp_path: Path) -> None:
+    """Every record would get the same features, and the certified solve degenerates on them (rho = 0 at D = 10,000
+    took 320 s): refused from the request alone, uncharged; a spread set is answered."""
+    core = dp_core(tmp_path, 0.9)
+    rho = np.random.default_rng(2).normal(size=(4, 3))
+    request = {"method": "random", "mechanism": "laplace", "epsilon": 1e-3, "C": 1.0, "huber_h": 0.5}
+    for collapsed in (np.zeros((4, 3)), rho * 1e-8):
+        with pytest.raises(DataError, match="no frequency turns"):
+            core.dp_weights(**request, rho=collapsed, low=np.zeros(3), high=np.ones(3))
+    core.bounds = (np.zeros(3), np.ones(3))  # a declared box: a scaling that squeezes it collapses the records too
+    with pytest.raises(DataError, match="no frequency turns"):
+        core.dp_weights(**request, rho=rho, low=np.zeros(3), high=np.full(3, 1e12))
+    assert core.guard.state()["releases"] == 0
+    release, _ = core.dp_weights(**request, rho=rho, low=np.zeros(3), high=np.ones(3))
     assert np.isfinite(release.weights).all() and core.guard.state()["releases"] == 1
 
 
