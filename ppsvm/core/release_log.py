@@ -310,7 +310,7 @@ class ReleaseLog:
         with self._lock:
             if self._refusal() is not None:
                 self.disk_refusals += 1
-                raise self._disk_error()
+                raise self.disk_error()
             full = {
                 **record,
                 "event": RELEASE,
@@ -338,7 +338,7 @@ class ReleaseLog:
                     self._failure,
                     self._size,
                 )
-                raise self._disk_error() from None
+                raise self.disk_error() from None
             self._advance(_Cursor(self._count + 2, _digest(line), self._size + len(line)))
             try:
                 self._write_head(full["seq"], self._last_digest)
@@ -444,7 +444,8 @@ class ReleaseLog:
             return f"release log {self.path} cannot be written yet: {exc}"
         return None
 
-    def _disk_error(self) -> ConfigError:
+    def disk_error(self) -> ConfigError:
+        """The fixed refusal of a release that could not be recorded for want of disk (no path in its text)."""
         return ConfigError(
             f"entity {self.entity_id} cannot record releases (its disk): it releases nothing until its operator "
             "frees space"
