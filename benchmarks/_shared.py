@@ -14,11 +14,14 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from importlib.metadata import PackageNotFoundError, version
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ppsvm.experiments.report import cpu_model
+
+if TYPE_CHECKING:
+    from ppsvm.core.dask_engine import DaskKernel
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -136,7 +139,7 @@ def skipped(formulation: str, m: int, no_skip: bool) -> dict[str, str] | None:
 
 
 def time_solve(
-    K: np.ndarray, y: np.ndarray, formulation: str, repeats: int, single_above: float
+    K: np.ndarray | DaskKernel, y: np.ndarray, formulation: str, repeats: int, single_above: float
 ) -> tuple[dict[str, Any], Any]:
     """Time the classification LP on K with one formulation; its result entry and the last solution.
 

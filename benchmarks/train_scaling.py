@@ -30,17 +30,25 @@ the same assembled K:
 - at the --tune-at sizes, ppsvm.core.tuning.tune() on the default grid (Gaussian, 5 folds),
   against one ipm fit.
 
+With ``--engine dask`` the same K is also solved on a Dask cluster of ``--workers`` local worker processes
+(ppsvm.core.dask_engine.local_cluster, one thread each, started once for the run): K sent to them as a
+DaskKernel (the sending timed apart), then ``solve_lp`` on it (the same ipm, objective and certificate, K never
+gathered here), its time against the numpy engine's on the same K, and each worker's peak RSS (VmHWM, read in
+the worker through ``client.run``; reset before K is sent) against its RSS before and its share of K.
+
 Times are wall-clock medians of --repeats runs (one run when a run exceeds --single-above s;
 tune() is always one run). Writes results/train_scaling.json and results/train_scaling.png (time
 against rows, log-log). The cvxpy formulations are timed by benchmarks/lp_formulations.py, not here.
 
     python -m benchmarks.train_scaling [--quick] [--sizes 10000 40000 160000 640000] [--mbars 19 100]
     python -m benchmarks.train_scaling --sizes 2000000 --mbars 19    # HiGHS and SVC skipped there
+    python -m benchmarks.train_scaling --sizes 1000000 --mbars 19 --engine dask --workers 2
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import functools
 import itertools
 import json
@@ -50,8 +58,9 @@ import sys
 import tempfile
 import time
 import warnings
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
@@ -80,6 +89,9 @@ from benchmarks._shared import (
 from ppsvm.api.inprocess import add_privacy_settings, fixed_secret
 from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY
 
+if TYPE_CHECKING:
+    from distributed import Client
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "train_scaling"
 ENTITY_ROWS, ENTITY_COLS = 4, 1
@@ -103,9 +115,12 @@ TUNING_RATIO_TARGET = 10.0
 TUNING_TARGET_FROM_ROWS = 160_000
 # Issue 12: the coordinator's peak RSS during train() at most twice the bytes of K plus this much.
 MEMORY_BOUND_MIB = 200.0
+# Issue 31: the Dask engine on this one machine at most this many times the numpy engine's LP time at LARGE_ROWS.
+DASK_RATIO_TARGET = 1.5
 # The peers' kernel approximations get this many components (and Nystroem also mbar).
 PEER_COMPONENTS = 100
 SOLVERS = ("ipm", "highs-dual")
+ENGINES = ("numpy", "dask")
 QUICK_SIZES, DEFAULT_SIZES = [2_000, 10_000], [10_000, 40_000, 160_000]
 QUICK_TUNE_AT, DEFAULT_TUNE_AT = [10_000], [40_000, 160_000]
 MiB = 2**20
@@ -295,6 +310,61 @@ def tuning(
     return entry
 
 
+def dask_engine(
+    client: Client, K: np.ndarray, y: np.ndarray, ipm: dict[str, Any], args: argparse.Namespace
+) -> dict[str, Any]:
+    """ipm on the same K as a DaskKernel on the cluster's workers, against the numpy engine's entry ``ipm``; each
+    worker's peak RSS (VmHWM since the reset just before K is sent) against its RSS before and its share of K."""
+    from ppsvm.core.dask_engine import DaskKernel
+
+    client.run(reset_peak_rss)
+    before = client.run(proc_status)
+    sending = timed(lambda: DaskKernel(client, K), 1, float("inf"))
+    held: DaskKernel = sending.result
+    try:
+        solved, solution = time_solve(held, y, "ipm", args.repeats, args.single_above)
+        peaks = client.run(peak_rss_mib)
+        shares = {address: rows * K.shape[1] * 8 / MiB for address, rows in held.held_rows.items()}
+    finally:
+        held.close()
+    entry = {
+        "workers": args.workers,
+        "send_s": sending.wall[0],
+        **solved,
+        "objective_gap_to_numpy": relative_gap(solution.objective, ipm["objective"]),
+        "ratio_to_numpy": solved["median_s"] / ipm["median_s"],
+        "worker_rss_before_mib": {address: status["VmRSS"] for address, status in before.items()},
+        "worker_peak_rss_mib": peaks,
+        "worker_share_of_k_mib": shares,
+    }
+    memory = "; ".join(
+        f"{address}: peak {peaks[address]:.0f} MiB, {entry['worker_rss_before_mib'][address]:.0f} before K, "
+        f"share of K {share:.0f} MiB"
+        for address, share in shares.items()
+    )
+    print(
+        f"  dask engine, {args.workers} worker{'s' if args.workers > 1 else ''} {seconds_text(solved['seconds']):>10}  "
+        f"objective {solution.objective:.10g} ({solution.iterations} iterations, relative gap to numpy "
+        f"{entry['objective_gap_to_numpy']:.1e}); {entry['ratio_to_numpy']:.2f}x the numpy engine's ipm; K sent in "
+        f"{sending.wall[0]:.2f} s; {memory}",
+        flush=True,
+    )
+    return entry
+
+
+def warm_up(client: Client, seed: int) -> None:
+    """One small solve on every worker first: what a worker's first solve loads (numba and its compiled row work)
+    is then neither in the timings nor in the RSS before K."""
+    from ppsvm.core.dask_engine import DaskKernel
+    from ppsvm.core.kernels import gaussian_kernel
+    from ppsvm.core.lp import IPM_FROM_ROWS, solve_lp
+
+    X, y = synthetic(IPM_FROM_ROWS, seed)
+    K = gaussian_kernel(X, np.random.default_rng(seed + 1).random((MBAR, X.shape[1])), 1.0 / X.shape[1])
+    with DaskKernel(client, K, chunk_rows=IPM_FROM_ROWS // len(client.scheduler_info()["workers"]) + 1) as held:
+        solve_lp("classify", held, y, NU)
+
+
 def peer_estimators(mbar: int, mu: float, seed: int) -> dict[str, tuple[str, Any]]:
     """Each peer's key, its name in the tables and its unfitted scikit-learn estimator (refitted on every repeat)."""
     from sklearn.kernel_approximation import Nystroem, RBFSampler
@@ -357,8 +427,9 @@ def peers(
     return results
 
 
-def measure(m: int, mbar: int, args: argparse.Namespace, work: Path) -> dict[str, Any]:
-    """Every figure of one (mbar, m) case: the coordinator process's, then this process's on the same K."""
+def measure(m: int, mbar: int, args: argparse.Namespace, work: Path, client: Client | None) -> dict[str, Any]:
+    """Every figure of one (mbar, m) case: the coordinator process's, then this process's on the same K (and the
+    Dask cluster's, with a ``client``)."""
     mu = width_for(mbar, args)
     start = time.perf_counter()
     federation_path, X, y_all = split(m, n_features_for(mbar), args.seed, work / f"mbar{mbar}-m{m}")
@@ -396,6 +467,7 @@ def measure(m: int, mbar: int, args: argparse.Namespace, work: Path) -> dict[str
     figures["overhead_s"] = [t - lp_s for t, lp_s in zip(figures["train_s"], figures["train_lp_s"], strict=True)]
     figures["ratio_overhead_based"] = (ipm["median_s"] + median(figures["overhead_s"])) / ipm["median_s"]
     figures["ratio_cpu"] = median(figures["train_cpu_s"]) / ipm["median_cpu_s"]
+    figures["dask"] = None if client is None else dask_engine(client, K, y, ipm, args)
 
     # The entities published pseudonyms: back to rows of X with the split's record-id key.
     row_of = {
@@ -496,6 +568,7 @@ def case_table(mbar: int, sizes: list[int], by_size: dict[str, dict[str, Any]]) 
         ["  relative objective gap, ipm vs highs-dual", *(gap_cell(x["ipm_gap_to_highs"]) for x in r)],
         ["  ipm iterations", *(ipm_cell(e) for e in ipm)],
         ["  ipm relative duality gap (certificate)", *(gap_cell((e["certificate"] or {}).get("gap")) for e in ipm)],
+        *(dask_rows(r) if r[0].get("dask") else []),
         section("distributed train() vs in-process"),
         ["  metadata (Session.load_metadata)", *(seconds_text(x["metadata_s"]) for x in r)],
         ["  record alignment (Session.align_records)", *(seconds_text(x["align_s"]) for x in r)],
@@ -532,6 +605,21 @@ def case_table(mbar: int, sizes: list[int], by_size: dict[str, dict[str, Any]]) 
     ]
     headers = [f"mbar = {mbar}, n = {n_features_for(mbar)} features", *(f"m = {m:,}" for m in sizes)]
     return table(headers, rows)
+
+
+def dask_rows(r: list[dict[str, Any]]) -> list[list[str]]:
+    """The table's rows for the Dask engine (each worker's memory figures in its address's order)."""
+    per_worker = lambda x, key: ", ".join(f"{x['dask'][key][a]:.0f}" for a in sorted(x["dask"][key]))  # noqa: E731
+    return [
+        [f"ipm on {r[0]['dask']['workers']} Dask worker processes (dask engine), on the same K", *("" for _ in r)],
+        ["  sending K to the workers (DaskKernel)", *(f"{x['dask']['send_s']:.2f} s" for x in r)],
+        ["  ipm, dask engine", *(timed_cell(x["dask"]) for x in r)],
+        ["  dask / numpy engine (ipm time)", *(ratio_cell(x["dask"]["ratio_to_numpy"]) for x in r)],
+        ["  relative objective gap, dask vs numpy", *(gap_cell(x["dask"]["objective_gap_to_numpy"]) for x in r)],
+        ["  each worker's share of K, MiB", *(per_worker(x, "worker_share_of_k_mib") for x in r)],
+        ["  each worker's RSS before K, MiB", *(per_worker(x, "worker_rss_before_mib") for x in r)],
+        ["  each worker's peak RSS, MiB", *(per_worker(x, "worker_peak_rss_mib") for x in r)],
+    ]
 
 
 def rss_cell(figures: dict[str, Any], key: str) -> str:
@@ -604,6 +692,25 @@ def targets(mbars: list[int], sizes: list[int], results: dict[str, dict[str, dic
             )
         ),
     }
+    on_dask = [(b, m, x) for b, m, x in cases if x.get("dask")]
+    if on_dask:
+        at_large = [(b, m, x) for b, m, x in on_dask if m == LARGE_ROWS]
+        verdicts[f"dask engine <= {DASK_RATIO_TARGET:g}x the numpy engine's ipm at {LARGE_ROWS:,} rows (issue 31)"] = (
+            "{} ({})".format(
+                verdict(all(x["dask"]["ratio_to_numpy"] <= DASK_RATIO_TARGET for _, _, x in at_large)),
+                ", ".join(f"mbar {b}: {x['dask']['ratio_to_numpy']:.2f}x" for b, _, x in at_large),
+            )
+            if at_large
+            else f"not measured (needs {LARGE_ROWS} in --sizes)"
+        )
+        verdicts["dask engine: each worker's peak RSS above its RSS before K / its share of K (report)"] = ", ".join(
+            f"mbar {b} m {m:,}: "
+            + ", ".join(
+                f"{(x['dask']['worker_peak_rss_mib'][a] - x['dask']['worker_rss_before_mib'][a]) / share:.2f}"
+                for a, share in sorted(x["dask"]["worker_share_of_k_mib"].items())
+            )
+            for b, m, x in on_dask
+        )
     key = f"{TARGET_ROWS:,} rows, mbar = {MBAR}, trained in <= {TARGET_SECONDS:g} s"
     x = results.get(str(MBAR), {}).get(str(TARGET_ROWS))
     if x is None:
@@ -653,6 +760,7 @@ def timings(x: dict[str, Any]) -> dict[str, float | None]:
     median_of = lambda entry: None if entry is None else entry.get("median_s")  # noqa: E731
     return {
         "ipm, in-process": x["in_process"]["ipm"]["median_s"],
+        "ipm, dask engine": median_of(x.get("dask")),
         "highs-dual, in-process": median_of(x["in_process"]["highs-dual"]),
         "train(), distributed": median(x["train_s"]),
         "training in one process (scale, K, LP)": median_of(x.get("in_process_training")),
@@ -694,6 +802,22 @@ def plot(mbars: list[int], sizes: list[int], results: dict[str, dict[str, dict[s
     plt.close(figure)
 
 
+@contextlib.contextmanager
+def dask_cluster(args: argparse.Namespace) -> Iterator[Client | None]:
+    """A client of --workers local Dask worker processes, warmed up, for --engine dask; None for numpy."""
+    if args.engine != "dask":
+        yield None
+        return
+    from ppsvm.core.dask_engine import local_cluster
+
+    client = local_cluster(args.workers)
+    try:
+        warm_up(client, args.seed)
+        yield client
+    finally:
+        client.shutdown()
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="m = 2,000 and 10,000, tuning at 10,000")
@@ -714,6 +838,10 @@ def main(argv: list[str] | None = None) -> int:
         "--tune-at", type=int, nargs="+", help="time tune() at these sizes when measured (default 40000 160000)"
     )
     parser.add_argument("--mu", type=float, help="Gaussian width (default 1/n, n = mbar + 1 features)")
+    parser.add_argument(
+        "--engine", choices=ENGINES, default="numpy", help="also solve each K on a local Dask cluster (dask)"
+    )
+    parser.add_argument("--workers", type=int, default=2, help="Dask worker processes for --engine dask (default 2)")
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="keep the split files and saved kernels in this directory")
     parser.add_argument(
@@ -754,12 +882,14 @@ def main(argv: list[str] | None = None) -> int:
         "peer_components": PEER_COMPONENTS,
         "tune_at": args.tune_at,
         "sizes": sizes,
+        "engine": args.engine,
+        "dask_workers": args.workers if args.engine == "dask" else None,
     }
-    with tempfile.TemporaryDirectory(prefix="ppsvm-bench-") as temporary:
+    with tempfile.TemporaryDirectory(prefix="ppsvm-bench-") as temporary, dask_cluster(args) as client:
         work = args.keep or Path(temporary)
         for m in sizes:
             for mbar in args.mbars:
-                results[str(mbar)][str(m)] = measure(m, mbar, args, work)
+                results[str(mbar)][str(m)] = measure(m, mbar, args, work, client)
                 # Written after every case so a run cut short still leaves its figures.
                 payload = {"machine": info, "setting": setting, "results": results, "complete": False}
                 write_json(output, payload, args.quick)

@@ -53,10 +53,14 @@ accurate Newton solves once more: a solve of N iterations reads K 3 N + 3 times,
 The row work is compiled by numba (:func:`_kernels`): as numpy expressions it was a pass over
 memory per operation, and cost more than the passes over K. The products stay with BLAS.
 
+Back ends (issue 31)
+--------------------
 The row-block functions take a block of K and the block's rows of the variables and return the
-block's partial sums (:class:`_Partial`); a back end that holds row chunks of K and of the
-variables elsewhere (issue 31) maps them over its chunks and reduces the partials, as
-:class:`_LocalRows` does in this process.
+block's partial sums (:class:`_Partial`). The iteration reaches the m rows only through a
+:class:`RowBackend`: a pass, a step, the start, and at the end the a's. Two back ends map the
+row-block functions over their rows and reduce the partials: :class:`_LocalRows`, K in this process
+(the default), and ppsvm.core.dask_engine's, K in row chunks on Dask workers, each worker's rows of
+the variables beside its chunks. The r's, mbar of them, stay in this process with either.
 """
 
 from __future__ import annotations
@@ -66,7 +70,7 @@ import functools
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Any, Literal, NamedTuple, Protocol
+from typing import Any, Literal, NamedTuple, Protocol, runtime_checkable
 
 import numpy as np
 import scipy.linalg
@@ -184,7 +188,7 @@ def normal_matrix(K: np.ndarray | RowSource, theta: np.ndarray, center: np.ndarr
 
 
 def solve_dual(
-    K: np.ndarray | RowSource,
+    K: np.ndarray | RowSource | RowHolder,
     sign: np.ndarray,
     cost: np.ndarray,
     a_box: tuple[float | np.ndarray, float | np.ndarray],
@@ -197,7 +201,9 @@ def solve_dual(
 
     Parameters
     ----------
-    K : ndarray or RowSource, shape (m, mbar)
+    K : ndarray, RowSource or RowHolder, shape (m, mbar)
+        In this process (solved by the local back end), or held elsewhere and solved by its holder's back end
+        (:class:`ppsvm.core.dask_engine.DaskKernel`: on the Dask workers that hold its rows).
     sign : ndarray, shape (m,)
         s: the labels (classify) or ones (regress).
     cost : ndarray, shape (m,)
@@ -220,8 +226,22 @@ def solve_dual(
     # cores, idle: 0.9 s against 2.1 s with two threads at 40,000 x 100, 4.9 s against 7.3 s at 160,000 x 100,
     # 1.6 s against 1.4 s at 200,000 x 19), and when other work shares the cores OpenBLAS's busy-waiting
     # threads made a 400-row fit 16 times slower (65 s against 4 s).
-    with one_blas_thread():
-        return _solve(_as_source(K), sign, cost, a_box, rho, tol, max_iterations)
+    a_width, r_width = a_box[1] - a_box[0], 2.0 * rho
+    with one_blas_thread(), _backend(K, sign, cost, a_width, r_width) as rows:
+        return _solve(rows, sign, cost, a_box[0], rho, a_width, r_width, tol, max_iterations)
+
+
+def _backend(
+    K: np.ndarray | RowSource | RowHolder,
+    sign: np.ndarray,
+    cost: np.ndarray,
+    a_width: float | np.ndarray,
+    r_width: float,
+) -> contextlib.AbstractContextManager[RowBackend]:
+    """The back end of one solve: K's holder's where K is held elsewhere, the local one otherwise."""
+    if isinstance(K, RowHolder):
+        return K.backend(sign, cost, a_width, r_width)
+    return contextlib.nullcontext(_LocalRows(_as_source(K), sign, cost, a_width, r_width))
 
 
 _limit_lock = threading.Lock()
@@ -263,7 +283,7 @@ def _blas_controller() -> ThreadpoolController:
 # --- the row-block interface: one block of K and its rows of the variables in, partial sums out -------------
 
 
-# The rows of the variables' array (_LocalRows.variables, _Rows.variables): x in (0, U) with w = U - x (the a's
+# The rows of the variables' arrays (_RowChunk.variables, _Rows.variables): x in (0, U) with w = U - x (the a's
 # and r's shifted to [0, U]) and z, v > 0 (the multipliers of x >= 0 and x <= U) are the iterate; Theta and the
 # predictor's right-hand side are written by the normal pass, the predictor's dx dz and dw dv by the predictor
 # pass, the corrector's direction by the corrector pass.
@@ -395,6 +415,21 @@ def _gather(K_b: np.ndarray, columns: np.ndarray, column_sums: np.ndarray) -> np
         np.matmul(K_b.T, columns[:, j], out=out[:mbar, j])
     out[mbar] = column_sums
     return out
+
+
+def _start_rows(rows: _Rows, positive: float, negative: float, shift: float) -> None:
+    """The start's a's on some rows (no pass over K): x at the fraction ``positive`` of the box's width where s > 0
+    and ``negative`` where s < 0, and z, v at least ``shift`` (see :func:`_start`)."""
+    x = rows.variables[_X]
+    np.multiply(np.where(rows.sign > 0, positive, negative), rows.upper, out=x)
+    np.subtract(rows.upper, x, out=rows.variables[_W])
+    np.add(np.maximum(-rows.cost, 0.0), shift, out=rows.variables[_Z])
+    np.add(np.maximum(rows.cost, 0.0), shift, out=rows.variables[_V])
+
+
+def _slack_rows(mbar: int, r_width: float) -> _Rows:
+    """The r's, in the calling process whatever the back end: no cost, s = 1, one width."""
+    return _Rows(np.empty((12, mbar)), np.zeros(mbar), np.ones(mbar), np.broadcast_to(r_width, (mbar,)))
 
 
 def _survey_block(K_b: np.ndarray, rows: _Rows, a_lo: np.ndarray) -> _Partial:
@@ -622,34 +657,94 @@ def _step_length(peak: float, fraction: float) -> float:
     return 1.0 if peak <= fraction else fraction / peak
 
 
-# --- the local back end ---------------------------------------------------------------------------------------
+# --- the back ends ---------------------------------------------------------------------------------------------
 
 
-class _LocalRows:
-    """The local back end: K's row blocks read one after another in this process, the variables in memory.
+class RowBackend(Protocol):
+    """Where the row work of one solve runs: K's rows, the a's rows of the variables beside them, and the r's.
 
-    Each pass maps a row-block function over the blocks and reduces the partials; the r's, which K does not
-    touch, are one more part. A back end holding row chunks of K and of the variables on workers (issue 31)
-    offers the same methods: :meth:`survey`, :meth:`run`, :meth:`system` and :meth:`step`.
+    The iteration (:func:`_solve`, :func:`_start`, :func:`_result`) reaches the m rows only through these methods
+    and reads back only partial sums, and the a's at the end. The r's are mbar variables that K does not touch:
+    every back end keeps them in this process as :attr:`slack`, which :func:`_start` writes and the iteration reads
+    (x_r and theta_r).
     """
 
-    def __init__(
-        self, source: RowSource, sign: np.ndarray, cost: np.ndarray, a_width: float | np.ndarray, r_width: float
-    ):
-        m, mbar = source.shape
+    slack: _Rows
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(m, mbar) of K."""
+        ...
+
+    def start(self, positive: float, negative: float, shift: float) -> None:
+        """Write the starting a's on every row (:func:`_start_rows`)."""
+        ...
+
+    def survey(self, a_lo: float | np.ndarray) -> _Partial:
+        """The start's pass (:func:`_survey_block`) at the a's :meth:`start` wrote; ``a_lo`` one or per row."""
+        ...
+
+    def run(self, center: np.ndarray, direction: np.ndarray, work: _RowWork, system: _System | None = None) -> _Partial:
+        """One pass of an iteration: :func:`_block_pass` on every block of K and :func:`_slack_pass` on the r's."""
+        ...
+
+    def system(self, center: np.ndarray, accurate: bool, unit: bool = False) -> _Partial:
+        """The Newton system's share of K at the Theta the last normal pass wrote (``unit``: Theta = I)."""
+        ...
+
+    def step(self, primal: float, dual: float) -> None:
+        """Move the a's and the r's along the corrector's direction (no pass over K)."""
+        ...
+
+    def shifted_a(self) -> np.ndarray:
+        """The a's at the iterate less their lower bounds (x of the a's), shape (m,), in K's row order."""
+        ...
+
+
+@runtime_checkable
+class RowHolder(Protocol):
+    """K held outside this process, which makes the back end of each solve over it
+    (:class:`ppsvm.core.dask_engine.DaskKernel`)."""
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        """(m, mbar)."""
+        ...
+
+    def backend(
+        self, sign: np.ndarray, cost: np.ndarray, a_width: float | np.ndarray, r_width: float
+    ) -> contextlib.AbstractContextManager[RowBackend]:
+        """A back end for one solve (the rows' s, c and box widths, shape (m,) or one width), released on exit."""
+        ...
+
+
+class _RowChunk:
+    """Rows of K and their a's rows of the variables, worked block by block in one process.
+
+    All of K in the local back end (:class:`_LocalRows`); one chunk of a worker's share in the Dask back end
+    (ppsvm.core.dask_engine), whose workers run these methods on their chunks. ``sign`` and ``cost`` are the
+    rows', shape (k,); ``a_width`` their boxes' widths, shape (k,) or one for all.
+    """
+
+    def __init__(self, source: RowSource, sign: np.ndarray, cost: np.ndarray, a_width: float | np.ndarray):
+        k, mbar = source.shape
         self.source = source
-        # Rows _X to _DV over the m a's and then the mbar r's.
-        self.variables = np.empty((12, m + mbar))
-        self.ranges = row_ranges(m, mbar)
-        widths = np.broadcast_to(a_width, (m,))
+        # Rows _X to _DV over the k a's.
+        self.variables = np.empty((12, k))
+        self.ranges = row_ranges(k, mbar)
+        widths = np.broadcast_to(a_width, (k,))
         self.blocks = [self._rows(a, b, cost[a:b], sign[a:b], widths[a:b]) for a, b in self.ranges]
-        self.slack = self._rows(m, m + mbar, np.zeros(mbar), np.ones(mbar), r_width)
 
     def _rows(self, start: int, stop: int, cost: np.ndarray, sign: np.ndarray, upper: float | np.ndarray) -> _Rows:
         return _Rows(self.variables[:, start:stop], cost, sign, np.broadcast_to(upper, (stop - start,)))
 
+    def start(self, positive: float, negative: float, shift: float) -> None:
+        """:func:`_start_rows` on every block."""
+        for rows in self.blocks:
+            _start_rows(rows, positive, negative, shift)
+
     def survey(self, a_lo: float | np.ndarray) -> _Partial:
-        """The start's pass (:func:`_survey_block`), at the a's already set in the variables."""
+        """:func:`_survey_block` on every block; ``a_lo`` one for all or these rows', shape (k,)."""
         lows = np.broadcast_to(a_lo, (self.source.shape[0],))
         parts = (
             _survey_block(self.source.rows(a, b), rows, lows[a:b])
@@ -657,22 +752,52 @@ class _LocalRows:
         )
         return functools.reduce(_Partial.combine, parts)
 
-    def run(self, center: np.ndarray, direction: np.ndarray, work: _RowWork, system: _System | None = None) -> _Partial:
-        """One pass of an iteration (:func:`_block_pass` on every block, :func:`_slack_pass` on the r's)."""
-        share = _slack_pass(self.slack, direction, work)
+    def run_blocks(
+        self, center: np.ndarray, direction: np.ndarray, work: _RowWork, system: _System | None, share: _Partial
+    ) -> _Partial:
+        """:func:`_block_pass` on every block, added to ``share`` one block after the other."""
         for (a, b), rows in zip(self.ranges, self.blocks, strict=True):
             share = share.combine(_block_pass(self.source.rows(a, b), rows, center, direction, work, system))
         return share
 
     def system(self, center: np.ndarray, accurate: bool, unit: bool = False) -> _Partial:
-        """The Newton system's share of K at the Theta the last normal pass wrote (``unit``: Theta = I)."""
+        """The Newton system's share of these rows at the Theta the last normal pass wrote (``unit``: Theta = I)."""
         theta = self.variables[_THETA]
         return _system_share(self.source, center, accurate, lambda a, b: None if unit else np.sqrt(theta[a:b]))
 
     def step(self, primal: float, dual: float) -> None:
-        """Move the iterate along the corrector's direction (no pass over K)."""
-        for rows in [*self.blocks, self.slack]:
+        """Move these rows along the corrector's direction (no pass over K)."""
+        for rows in self.blocks:
             _kernels().step(rows.variables, primal, dual)
+
+
+class _LocalRows(_RowChunk):
+    """The local back end: K's row blocks read one after another in this process, the variables in memory.
+
+    Each pass maps a row-block function over the blocks and reduces the partials; the r's are one more part,
+    the first.
+    """
+
+    def __init__(
+        self, source: RowSource, sign: np.ndarray, cost: np.ndarray, a_width: float | np.ndarray, r_width: float
+    ):
+        super().__init__(source, sign, cost, a_width)
+        self.slack = _slack_rows(source.shape[1], r_width)
+
+    @property
+    def shape(self) -> tuple[int, int]:
+        return self.source.shape
+
+    def run(self, center: np.ndarray, direction: np.ndarray, work: _RowWork, system: _System | None = None) -> _Partial:
+        """One pass of an iteration (:func:`_slack_pass` on the r's, then :func:`_block_pass` on every block)."""
+        return self.run_blocks(center, direction, work, system, _slack_pass(self.slack, direction, work))
+
+    def step(self, primal: float, dual: float) -> None:
+        super().step(primal, dual)
+        _kernels().step(self.slack.variables, primal, dual)
+
+    def shifted_a(self) -> np.ndarray:
+        return self.variables[_X]
 
 
 # --- the iteration ------------------------------------------------------------------------------------------------
@@ -705,19 +830,19 @@ class _Dual:
 
 
 def _solve(
-    source: RowSource,
+    rows: RowBackend,
     sign: np.ndarray,
     cost: np.ndarray,
-    a_box: tuple[float | np.ndarray, float | np.ndarray],
+    a_lo: float | np.ndarray,
     rho: float,
+    a_width: float | np.ndarray,
+    r_width: float,
     tol: float,
     max_iterations: int,
 ) -> IpmResult:
-    m, mbar = source.shape
+    m, mbar = rows.shape
     n = m + mbar
-    a_width, r_width = a_box[1] - a_box[0], 2.0 * rho
-    rows = _LocalRows(source, sign, cost, a_width, r_width)
-    lp = _start(rows, sign, cost, a_box[0], rho, a_width, r_width)
+    lp = _start(rows, sign, cost, a_lo, rho, a_width, r_width)
     x_r, theta_r = rows.slack.variables[_X], rows.slack.variables[_THETA]
     b_norm = _norm(lp.b)
     y = np.zeros(mbar + 1)
@@ -802,7 +927,7 @@ def _stalled_near_optimum(iteration: int, best_at: int, best: float) -> bool:
 
 
 def _start(
-    rows: _LocalRows,
+    rows: RowBackend,
     sign: np.ndarray,
     cost: np.ndarray,
     a_lo: float | np.ndarray,
@@ -817,9 +942,8 @@ def _start(
     box would miss s'a = 0 by m/2 times the box when one class is rare); r sits at K'(s a) pulled into
     the middle half of its box. ``a_lo`` and ``a_width`` are scalars or per row, shape (m,).
     """
-    m, mbar = rows.source.shape
-    variables = rows.variables
-    x, w, z, v = variables[_X], variables[_W], variables[_Z], variables[_V]
+    m, mbar = rows.shape
+    shift = 1.0 + 0.1 * float(np.abs(cost).max())
     if not np.any(a_lo):  # classify: a in [0, nu w], s = labels
         positive = sign > 0
         # The classes' total widths; with one width for all, their counts as floats: the same quotients as the
@@ -827,9 +951,10 @@ def _start(
         size = a_width if isinstance(a_width, np.ndarray) else np.ones(m)
         total_pos, total_neg = float(size[positive].sum()), float(size[~positive].sum())
         smaller = min(total_pos, total_neg)
-        x[:m] = np.where(positive, smaller / (total_pos or 1.0), smaller / (total_neg or 1.0)) * a_width / 4.0
+        # A quarter of the fraction is exact (a power of two): the same a's as a quarter of the product.
+        rows.start(smaller / (total_pos or 1.0) / 4.0, smaller / (total_neg or 1.0) / 4.0, shift)
     else:
-        x[:m] = a_width / 2.0
+        rows.start(0.5, 0.5, shift)
     survey = rows.survey(a_lo)
     products = _given(survey.products)
     center = products[:mbar, 0] / m
@@ -837,12 +962,9 @@ def _start(
     centred = products[:mbar, 1:] - np.outer(center, products[mbar, 1:])
     # A's image of the lower bounds (a_lo, -rho), moved to the right-hand side: b = -A l.
     b = -np.r_[centred[:, 0] + rho, products[mbar, 1]]
-    x[m:] = np.clip(centred[:, 1], -rho / 2.0, rho / 2.0) + rho
-    w[:m] = a_width - x[:m]
-    w[m:] = r_width - x[m:]
-    shift = 1.0 + 0.1 * float(np.abs(cost).max())
-    z[:m] = np.maximum(-cost, 0.0) + shift
-    v[:m] = np.maximum(cost, 0.0) + shift
+    x_r, w_r, z_r, v_r = (rows.slack.variables[row] for row in (_X, _W, _Z, _V))
+    x_r[:] = np.clip(centred[:, 1], -rho / 2.0, rho / 2.0) + rho
+    w_r[:] = r_width - x_r
     # The multipliers of r's bounds end at |u|, often in the hundreds: started near 1, the first
     # steps toward u drive one of each pair to its bound and stall (5 steps of length 0.006-0.35 at
     # 40,000 x 19, nu = 1). Both start at the size of a ridge estimate of u instead: the least-squares
@@ -850,7 +972,7 @@ def _start(
     # (classify and regress, mbar 19 and 100, three widths, nu 1e-3 to 1e4): 464 iterations against 497.
     ridge_rhs = -np.r_[centred[:, 2], products[mbar, 3]]  # A f, f = (-c, 0)
     ridge = _NormalEquations(rows.system(center, False, unit=True), np.ones(mbar)).solve(ridge_rhs)
-    z[m:] = v[m:] = shift + float(np.abs(ridge[:mbar]).max())
+    z_r[:] = v_r[:] = shift + float(np.abs(ridge[:mbar]).max())
     # m U^2 with one width for all: the figure of the unweighted solve bit for bit.
     a_squares = float(a_width @ a_width) if isinstance(a_width, np.ndarray) else m * a_width**2
     upper_norm = float(np.sqrt(a_squares + mbar * r_width**2))
@@ -939,9 +1061,9 @@ def _norm(vector: np.ndarray) -> float:
 
 
 def _result(
-    lp: _Dual, rows: _LocalRows, y: np.ndarray, converged: bool, iterations: int, primal: float, dual: float, gap: float
+    lp: _Dual, rows: RowBackend, y: np.ndarray, converged: bool, iterations: int, primal: float, dual: float, gap: float
 ) -> IpmResult:
-    a = lp.a_lo + rows.variables[_X, : lp.m]
+    a = lp.a_lo + rows.shifted_a()
     u = -y[: lp.mbar]
     # Undo the centring's change of variable: gamma = gamma' + center'u.
     return IpmResult(u, float(y[lp.mbar] + lp.center @ u), a, converged, iterations, primal, dual, gap)

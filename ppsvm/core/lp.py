@@ -18,6 +18,10 @@ Formulations (docs/design.md section 4 shows the formulation decides the speed b
 - ``ipm``: the LP dual solved by ppsvm's own interior-point method
   (:mod:`ppsvm.core.ipm`), whose Newton system has only mbar + 1 unknowns. A
   solve that does not converge falls back to ``highs-dual`` with a warning.
+  The only formulation for K held on Dask workers (:class:`ppsvm.core.dask_engine.DaskKernel`,
+  which ``auto`` always solves with it), whose rows never come to this process: there the
+  objective and the certificate are computed on the workers too, and a solve that does not
+  converge is an error (HiGHS would need K here).
 - ``highs-dual``: the same dual, mbar + 1 dense rows and m bounded
   columns, passed straight to HiGHS (dual simplex, interior point with
   crossover above 60k rows); u and gamma are the row multipliers. The
@@ -36,6 +40,7 @@ from (u, gamma, a) alone: the relative duality gap and the dual infeasibility.
 from __future__ import annotations
 
 import logging
+import sys
 import time
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Literal, TypeGuard, get_args
@@ -48,6 +53,8 @@ from ppsvm.errors import SolverError
 if TYPE_CHECKING:
     # Imported where HiGHS solves: 19 MiB of RSS a coordinator that only runs ipm does not need.
     import highspy
+
+    from ppsvm.core.dask_engine import DaskKernel
 
 logger = logging.getLogger(__name__)
 
@@ -130,7 +137,7 @@ class Certificate:
 
 def certificate(
     task: Task,
-    K: np.ndarray,
+    K: np.ndarray | DaskKernel,
     target: np.ndarray,
     nu: float,
     objective: float,
@@ -141,7 +148,8 @@ def certificate(
 
     Parameters
     ----------
-    K : ndarray, shape (m, mbar)
+    K : ndarray or DaskKernel, shape (m, mbar)
+        A DaskKernel's products are computed on its workers.
     target : ndarray, shape (m,)
     objective : float
         The primal objective at the solution's (u, gamma).
@@ -152,12 +160,16 @@ def certificate(
     """
     sign, cost, (low, high), rho = dual_data(task, target, nu, weights)
     signed = sign * a
-    terms = np.zeros(K.shape[1])
-    for start in range(0, K.shape[0], _CERTIFICATE_CHUNK_ROWS):  # |K|'|a| without a copy of K
-        rows = slice(start, start + _CERTIFICATE_CHUNK_ROWS)
-        terms += np.abs(K[rows]).T @ np.abs(a[rows])
+    if isinstance(K, np.ndarray):
+        image = K.T @ signed
+        terms = np.zeros(K.shape[1])
+        for start in range(0, K.shape[0], _CERTIFICATE_CHUNK_ROWS):  # |K|'|a| without a copy of K
+            rows = slice(start, start + _CERTIFICATE_CHUNK_ROWS)
+            terms += np.abs(K[rows]).T @ np.abs(a[rows])
+    else:
+        image, terms = K.rmatvec(signed), K.rmatvec(np.abs(a), absolute=True)
     violation = max(
-        float(np.max((np.abs(K.T @ signed) - rho) / (rho + terms), initial=0.0)),
+        float(np.max((np.abs(image) - rho) / (rho + terms), initial=0.0)),
         abs(float(signed.sum())) / (1.0 + float(np.abs(a).sum())),
         # Each row's violation relative to its own box (a positive divisor: the same as dividing the maximum).
         float(np.max(np.maximum(low - a, a - high) / (1.0 + high - low), initial=0.0)),
@@ -182,14 +194,14 @@ def dual_data(
 
 
 def classification_objective(
-    K: np.ndarray, d: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None = None
+    K: np.ndarray | DaskKernel, d: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None = None
 ) -> float:
     """nu * sum(w * hinge) + ||u||_1 for K (m, mbar), d (m,), u (mbar,), weights w (m,) (default all 1)."""
     return float(nu * _weighted_sum(np.maximum(0.0, 1.0 - d * (K @ u - gamma)), weights) + np.abs(u).sum())
 
 
 def regression_objective(
-    K: np.ndarray, y: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None = None
+    K: np.ndarray | DaskKernel, y: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None = None
 ) -> float:
     """sum w * |K u - gamma - y| + nu * ||u||_1 for K (m, mbar), y (m,), u (mbar,), weights w (m,) (default all 1)."""
     return float(_weighted_sum(np.abs(K @ u - gamma - y), weights) + nu * np.abs(u).sum())
@@ -202,7 +214,7 @@ def _weighted_sum(terms: np.ndarray, weights: np.ndarray | None) -> float:
 
 def solve_lp(
     task: Task,
-    K: np.ndarray,
+    K: np.ndarray | DaskKernel,
     target: np.ndarray,
     nu: float,
     formulation: Formulation = DEFAULT_FORMULATION,
@@ -213,13 +225,14 @@ def solve_lp(
     Parameters
     ----------
     task : {"classify", "regress"}
-    K : ndarray, shape (m, mbar)
-        The assembled kernel K(A, B').
+    K : ndarray or DaskKernel, shape (m, mbar)
+        The assembled kernel K(A, B'), in this process or in row chunks on Dask workers (solved there by ``ipm``).
     target : ndarray, shape (m,)
         Labels in {-1, +1} (classify) or real targets (regress).
     nu : float
         Weight of the error term (classify) or of ||u||_1 (regress), > 0.
     formulation : {"auto", "ipm", "highs-dual", "cvxpy-dual", "cvxpy-primal"}
+        For a DaskKernel ``ipm`` or ``auto`` (which picks ``ipm``).
     weights : ndarray, shape (m,), optional
         Each row's weight on its error term, finite and > 0; None weighs every row 1 (the same computation as
         before weights existed, bit for bit).
@@ -231,10 +244,10 @@ def solve_lp(
     Raises
     ------
     ValueError
-        Shapes, non-finite values, nu <= 0, labels that are not +-1 of both classes, or weights that are not
-        finite and > 0.
+        Shapes, non-finite values, nu <= 0, labels that are not +-1 of both classes, weights that are not
+        finite and > 0, or a formulation other than ``ipm`` for a DaskKernel.
     SolverError
-        The solver did not report an optimum.
+        The solver did not report an optimum; for a DaskKernel also a Dask worker lost during the solve.
     """
     K, target, weights = _validate(task, K, target, nu, weights)
     with ipm.one_blas_thread():
@@ -242,39 +255,58 @@ def solve_lp(
 
 
 def _solve_lp(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, formulation: Formulation, weights: np.ndarray | None
+    task: Task,
+    K: np.ndarray | DaskKernel,
+    target: np.ndarray,
+    nu: float,
+    formulation: Formulation,
+    weights: np.ndarray | None,
 ) -> LPSolution:
     start = time.perf_counter()
     a: np.ndarray | None = None
+    if formulation not in FORMULATIONS:
+        raise ValueError(f"unknown LP formulation {formulation!r}; expected one of {', '.join(FORMULATIONS)}")
     if formulation == "auto":
-        formulation = "ipm" if K.shape[0] >= IPM_FROM_ROWS else "highs-dual"
+        formulation = "ipm" if not isinstance(K, np.ndarray) or K.shape[0] >= IPM_FROM_ROWS else "highs-dual"
     if formulation == "ipm":
         result = ipm.solve_dual(K, *dual_data(task, target, nu, weights))
         if result.converged:
             u, gamma, a, iterations = result.u, result.gamma, result.a, result.iterations
         else:
-            logger.warning(
-                "the interior-point method did not converge on the %d x %d LP (nu = %g) after %d iterations "
-                "(relative primal residual %.1e, dual residual %.1e, gap %.1e); solving it with HiGHS instead",
-                K.shape[0], K.shape[1], nu, result.iterations, result.primal_residual, result.dual_residual,
-                result.gap,
-            )  # fmt: skip
+            stalled = (
+                f"the interior-point method did not converge on the {K.shape[0]} x {K.shape[1]} LP (nu = {nu:g}) "
+                f"after {result.iterations} iterations (relative primal residual {result.primal_residual:.1e}, "
+                f"dual residual {result.dual_residual:.1e}, gap {result.gap:.1e})"
+            )
+            if not isinstance(K, np.ndarray):
+                raise SolverError(f"{stalled}; HiGHS, the fallback, needs K in this process, not on Dask workers")
+            logger.warning("%s; solving it with HiGHS instead", stalled)
             formulation = "highs-dual"
-    if formulation == "highs-dual":
-        u, gamma, a, iterations = _highs_dual(task, K, target, nu, weights)
-    elif formulation == "cvxpy-dual":
-        u, gamma, a, iterations = _cvxpy_dual(task, K, target, nu, weights)
-    elif formulation == "cvxpy-primal":
-        u, gamma, iterations = _cvxpy_primal(task, K, target, nu, weights)
-    elif formulation != "ipm":
-        raise ValueError(f"unknown LP formulation {formulation!r}; expected one of {', '.join(FORMULATIONS)}")
+    if formulation != "ipm":
+        if not isinstance(K, np.ndarray):
+            raise ValueError(
+                f"the LP formulation {formulation!r} needs K in this process: a DaskKernel's rows stay on its "
+                "workers, where only 'ipm' (or 'auto', which picks it) solves the LP"
+            )
+        if formulation == "highs-dual":
+            u, gamma, a, iterations = _highs_dual(task, K, target, nu, weights)
+        elif formulation == "cvxpy-dual":
+            u, gamma, a, iterations = _cvxpy_dual(task, K, target, nu, weights)
+        else:
+            u, gamma, iterations = _cvxpy_primal(task, K, target, nu, weights)
     objective = _objective(task, K, target, nu, u, gamma, weights)
     evidence = None if a is None else certificate(task, K, target, nu, objective, a, weights)
     return LPSolution(u, gamma, objective, formulation, iterations, time.perf_counter() - start, evidence)
 
 
 def _objective(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, u: np.ndarray, gamma: float, weights: np.ndarray | None
+    task: Task,
+    K: np.ndarray | DaskKernel,
+    target: np.ndarray,
+    nu: float,
+    u: np.ndarray,
+    gamma: float,
+    weights: np.ndarray | None,
 ) -> float:
     if task == "classify":
         return classification_objective(K, target, nu, u, gamma, weights)
@@ -282,16 +314,23 @@ def _objective(
 
 
 def _validate(
-    task: Task, K: np.ndarray, target: np.ndarray, nu: float, weights: np.ndarray | None
-) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
-    K = np.asarray(K, dtype=np.float64)
+    task: Task, K: np.ndarray | DaskKernel, target: np.ndarray, nu: float, weights: np.ndarray | None
+) -> tuple[np.ndarray | DaskKernel, np.ndarray, np.ndarray | None]:
+    """The arguments checked; K as a float64 array unless it is a DaskKernel (never gathered here)."""
+    if not _on_workers(K):
+        K = np.asarray(K, dtype=np.float64)
+        if K.ndim != 2 or K.shape[0] == 0 or K.shape[1] == 0:
+            raise ValueError(f"kernel must be a non-empty 2-D array, got shape {K.shape}")
     target = np.asarray(target, dtype=np.float64)
-    if K.ndim != 2 or K.shape[0] == 0 or K.shape[1] == 0:
-        raise ValueError(f"kernel must be a non-empty 2-D array, got shape {K.shape}")
     if target.shape != (K.shape[0],):
         raise ValueError(f"kernel has {K.shape[0]} rows but there are {target.shape} targets")
-    # Block by block: np.isfinite(K) whole would be a temporary of m x mbar bytes (95 MB at 5M x 19).
-    if not all(np.isfinite(K[start:stop]).all() for start, stop in ipm.row_ranges(*K.shape)):
+    # Block by block: np.isfinite(K) whole would be a temporary of m x mbar bytes (95 MB at 5M x 19). A DaskKernel's
+    # workers checked their chunks as they came.
+    if isinstance(K, np.ndarray):
+        finite = all(np.isfinite(K[start:stop]).all() for start, stop in ipm.row_ranges(*K.shape))
+    else:
+        finite = K.finite
+    if not finite:
         raise ValueError("kernel has non-finite entries (NaN or inf)")
     if not np.isfinite(target).all():
         raise ValueError("targets have non-finite entries (NaN or inf)")
@@ -316,6 +355,12 @@ def _validate(
             f"weights must be finite and > 0: row {bad[0]} has {weights[bad[0]]} ({bad.size} bad rows in all)"
         )
     return K, target, weights
+
+
+def _on_workers(K: object) -> TypeGuard[DaskKernel]:
+    """Whether K is a DaskKernel, without importing Dask where none was made (its module is loaded if one was)."""
+    engine = sys.modules.get("ppsvm.core.dask_engine")
+    return engine is not None and isinstance(K, engine.DaskKernel)
 
 
 # --- HiGHS on the LP dual ------------------------------------------------------------------------
@@ -430,7 +475,10 @@ def leave_one_out_decisions(
     SolverError
         HiGHS found no optimum of the full problem or of some reduced one.
     """
-    K, target, weights = _validate(task, K, target, nu, weights)
+    checked, target, weights = _validate(task, K, target, nu, weights)
+    if not isinstance(checked, np.ndarray):
+        raise TypeError("leave-one-out needs K in this process (HiGHS re-solves from its basis), not a DaskKernel")
+    K = checked
     m, mbar = K.shape
     solver = _highs_dual_model(task, K, target, nu, weights)
     _run_highs(solver, m)
