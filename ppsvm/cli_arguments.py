@@ -13,7 +13,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, TASKS
+from ppsvm.constants import DEFAULT_DASK_WORKERS, DEFAULT_DEADLINE_S, DEFAULT_FOLDS, ENGINES, TASKS
 from ppsvm.core.kernels import KERNELS
 from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS
 from ppsvm.core.tuning import SEARCHES
@@ -246,6 +246,37 @@ def add_basis_argument(parser: argparse.ArgumentParser) -> None:
         "records / (2 x its class's count)), which raises the rare class's recall; probabilities stay calibrated "
         "to the classes' real frequencies. Default: every record weighs 1 (or the federation file's [task] value)",
     )
+
+
+def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
+    """Where the random-kernel training holds K and solves the LP: this process, or a Dask cluster."""
+    group = parser.add_argument_group(
+        "engine (random-kernel)",
+        "numpy (default) holds K in this process. dask streams K's rows from the entities into chunks on Dask "
+        "workers, never holding K here, and solves the LP there (the interior-point method); cross-validation and "
+        "calibration run here on their sample of at most 8,000 rows. The workers hold kernel rows: they are part "
+        "of the coordinator, and the cluster speaks mutual TLS from the federation's CA ([tls]). Needs ppsvm[dask]",
+    )
+    group.add_argument(
+        "--engine", choices=ENGINES, help="numpy (default, or the federation file's [task] value) or dask"
+    )
+    group.add_argument(
+        "--dask-scheduler",
+        metavar="ADDRESS",
+        help="a running Dask scheduler (tls://host:port) whose workers run with ppsvm.core.dask_engine.WORKER_CONFIG "
+        "and the federation CA's certificates; default: a cluster of --dask-workers processes on this machine",
+    )
+    group.add_argument(
+        "--dask-workers",
+        type=int,
+        metavar="N",
+        help=f"worker processes of the local cluster (default {DEFAULT_DASK_WORKERS})",
+    )
+
+
+def engine_flags(args: argparse.Namespace) -> dict[str, Any]:
+    """The engine flags as keyword arguments of ppsvm.api.federation's train functions."""
+    return {"engine": args.engine, "dask_scheduler": args.dask_scheduler, "dask_workers": args.dask_workers}
 
 
 def add_search_argument(parser: argparse.ArgumentParser) -> None:

@@ -22,10 +22,12 @@ from ppsvm.cli_arguments import (
     add_basis_argument,
     add_connection_arguments,
     add_dp_arguments,
+    add_engine_arguments,
     add_records_argument,
     add_search_argument,
     add_task_arguments,
     auto_int,
+    engine_flags,
     federation_from_args,
     read_id_list,
     training_flags,
@@ -62,6 +64,7 @@ def register(subparsers: argparse._SubParsersAction) -> None:
     add_task_arguments(train)
     add_dp_arguments(train)
     add_basis_argument(train)
+    add_engine_arguments(train)
     train.set_defaults(run=cmd_train)
 
     public = actions.add_parser(
@@ -223,7 +226,9 @@ def cmd_train(args: argparse.Namespace) -> int:
         report = federation_from_args(args).plan(**training_flags(args))
         print(json.dumps(report) if args.json else plan_text(report))
         return 1 if any(block["verdict"].startswith("refused") for block in report["column_blocks"]) else 0
-    model = federation_from_args(args).train(args.model_out, distribute=not args.no_distribute, **training_flags(args))
+    model = federation_from_args(args).train(
+        args.model_out, distribute=not args.no_distribute, **training_flags(args), **engine_flags(args)
+    )
     members = model.members if isinstance(model, MulticlassModel) else (model,)
     summary = {
         "model": str(args.model_out),

@@ -33,7 +33,7 @@ from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, check_party_name
 from ppsvm.wire.tls import TlsFiles
 
 # Settings a federation file's [task] table may hold; command-line flags override them.
-TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu", "class_weight")
+TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu", "class_weight", "engine", "dask_scheduler", "dask_workers")
 
 # The entity-side setting that disables privacy rule 3 (mbar < n_j); for benchmarks only.
 NON_PRIVATE_OVERRIDE_KEY = "non_private_allow_mbar_at_least_features"

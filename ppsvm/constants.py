@@ -62,3 +62,8 @@ MAX_HISTOGRAM_EDGES = 1024
 # Longest line read from a CSV file (a cell or a dataset), in characters: a sane record is a few
 # kB; a line of gigabytes would otherwise be read whole and end in MemoryError.
 MAX_CSV_LINE_CHARS = 1 << 20
+
+# Where the random-kernel training holds K and solves the LP: in this process, or in row chunks on Dask workers
+# (ppsvm.core.dask_engine); and the worker processes of the local cluster started when no scheduler is named.
+ENGINES = ("numpy", "dask")
+DEFAULT_DASK_WORKERS = 2

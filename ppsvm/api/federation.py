@@ -21,7 +21,7 @@ import numpy as np
 
 from ppsvm.config import EntityConfig, load_entity_config, load_federation
 from ppsvm.config import Federation as FederationConfig
-from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, HEALTH_DEADLINE_S
+from ppsvm.constants import DEFAULT_DASK_WORKERS, DEFAULT_DEADLINE_S, DEFAULT_FOLDS, HEALTH_DEADLINE_S
 from ppsvm.coordinator.audit import audit
 from ppsvm.coordinator.dp_train import DpOptions, in_api_words, train_dp, train_dp_and_save
 from ppsvm.coordinator.evaluate import (
@@ -73,6 +73,9 @@ def train_options(
     deadline: float = DEFAULT_DEADLINE_S,
     distribute: bool = True,
     class_weight: str | None = None,
+    engine: str | None = None,
+    dask_scheduler: str | None = None,
+    dask_workers: int | None = None,
 ) -> TrainOptions:
     """Random-kernel training settings: the arguments, then the ``[task]`` table, then the defaults (see module).
 
@@ -96,6 +99,9 @@ def train_options(
         basis=basis,
         search=cast(Search, search),
         class_weight=task_setting(table, "class_weight", class_weight, None),
+        engine=task_setting(table, "engine", engine, "numpy"),
+        dask_scheduler=task_setting(table, "dask_scheduler", dask_scheduler, None),
+        dask_workers=task_setting(table, "dask_workers", dask_workers, DEFAULT_DASK_WORKERS),
     )
 
 
@@ -155,6 +161,9 @@ class Federation:
         search: str = "grid",
         distribute: bool = True,
         class_weight: str | None = None,
+        engine: str | None = None,
+        dask_scheduler: str | None = None,
+        dask_workers: int | None = None,
     ) -> RandomKernelModel:
         """Train a random-kernel model over the entities (``ppsvm coordinator train``): a
         :class:`~ppsvm.core.multiclass.MulticlassModel` (one-vs-rest on one fetched kernel) when the labels are
@@ -170,6 +179,13 @@ class Federation:
         distribute : bool, default=True
         class_weight : {None, "balanced"}
             "balanced": each class weighs the same in the LP, whatever its count (``--class-weight balanced``).
+        engine : {None, "numpy", "dask"}
+            "dask": K's rows streamed into chunks on Dask workers and the LP solved there (``--engine dask``);
+            None takes the ``[task]`` table's value, else numpy.
+        dask_scheduler : str, optional
+            A running scheduler's address (tls://host:port); None starts ``dask_workers`` local worker processes.
+        dask_workers : int, optional
+            The local cluster's worker processes (default 2).
 
         Returns
         -------
@@ -190,6 +206,9 @@ class Federation:
             deadline=self.deadline,
             distribute=distribute,
             class_weight=class_weight,
+            engine=engine,
+            dask_scheduler=dask_scheduler,
+            dask_workers=dask_workers,
         )
         if model_out is None:
             return train(self.config, options)

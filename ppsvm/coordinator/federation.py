@@ -12,15 +12,15 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import numpy as np
 
 from ppsvm.config import Federation, FederationEntity
 from ppsvm.constants import DEFAULT_DEADLINE_S
+from ppsvm.coordinator.assembly import Abandoned, Chunked, InMemory, RowBlockRows, decode_combination
 from ppsvm.coordinator.client import EntityClient
 from ppsvm.coordinator.logs_seen import check_logs_seen, logs_seen_path
-from ppsvm.core.aggregation import decode_sum, share_bound
 from ppsvm.core.kernels import (
     KernelName,
     assemble,
@@ -36,6 +36,9 @@ from ppsvm.logs import new_request_id
 from ppsvm.wire.proto_names import KERNEL_KINDS, RECORD_SETS
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.tls import choose_tls
+
+if TYPE_CHECKING:
+    from ppsvm.core.dask_engine import DaskKernel
 
 logger = logging.getLogger(__name__)
 
@@ -215,31 +218,6 @@ class KernelFetch:
             nonce=nonce,
             epoch=self.epochs[entity.column_block],
         )
-
-
-def decode_combination(kernel: KernelName, total: np.ndarray, n_shares: int, where: str) -> np.ndarray:
-    """The row block's kernel from the sum of its masked shares (uint64, added mod 2^64), in place.
-
-    Returns
-    -------
-    ndarray of float64, the same memory as ``total``: the summed shares (linear) or their exp (Gaussian).
-
-    Raises
-    ------
-    EntityError
-        The sum lies beyond what cancelled masks can give: the entities masked different records or views.
-    """
-    values = decode_sum(total)
-    bound = share_bound(n_shares)
-    if values.size and (values.max() > bound or values.min() < -bound):
-        raise EntityError(
-            f"{where}: the entities' masked shares did not cancel (their sum is noise): they masked different "
-            "records, views or nonces, or hold different pair secrets; check that every pair of the row block shares "
-            "the same pair secret"
-        )
-    if kernel == "gaussian":
-        np.exp(values, out=values)
-    return values
 
 
 class Session:
@@ -595,11 +573,92 @@ class Session:
         ndarray, shape (sum of row-block sizes, mbar or p)
         """
         start = time.perf_counter()
-        ranges = self.ranges_for(scaling)
-        fetch_mu = self.fetch_width(kernel)
-        # One preallocated K; each entity's block is folded into its row block's rows message by
-        # message as it arrives (sums and Hadamard products commute), so the coordinator holds K and a
-        # few MiB of rows per entity, never K's blocks beside K.
+        fetch = self._fetch(kernel, mbar, scaling, blocks, part, columns)
+        if columns is None:
+            # One preallocated K; each entity's share is folded into its row block's rows message by message as it
+            # arrives (sums commute), so the coordinator holds K and a few MiB of rows per entity.
+            row_blocks = self._row_block_rows(fetch)
+            K = self._with_retries(lambda: self._in_memory(fetch, row_blocks, replies))
+        else:
+            K = self._single_block_kernel(fetch, columns)
+        if kernel == "gaussian":
+            rescale_gaussian(K, fetch.mu, mu, in_place=True)
+        self._log_assembly(part, K.shape, start)
+        return K
+
+    def kernel_on_workers(
+        self,
+        client: Any,
+        kernel: KernelName,
+        mbar: int,
+        mu: float,
+        scaling: Sequence[ColumnScaling],
+        blocks: Sequence[RowBlockRecords],
+        part: str,
+    ) -> DaskKernel:
+        """K(A, B') as :meth:`kernel` assembles it (the paper's basis), its rows streamed into Dask workers.
+
+        Each row block's masked shares are added into a few chunk-sized buffers (:class:`~.assembly.Chunked`)
+        and each chunk goes to a worker as soon as every share of it has arrived: this process never holds K.
+
+        Parameters
+        ----------
+        client : distributed.Client
+            Its workers receive the chunks.
+
+        Returns
+        -------
+        ppsvm.core.dask_engine.DaskKernel, shape (sum of row-block sizes, mbar)
+        """
+        from ppsvm.core.dask_engine import DaskKernel
+
+        start = time.perf_counter()
+        fetch = self._fetch(kernel, mbar, scaling, blocks, part, None)
+        row_blocks = self._row_block_rows(fetch)
+
+        def to_width(rows: np.ndarray) -> None:
+            rescale_gaussian(rows, fetch.mu, mu, in_place=True)
+
+        def attempt() -> DaskKernel:
+            chunks = Chunked(kernel, mbar, row_blocks, to_width if kernel == "gaussian" else None)
+
+            def run() -> None:
+                try:
+                    self._fetch_masked(fetch, chunks)
+                except BaseException as error:  # noqa: BLE001 - handed to the reader, which raises it
+                    chunks.close(error)
+                else:
+                    chunks.close()
+
+            fetching = threading.Thread(target=run, name="kernel-fetch", daemon=True)
+            fetching.start()
+            try:
+                return DaskKernel(client, chunks)
+            finally:
+                chunks.abandon()  # a worker lost mid-stream: the entities' streams stop waiting
+                fetching.join()
+
+        K = self._with_retries(attempt)
+        self._log_assembly(part, K.shape, start)
+        return K
+
+    def _in_memory(
+        self, fetch: KernelFetch, row_blocks: dict[int, RowBlockRows], replies: dict[str, np.ndarray] | None
+    ) -> np.ndarray:
+        assembly = InMemory(fetch.kernel, fetch.shape, row_blocks)
+        self._fetch_masked(fetch, assembly, replies)
+        return assembly.finish()
+
+    def _fetch(
+        self,
+        kernel: KernelName,
+        mbar: int,
+        scaling: Sequence[ColumnScaling],
+        blocks: Sequence[RowBlockRecords],
+        part: str,
+        columns: np.ndarray | None,
+    ) -> KernelFetch:
+        """What every kernel request of one fetch shares, and where each row block's rows go in K."""
         placement: dict[int, tuple[int, RowBlockRecords]] = {}
         total = 0
         for block in blocks:
@@ -607,21 +666,40 @@ class Session:
             total += block.size(part)
         shape = (total, mbar if columns is None else len(columns))
         epochs = {s.column_block: s.epoch for s in scaling}
-        fetch = KernelFetch(kernel, mbar, fetch_mu, ranges, epochs, placement, part, shape)
-        K = self._masked_kernel(fetch, replies) if columns is None else self._single_block_kernel(fetch, columns)
-        if kernel == "gaussian":
-            rescale_gaussian(K, fetch_mu, mu, in_place=True)
+        ranges = self.ranges_for(scaling)
+        return KernelFetch(kernel, mbar, self.fetch_width(kernel), ranges, epochs, placement, part, shape)
+
+    def _row_block_rows(self, fetch: KernelFetch) -> dict[int, RowBlockRows]:
+        return {
+            row_block: RowBlockRows(offset, block.size(fetch.part), len(self.row_block(row_block)))
+            for row_block, (offset, block) in fetch.placement.items()
+        }
+
+    def _log_assembly(self, part: str, shape: tuple[int, int], start: float) -> None:
         logger.info(
             "assembled %s kernel %s from %d entities in %.2f s",
             part,
-            K.shape,
+            shape,
             len(self.federation.entities),
             time.perf_counter() - start,
         )
-        return K
 
-    def _masked_kernel(self, fetch: KernelFetch, replies: dict[str, np.ndarray] | None = None) -> np.ndarray:
-        """K by secure aggregation: each row block's masked shares are added mod 2^64 into K's own memory.
+    def _with_retries(self, fetch: Callable[[], T]) -> T:
+        """A masked fetch that fails is asked again as a whole under new nonces (an entity answers a nonce once):
+        a share that arrived half, or not at all, cannot be unmasked alone (nor should it be). A refusal stays one."""
+        for attempt in range(1, MASKED_ATTEMPTS + 1):
+            try:
+                return fetch()
+            except EntityError as error:
+                if error.refused or attempt == MASKED_ATTEMPTS:
+                    raise
+                logger.warning("the masked kernel fetch failed (%s); asking again under new nonces", error)
+        raise AssertionError("unreachable: the last attempt returns or raises")
+
+    def _fetch_masked(
+        self, fetch: KernelFetch, into: InMemory | Chunked, replies: dict[str, np.ndarray] | None = None
+    ) -> None:
+        """Fetch K by secure aggregation, each entity's rows folded ``into`` the assembly as they arrive.
 
         A row block whose entities list the same records in the same order is one round for its record set;
         otherwise its shared records are asked by id, in the coordinator's order, a round per batch (every
@@ -629,9 +707,7 @@ class Session:
         its row block has nothing to combine with: it is asked for its block as it is (no nonce), which it releases
         within its measured risk or with its consent.
         """
-        kernel, part, placement = fetch.kernel, fetch.part, fetch.placement
-        K = np.zeros(fetch.shape, order="F")
-        sums = K.view(np.uint64)
+        part, placement = fetch.part, fetch.placement
 
         def plan() -> list[tuple[FederationEntity, pb.KernelRequest, int, int]]:
             """Every entity's request, each round under a fresh nonce: (entity, request, first row of K, rows)."""
@@ -646,6 +722,8 @@ class Session:
                 ids = block.train_ids if part == "train" else block.test_ids
                 if len(ids) != size:
                     raise AssertionError(f"row block {row_block}: its {part} ids were dropped before a fetch by id")
+                # In row order: the pool starts rounds in the order given, so a Chunked assembly's earliest open
+                # chunk always has its rounds running.
                 for first in range(0, size, IDS_PER_ROUND):
                     batch = pb.RecordIds(ids=ids[first : first + IDS_PER_ROUND].tolist())
                     nonce = new_nonce() if len(members) > 1 else b""
@@ -655,52 +733,35 @@ class Session:
                     ]
             return rounds
 
-        locks = {row_block: threading.Lock() for row_block in placement}
-        combined = {row_block for row_block in placement if len(self.row_block(row_block)) > 1}
         if replies is not None:
             for row_block, (_, block) in placement.items():
                 for entity in self.row_block(row_block):
-                    dtype = np.uint64 if row_block in combined else np.float64
+                    dtype = np.uint64 if len(self.row_block(row_block)) > 1 else np.float64
                     replies[entity.id] = np.zeros((block.size(part), fetch.shape[1]), dtype=dtype)
 
         def receive(entity: FederationEntity, request: pb.KernelRequest, offset: int, rows: int) -> None:
-            # A masked share is added mod 2^64 (unsigned arithmetic wraps); a block alone is K's rows as they are.
-            target = sums[offset : offset + rows] if request.nonce else K[offset : offset + rows]
             first_row = offset - placement[entity.row_block][0]
 
             def fold(start: int, batch: np.ndarray) -> None:
                 if replies is not None:
                     replies[entity.id][first_row + start : first_row + start + len(batch)] = batch
-                with locks[entity.row_block]:
-                    part_rows = target[start : start + len(batch)]
-                    if request.nonce:
-                        np.add(part_rows, batch, out=part_rows)
-                    else:
-                        part_rows[:] = batch
+                into.fold(entity.row_block, offset + start, batch)
 
-            self.clients[entity.id].kernel_rows(request, rows, f"{part} records", fold)
-
-        for attempt in range(1, MASKED_ATTEMPTS + 1):
             try:
-                self._gather(
-                    {
-                        (e.id, str(n)): self._pool.submit(receive, e, request, offset, rows)
-                        for n, (e, request, offset, rows) in enumerate(plan())
-                    }
-                )
-                break
-            except EntityError as error:
-                # A share that arrived half, or not at all, cannot be unmasked alone (nor should it be): the whole
-                # fetch is asked again under new nonces (an entity answers a nonce once). A refusal stays one.
-                if error.refused or attempt == MASKED_ATTEMPTS:
-                    raise
-                logger.warning("the masked kernel fetch failed (%s); asking again under new nonces", error)
-                sums[:] = 0
-        for row_block in combined:
-            offset, block = placement[row_block]
-            rows = slice(offset, offset + block.size(part))
-            decode_combination(kernel, sums[rows], len(self.row_block(row_block)), f"row block {row_block}")
-        return K
+                self.clients[entity.id].kernel_rows(request, rows, f"{part} records", fold)
+            except Abandoned:
+                pass  # another entity's failure ended the fetch: that one is reported
+            except BaseException:
+                if isinstance(into, Chunked):
+                    into.abandon()  # its row block's other streams would wait for these rows for good
+                raise
+
+        self._gather(
+            {
+                (e.id, str(n)): self._pool.submit(receive, e, request, offset, rows)
+                for n, (e, request, offset, rows) in enumerate(plan())
+            }
+        )
 
     def _single_block_kernel(self, fetch: KernelFetch, columns: np.ndarray) -> np.ndarray:
         """K of the product basis, from each entity's block on its own (each entity's consent decides).

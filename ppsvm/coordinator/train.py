@@ -2,19 +2,28 @@
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import logging
 import math
 import time
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import numpy as np
 
 from ppsvm.config import Federation
-from ppsvm.constants import DEFAULT_DEADLINE_S, DEFAULT_FOLDS, MAX_BASIS_POINTS, REFERENCE_ROW_FRACTION, TASKS
+from ppsvm.constants import (
+    DEFAULT_DASK_WORKERS,
+    DEFAULT_DEADLINE_S,
+    DEFAULT_FOLDS,
+    ENGINES,
+    MAX_BASIS_POINTS,
+    REFERENCE_ROW_FRACTION,
+    TASKS,
+)
 from ppsvm.coordinator.federation import RowBlockRecords, Session
 from ppsvm.core.calibration import Platt, calibration_record, fit_platt, out_of_fold_decisions
 from ppsvm.core.kernels import KERNELS, KernelName, product_columns, rescale_gaussian
@@ -22,10 +31,16 @@ from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, LPSolu
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.multiclass import MulticlassModel
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER, default_mbar
-from ppsvm.core.tuning import SEARCHES, Search, tune_search
+from ppsvm.core.tuning import SEARCHES, Search, tune_search, tuning_row_limit, tuning_rows
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
 from ppsvm.memory import release_free_memory
 from ppsvm.progress import EtaLog
+from ppsvm.wire.tls import TlsFiles
+
+if TYPE_CHECKING:
+    from distributed import Client
+
+    from ppsvm.core.dask_engine import DaskKernel
 
 logger = logging.getLogger(__name__)
 
@@ -62,6 +77,15 @@ class TrainOptions:
     sample_weight : mapping of str to float, optional
         Each training record's weight (> 0) by record id (pseudonym): the Python API's ``fit(sample_weight=)``;
         multiplied by the class weights.
+    engine : {"numpy", "dask"}
+        "dask" streams K's rows from the entities into chunks on Dask workers and solves the LP there (the
+        interior-point method, its products reduced on the workers); the cross-validation and the calibration run
+        here on their bounded sample of rows (at most :func:`ppsvm.core.tuning.tuning_row_limit`), gathered.
+    dask_scheduler : str or None
+        The address of a running Dask scheduler (tls://host:port) for "dask"; None starts a cluster of
+        ``dask_workers`` worker processes on this machine. Either way over mutual TLS from the federation's CA.
+    dask_workers : int
+        Worker processes of that local cluster.
     """
 
     task: Task = "classify"
@@ -79,8 +103,12 @@ class TrainOptions:
     advice: str = "cli"
     class_weight: str | None = None
     sample_weight: Mapping[str, float] | None = None
+    engine: str = "numpy"
+    dask_scheduler: str | None = None
+    dask_workers: int = DEFAULT_DASK_WORKERS
 
     def __post_init__(self) -> None:
+        self._check_engine()
         if self.basis not in BASES:
             raise ConfigError(f"basis must be one of {', '.join(BASES)}, got {self.basis!r}")
         if self.class_weight not in (None, "balanced"):
@@ -111,6 +139,26 @@ class TrainOptions:
                 raise ConfigError(f"{name} must be a number > 0 or 'auto', got {value!r}")
         if self.folds < 2:
             raise ConfigError(f"folds must be >= 2, got {self.folds}")
+
+    def _check_engine(self) -> None:
+        if self.engine not in ENGINES:
+            raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
+        if self.engine != "dask":
+            if self.dask_scheduler is not None:
+                raise ConfigError("a Dask scheduler was named but the engine is numpy: add --engine dask")
+            return
+        if isinstance(self.dask_workers, bool) or not isinstance(self.dask_workers, int) or self.dask_workers < 1:
+            raise ConfigError(f"dask_workers must be a whole number >= 1, got {self.dask_workers!r}")
+        if self.basis == "product":
+            raise ConfigError(
+                "the Dask engine streams the paper's basis (masked shares summed chunk by chunk); the product basis "
+                "is formed from single blocks in this process: use the numpy engine for it"
+            )
+        if self.formulation not in ("auto", "ipm"):
+            raise ConfigError(
+                f"the Dask engine solves by the interior-point method (formulation ipm or auto), not "
+                f"{self.formulation!r}"
+            )
 
 
 # Fewer random points than this make a weak Gaussian basis: with 5 or 2 of them a 3-hospital test model was worse
@@ -182,7 +230,7 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
         Naming the entity, record or setting at fault.
     """
     started = time.perf_counter()
-    with Session(federation, options.deadline) as session:
+    with Session(federation, options.deadline) as session, _workers(options, session.tls) as client:
         logger.info("training run %s (the entities' release logs record it with each release)", session.run_id)
         run_id = session.run_id
         blocks, scaling = session.survey()
@@ -220,25 +268,47 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
             columns = product_columns(mbar, len(widths), product_point_count(n_train), options.seed)
             logger.info("product basis: %d points from %d rows of each of %d B_j", len(columns), mbar, len(widths))
         fetch_started = time.perf_counter()
-        K = session.kernel(
-            options.kernel, mbar, mu_fetch if options.kernel == "gaussian" else 0.0, scaling, blocks, "train", columns
+        fetch_mu = mu_fetch if options.kernel == "gaussian" else 0.0
+        K: np.ndarray | DaskKernel = (
+            session.kernel(options.kernel, mbar, fetch_mu, scaling, blocks, "train", columns)
+            if client is None
+            else session.kernel_on_workers(client, options.kernel, mbar, fetch_mu, scaling, blocks, "train")
         )
         fetch_seconds = time.perf_counter() - fetch_started
         target = np.concatenate([b.train_labels for b in blocks])
         del blocks
         shared = _Shared(options, mbar, widths, n_train, mu_fetch, candidates, record_weights)
-        if classes is None:
-            fits = [_fit(K, columns, target, shared)]
-        else:
-            assert names is not None  # named with the classes, above
-            fits = []
-            for k, (value, name) in enumerate(zip(classes, names, strict=True)):
-                logger.info("class %s against the rest (%d of %d)", name, k + 1, len(classes))
-                # Each fit rescales its K in place: the last class may take the fetched one itself.
-                own = K if k == len(classes) - 1 else K.copy(order="K")
-                fits.append(_fit(own, columns, np.where(target == value, 1.0, -1.0), shared, advise=k == 0))
+        with contextlib.nullcontext() if isinstance(K, np.ndarray) else contextlib.closing(K):
+            if classes is None:
+                fits = [_fit(K, columns, target, shared)]
+            else:
+                assert names is not None  # named with the classes, above
+                fits = []
+                width = mu_fetch  # a Gaussian K's width as it stands
+                for k, (value, name) in enumerate(zip(classes, names, strict=True)):
+                    logger.info("class %s against the rest (%d of %d)", name, k + 1, len(classes))
+                    # Each fit rescales its K in place: the last class may take the fetched one itself. K on workers
+                    # is not copied: each class rescales it from the width the last one left (the power identity).
+                    own = K if k == len(classes) - 1 or not isinstance(K, np.ndarray) else K.copy(order="K")
+                    signs = np.where(target == value, 1.0, -1.0)
+                    fits.append(
+                        _fit(
+                            own,
+                            columns,
+                            signs,
+                            shared,
+                            advise=k == 0,
+                            width=None if isinstance(own, np.ndarray) else width,
+                        )
+                    )
+                    width = fits[-1].mu or width
     # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
-    timing = {"run_id": run_id, "survey_seconds": surveyed - started, "fetch_seconds": fetch_seconds}
+    timing = {
+        "run_id": run_id,
+        "survey_seconds": surveyed - started,
+        "fetch_seconds": fetch_seconds,
+        "engine": options.engine,
+    }
     model_of = functools.partial(
         _model,
         options=options,
@@ -297,23 +367,41 @@ class _Fit:
     calibration_report: dict[str, Any] | None
 
 
-def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: _Shared, advise: bool = True) -> _Fit:
-    """Tune (where asked), choose the basis, solve the LP and calibrate, on the fetched K (at ``shared.mu_fetch``),
-    which is rescaled in place to the chosen width. ``target`` (m,): +-1 or real targets. ``advise``: log the
-    basis advice (once per run: every class of a multiclass run has the same basis)."""
-    options, mbar, candidates, mu_fetch = shared.options, shared.mbar, shared.candidates, shared.mu_fetch
+def _fit(
+    K: np.ndarray | DaskKernel,
+    columns: np.ndarray | None,
+    target: np.ndarray,
+    shared: _Shared,
+    advise: bool = True,
+    width: float | None = None,
+) -> _Fit:
+    """Tune (where asked), choose the basis, solve the LP and calibrate, on the fetched K (Gaussian: at ``width``,
+    by default ``shared.mu_fetch``), which is rescaled in place to the chosen width. ``target`` (m,): +-1 or real
+    targets. ``advise``: log the basis advice (once per run: every class of a multiclass run has the same basis).
+
+    K on Dask workers is cross-validated and calibrated on its sample of rows that both would draw
+    (:func:`_cross_validation_rows`), gathered here; the LP is solved on the workers."""
+    options, mbar, candidates = shared.options, shared.mbar, shared.candidates
+    mu_fetch = shared.mu_fetch if width is None else width
     weights = row_weights(target, options.class_weight, shared.record_weights)
+    sample = None if isinstance(K, np.ndarray) else _cross_validation_rows(K, target, weights, options)
     nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
     needs_tuning = nu is None or (mu is None and options.kernel == "gaussian")
     if needs_tuning or len(candidates) > 1:
         results = {}
         for candidate in candidates:
             logger.info("tuning by %s with the %s basis, %d folds", options.search, candidate, options.folds)
+            if sample is not None:
+                K_tune, target_tune, weights_tune = sample
+            else:
+                assert isinstance(K, np.ndarray)
+                K_tune = K[:, :mbar] if candidate == "paper" and columns is not None else K
+                target_tune, weights_tune = target, weights
             results[candidate] = tune_search(
                 options.task,
                 options.kernel,
-                K[:, :mbar] if candidate == "paper" and columns is not None else K,
-                target,
+                K_tune,
+                target_tune,
                 search=options.search,
                 n_features=sum(shared.widths),
                 nu=nu,
@@ -323,7 +411,7 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
                 seed=options.seed,
                 formulation=options.formulation,
                 progress=EtaLog(logger, f"cross-validation, {candidate} basis (fold fits)"),
-                weights=weights,
+                weights=weights_tune,
             )
         # Ties go to the paper's basis: the method as published.
         basis = min(candidates, key=lambda name: (results[name].score, name != "paper"))
@@ -352,6 +440,7 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
             len(result.scores),
         )
     if basis == "paper" and columns is not None:
+        assert isinstance(K, np.ndarray)  # the Dask engine has no product basis
         K, columns = np.asfortranarray(K[:, :mbar]), None
     warnings = _basis_warnings(
         options.kernel, basis, mbar, shared.widths, shared.n_train, "product" in candidates, options.advice
@@ -361,7 +450,12 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
     assert nu is not None
     if options.kernel == "gaussian":
         assert mu is not None
-        K = rescale_gaussian(K, mu_fetch, mu, in_place=True)
+        if isinstance(K, np.ndarray):
+            K = rescale_gaussian(K, mu_fetch, mu, in_place=True)
+        else:
+            K.power(mu / mu_fetch)
+        if sample is not None:
+            sample = (rescale_gaussian(sample[0], mu_fetch, mu, in_place=True), *sample[1:])
     release_free_memory()  # the LP's vectors are next: as large as what the fetch and tuning freed
     solution = solve_lp(options.task, K, target, nu, options.formulation, weights)
     logger.info(
@@ -375,9 +469,11 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
         "" if solution.certificate is None else f", relative duality gap {solution.certificate.gap:.1e}",
         extra={"duration_ms": round(solution.seconds * 1000, 3)},
     )
-    calibration, report = (
-        calibrate(K, target, nu, options, weights, solution) if options.task == "classify" else (None, None)
-    )
+    calibration, report = None, None
+    if options.task == "classify":
+        K_cal, target_cal, weights_cal = (K, target, weights) if sample is None else sample
+        assert isinstance(K_cal, np.ndarray)
+        calibration, report = calibrate(K_cal, target_cal, nu, options, weights_cal, solution)
     return _Fit(
         float(nu),
         float(mu) if options.kernel == "gaussian" and mu is not None else 0.0,
@@ -389,6 +485,38 @@ def _fit(K: np.ndarray, columns: np.ndarray | None, target: np.ndarray, shared: 
         calibration,
         report,
     )
+
+
+def _cross_validation_rows(
+    K: DaskKernel, target: np.ndarray, weights: np.ndarray | None, options: TrainOptions
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """The rows of K on workers the cross-validation and the calibration read, gathered here, with their targets
+    and weights: the same stratified sample of at most :func:`ppsvm.core.tuning.tuning_row_limit` rows that
+    both draw from an array K (same seed), so the two engines choose and calibrate alike.
+
+    Returns
+    -------
+    (ndarray of shape (k, mbar), ndarray of shape (k,), ndarray of shape (k,) or None)
+    """
+    limit = tuning_row_limit(K.shape[1])
+    rows = tuning_rows(options.task, target, limit, options.seed) if len(target) > limit else np.arange(len(target))
+    logger.info("gathering %d of K's %d rows from the Dask workers for the cross-validation", len(rows), len(target))
+    return K.take(rows), target[rows], None if weights is None else weights[rows]
+
+
+@contextlib.contextmanager
+def _workers(options: TrainOptions, tls: TlsFiles | None) -> Iterator[Client | None]:
+    """The Dask cluster of the "dask" engine (None for numpy), over mutual TLS from the federation's CA."""
+    if options.engine != "dask":
+        yield None
+        return
+    try:
+        from ppsvm.core.dask_engine import cluster, tls_security
+    except ImportError as error:
+        raise ConfigError(f"the Dask engine: {error}") from None
+    security = None if tls is None else tls_security(tls.ca, tls.cert, tls.key)
+    with cluster(options.dask_scheduler, options.dask_workers, security) as client:
+        yield client
 
 
 def _model(

@@ -236,6 +236,34 @@ class DaskKernel:
         shares = self._each("transposed", lambda chunks: ([(c.start, v[c.start : c.stop]) for c in chunks], absolute))
         return functools.reduce(np.add, self._by_chunk(shares))
 
+    def power(self, exponent: float) -> None:
+        """Raise every entry to ``exponent`` in place on the workers (a Gaussian kernel's change of width:
+        K(mu2) = K(mu1) ** (mu2 / mu1))."""
+        if not (math.isfinite(exponent) and exponent > 0):
+            raise ValueError(f"the exponent must be a number > 0, got {exponent}")
+        self.finite &= all(self._each("power", lambda chunks: ([c.start for c in chunks], exponent)))
+
+    def take(self, rows: np.ndarray) -> np.ndarray:
+        """K[rows] gathered here (a bounded sample: the cross-validation's), column-major.
+
+        Parameters
+        ----------
+        rows : ndarray of int, shape (k,)
+            Sorted row indices.
+
+        Returns
+        -------
+        ndarray, shape (k, mbar)
+        """
+        rows = np.asarray(rows, dtype=np.int64)
+        if len(rows) and (np.any(np.diff(rows) < 0) or rows[0] < 0 or rows[-1] >= self.shape[0]):
+            raise ValueError(f"rows must be sorted indices of K's {self.shape[0]} rows")
+        starts = [c.start for c in self._chunks]
+        bounds = np.searchsorted(rows, [*starts, self.shape[0]])
+        wanted = {c.start: rows[a:b] - c.start for c, a, b in zip(self._chunks, bounds, bounds[1:], strict=False)}
+        pieces = self._by_chunk(self._each("take", lambda chunks: ([(c.start, wanted[c.start]) for c in chunks],)))
+        return np.asfortranarray(np.concatenate(pieces)) if pieces else np.empty((0, self.shape[1]), order="F")
+
     @contextlib.contextmanager
     def backend(
         self, sign: np.ndarray, cost: np.ndarray, a_width: float | np.ndarray, r_width: float
@@ -417,6 +445,20 @@ class _WorkerRows:
     def shifted_a(self, solve: str) -> list[np.ndarray]:
         return [chunk.variables[_X] for chunk in self.solves[solve]]
 
+    def power(self, starts: list[int], exponent: float) -> bool:
+        """Each chunk raised to ``exponent`` in place, block by block; whether every entry is still finite."""
+        finite = True
+        for start in starts:
+            chunk = self.chunks[start]
+            for a, b in row_ranges(*chunk.shape):
+                np.power(chunk[a:b], exponent, out=chunk[a:b])
+                finite &= bool(np.isfinite(chunk[a:b]).all())
+        return finite
+
+    def take(self, pieces: list[tuple[int, np.ndarray]]) -> list[np.ndarray]:
+        """Each chunk's rows at the given positions (within the chunk)."""
+        return [self.chunks[start][rows] for start, rows in pieces]
+
     def products(self, starts: list[int], u: np.ndarray) -> list[np.ndarray]:
         with one_blas_thread():
             return [self.chunks[start] @ u for start in starts]
@@ -506,3 +548,45 @@ def local_cluster(workers: int, security: Security | None = None) -> Client:
             memory_limit=0,
         )
     return Client(cluster, security=security)
+
+
+@contextlib.contextmanager
+def cluster(scheduler: str | None, workers: int, security: Security | None) -> Iterator[Client]:
+    """A client of the cluster at ``scheduler``, or of a new :func:`local_cluster` (stopped on exit).
+
+    Parameters
+    ----------
+    scheduler : str or None
+        A running scheduler's address (tls://host:port); its workers should run with :data:`WORKER_CONFIG`.
+    workers : int
+        The local cluster's worker processes, when no scheduler is named.
+    security : distributed.security.Security or None
+        See :func:`tls_security`. A named scheduler needs it: the workers hold kernel rows.
+
+    Raises
+    ------
+    ConfigError
+        A named scheduler without TLS, or one that cannot be reached.
+    """
+    if scheduler is None:
+        logger.info("starting a local Dask cluster of %d worker processes%s", workers, "" if security else " (no TLS)")
+        client = local_cluster(workers, security)
+        try:
+            yield client
+        finally:
+            client.shutdown()
+        return
+    if security is None:
+        raise ConfigError(
+            f"the Dask scheduler {scheduler}: its workers would receive kernel rows in plaintext; give the "
+            "federation a [tls] table (the cluster then speaks mutual TLS from its CA)"
+        )
+    try:
+        remote = Client(scheduler, security=security, timeout="30s")
+    except (OSError, TimeoutError, ValueError) as error:
+        raise ConfigError(f"cannot use the Dask scheduler {scheduler}: {error}") from None
+    logger.info("Dask scheduler %s: %d workers", scheduler, len(remote.scheduler_info()["workers"]))
+    try:
+        yield remote
+    finally:
+        remote.close()

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import csv
 import dataclasses
 import functools
 import json
@@ -184,6 +185,23 @@ def public_and_private(tmp: Path, n_public: int) -> tuple[Path, Path]:
         + "\n"
     )
     return public_csv, private_csv
+
+
+def wine_csv(directory: Path) -> Path:
+    """UCI wine (scikit-learn's copy: 178 records, 13 features, classes 0, 1, 2) as a CSV with an id column."""
+    from sklearn.datasets import load_wine
+
+    X, y = load_wine(return_X_y=True)
+    path = directory / "wine.csv"
+    with path.open("w", newline="") as handle:
+        writer = csv.writer(handle, lineterminator="\n")
+        writer.writerow(["id", "class", *(f"f{k}" for k in range(X.shape[1]))])
+        writer.writerows([f"w{i}", int(y[i]), *map(repr, X[i].tolist())] for i in range(len(y)))
+    return path
+
+
+# The class numbers are the labels as they are (a regression's values to split); training classifies them.
+WINE_OPTIONS = ["--header", "--id-column", "id", "--label", "class", "--task", "regress", "--test-fraction", "0.3"]
 
 
 def split(tmp: Path, data: Path, rows: int, cols: int, *options: str) -> Path:

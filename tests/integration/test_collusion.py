@@ -35,7 +35,8 @@ import numpy as np
 import pytest
 
 from ppsvm.config import federation_at_addresses, load_entity_config, load_federation
-from ppsvm.coordinator.federation import Session, decode_combination, kernel_request
+from ppsvm.coordinator.assembly import decode_combination
+from ppsvm.coordinator.federation import Session, kernel_request
 from ppsvm.core.aggregation import decode_sum, log_share, share_bound
 from ppsvm.core.kernels import kernel, scale_to_unit
 from ppsvm.core.randomness import derive_B

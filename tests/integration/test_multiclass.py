@@ -12,30 +12,17 @@ import re
 from pathlib import Path
 
 import numpy as np
-from sklearn.datasets import load_wine
 
 from ppsvm.core.multiclass import MulticlassModel
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 from ppsvm.wire.rpc import ppsvm_pb2_grpc as pb_grpc
 
-from .conftest import coordinator_channel, ppsvm, pseudonyms
-
-
-def _wine_csv(directory: Path) -> Path:
-    X, y = load_wine(return_X_y=True)
-    path = directory / "wine.csv"
-    with path.open("w", newline="") as handle:
-        writer = csv.writer(handle, lineterminator="\n")
-        writer.writerow(["id", "class", *(f"f{k}" for k in range(X.shape[1]))])
-        writer.writerows([f"w{i}", int(y[i]), *map(repr, X[i].tolist())] for i in range(len(y)))
-    return path
+from .conftest import WINE_OPTIONS, coordinator_channel, ppsvm, pseudonyms, wine_csv
 
 
 def test_three_classes_from_one_fetch_through_the_command_line(federation, tmp_path: Path) -> None:
-    data = _wine_csv(tmp_path)
-    # The class numbers are the labels as they are (a regression's values to split); training classifies them.
-    options = ["--header", "--id-column", "id", "--label", "class", "--task", "regress", "--test-fraction", "0.3"]
-    run = federation(2, 2, data=data, options=options)
+    data = wine_csv(tmp_path)
+    run = federation(2, 2, data=data, options=WINE_OPTIONS)
     trained = run.train("--task", "classify", "--kernel", "gaussian", "--basis", "paper")
     assert len(re.findall(r"assembled train kernel", trained.stderr)) == 1  # one fetch for the three classes
     model = MulticlassModel.load(run.split_dir / "model.json")

@@ -113,6 +113,25 @@ def test_rows_streamed_in_any_order_make_the_same_kernel(client: Client) -> None
     np.testing.assert_allclose(remote.u, local.u, rtol=RTOL, atol=RTOL * np.abs(local.u).max())
 
 
+def test_a_sample_of_rows_and_a_change_of_width_on_the_workers(client: Client) -> None:
+    """take gathers exactly K[rows] across chunk and worker boundaries; power rescales every chunk in place."""
+    K, _, _ = problem("classify", "gaussian", False)
+    rows = np.sort(np.random.default_rng(1).choice(ROWS, 400, replace=False))
+    with DaskKernel(client, K, chunk_rows=CHUNK_ROWS) as held:
+        np.testing.assert_array_equal(held.take(rows), K[rows])
+        assert held.take(np.array([], dtype=int)).shape == (0, K.shape[1])
+        assert held.take(np.array([ROWS - 1])).flags.f_contiguous
+        with pytest.raises(ValueError, match="sorted indices"):
+            held.take(rows[::-1])
+        held.power(2.5)
+        np.testing.assert_allclose(held.take(np.arange(ROWS)), K**2.5, rtol=1e-15)
+        held.power(1 / 2.5)  # the power identity composes: back to the first width
+        np.testing.assert_allclose(held.take(rows), K[rows], rtol=1e-14)
+        assert held.finite
+        with pytest.raises(ValueError, match="exponent must be a number > 0"):
+            held.power(0.0)
+
+
 @pytest.mark.parametrize(
     ("bounds", "message"),
     [
