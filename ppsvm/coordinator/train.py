@@ -31,7 +31,15 @@ from ppsvm.core.lp import DEFAULT_FORMULATION, FORMULATIONS, Formulation, LPSolu
 from ppsvm.core.model import ColumnScaling, Model, ModelEntity
 from ppsvm.core.multiclass import MulticlassModel
 from ppsvm.core.privacy import NOT_PRIVATE_BANNER, default_mbar
-from ppsvm.core.tuning import SEARCHES, Search, tune_search, tuning_row_limit, tuning_rows
+from ppsvm.core.tuning import (
+    SEARCHES,
+    FoldRunner,
+    Search,
+    fits_here,
+    tune_search,
+    tuning_row_limit,
+    tuning_rows,
+)
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
 from ppsvm.memory import release_free_memory
 from ppsvm.progress import EtaLog
@@ -379,12 +387,18 @@ def _fit(
     by default ``shared.mu_fetch``), which is rescaled in place to the chosen width. ``target`` (m,): +-1 or real
     targets. ``advise``: log the basis advice (once per run: every class of a multiclass run has the same basis).
 
-    K on Dask workers is cross-validated and calibrated on its sample of rows that both would draw
-    (:func:`_cross_validation_rows`), gathered here; the LP is solved on the workers."""
+    K on Dask workers is cross-validated and calibrated on the sample of rows both would draw from an array
+    (:func:`_cross_validation_rows`), gathered here; the fold fits run as tasks on the workers, the LP on their
+    chunks."""
     options, mbar, candidates = shared.options, shared.mbar, shared.candidates
     mu_fetch = shared.mu_fetch if width is None else width
     weights = row_weights(target, options.class_weight, shared.record_weights)
-    sample = None if isinstance(K, np.ndarray) else _cross_validation_rows(K, target, weights, options)
+    sample: tuple[np.ndarray, np.ndarray, np.ndarray | None] | None = None
+    runner: FoldRunner = fits_here
+    if not isinstance(K, np.ndarray):
+        from ppsvm.core.dask_engine import fits_on
+
+        sample, runner = _cross_validation_rows(K, target, weights, options), fits_on(K.client)
     nu, mu, tuning, basis = options.nu, options.mu, None, candidates[0]
     needs_tuning = nu is None or (mu is None and options.kernel == "gaussian")
     if needs_tuning or len(candidates) > 1:
@@ -412,6 +426,7 @@ def _fit(
                 formulation=options.formulation,
                 progress=EtaLog(logger, f"cross-validation, {candidate} basis (fold fits)"),
                 weights=weights_tune,
+                runner=runner,
             )
         # Ties go to the paper's basis: the method as published.
         basis = min(candidates, key=lambda name: (results[name].score, name != "paper"))

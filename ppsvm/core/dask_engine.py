@@ -61,6 +61,7 @@ from ppsvm.core.ipm import (
     one_blas_thread,
     row_ranges,
 )
+from ppsvm.core.tuning import FoldFit, FoldRunner
 from ppsvm.errors import ConfigError, SolverError
 
 logger = logging.getLogger(__name__)
@@ -121,6 +122,7 @@ class DaskKernel:
 
     Attributes
     ----------
+    client : distributed.Client
     shape : (int, int)
         (m, mbar).
     finite : bool
@@ -142,6 +144,7 @@ class DaskKernel:
         *,
         chunk_rows: int | None = None,
     ) -> None:
+        self.client = client
         addresses = sorted(client.scheduler_info()["workers"])
         if not addresses:
             raise ValueError("the Dask cluster has no workers to hold K")
@@ -548,6 +551,26 @@ def local_cluster(workers: int, security: Security | None = None) -> Client:
             memory_limit=0,
         )
     return Client(cluster, security=security)
+
+
+def fits_on(client: Client) -> FoldRunner:
+    """A :data:`~ppsvm.core.tuning.FoldRunner` that runs the fold fits as tasks on ``client``'s workers.
+
+    The K the folds index (the cross-validation's bounded sample) goes to every worker once; each fit is a pure
+    task, so one lost with its worker is run again on another: the scores are those of fits in this process.
+    """
+
+    def run(fit: FoldFit, K: np.ndarray, jobs: list[tuple[float, np.ndarray]]) -> Iterator[float | None]:
+        [shared] = client.scatter([K], broadcast=True, hash=False)
+        futures = [client.submit(fit, shared, nu, held, pure=False) for nu, held in jobs]
+        try:
+            for future in futures:
+                yield future.result()
+        finally:
+            client.cancel(futures)
+            shared.release()
+
+    return run
 
 
 @contextlib.contextmanager

@@ -22,9 +22,10 @@ nested uniform design the papers tuned with (:func:`tune_uniform_design`, design
 
 from __future__ import annotations
 
+import functools
 import logging
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any, Literal, get_args
 
@@ -44,6 +45,19 @@ from ppsvm.core.metrics import error_rate, relative_error
 from ppsvm.errors import SolverError
 
 logger = logging.getLogger(__name__)
+
+# Runs independent fold fits: given a fit (K, nu, held rows) -> validation error or None, the K the folds index
+# and each fit's (nu, held rows), yields the errors in the order given. The default, :func:`fits_here`, runs them
+# one after the other in this process; the Dask engine runs them as tasks (ppsvm.core.dask_engine.fits_on).
+FoldFit = Callable[[np.ndarray, float, np.ndarray], float | None]
+FoldRunner = Callable[[FoldFit, np.ndarray, list[tuple[float, np.ndarray]]], Iterator[float | None]]
+
+
+def fits_here(fit: FoldFit, K: np.ndarray, jobs: list[tuple[float, np.ndarray]]) -> Iterator[float | None]:
+    """Each fold fit in turn, in this process (the default :data:`FoldRunner`)."""
+    for nu, held in jobs:
+        yield fit(K, nu, held)
+
 
 # How nu and mu are searched: the full grid (ppsvm's default) or the papers' nested uniform design.
 Search = Literal["grid", "uniform-design"]
@@ -190,6 +204,19 @@ def fold_error(
     return measure(target[held], decision, held_weights)
 
 
+def _fold_fit(
+    task: Task,
+    target: np.ndarray,
+    formulation: Formulation,
+    weights: np.ndarray | None,
+    K: np.ndarray,
+    nu: float,
+    held: np.ndarray,
+) -> float | None:
+    """:func:`fold_error` with the run's fixed arguments first (a :data:`FoldFit` once they are bound)."""
+    return fold_error(task, K, target, nu, held, formulation, weights)
+
+
 def _rows(K: np.ndarray, keep: np.ndarray) -> np.ndarray:
     """K[keep] in K's own layout: numpy's row selection is always row-major, and the solver is 2.3 times as
     fast on the column-major K the coordinator assembles (see :func:`ppsvm.core.kernels.assembly_start`)."""
@@ -229,6 +256,7 @@ def tune(
     progress: Callable[[int, int], None] | None = None,
     max_rows: int | None = None,
     weights: np.ndarray | None = None,
+    runner: FoldRunner = fits_here,
 ) -> TuningResult:
     """Score (nu, mu) points by k-fold cross-validation and keep the best; ties go to the earlier point.
 
@@ -252,6 +280,8 @@ def tune(
         default :func:`tuning_row_limit` of the basis size.
     weights : ndarray, shape (m,), optional
         Rows' weights for the fold fits and the folds' errors (:func:`fold_error`); the subset keeps its rows'.
+    runner : FoldRunner
+        Runs each width's fold fits (:data:`FoldRunner`); the scores do not depend on it.
     """
     limit = tuning_row_limit(K_ref.shape[1]) if max_rows is None else max_rows
     if len(target) > limit:
@@ -270,24 +300,28 @@ def tune(
     # errors as one fit per fold, about ten times faster.
     warm_loo = len(index) == len(target) and task == "classify" and formulation in ("auto", "highs-dual")
 
+    fit = functools.partial(_fold_fit, task, target, formulation, weights)
+
     def score(chosen: list[int], held_out: list[np.ndarray]) -> None:
         nonlocal done
         for mu in dict.fromkeys(grid[k][1] for k in chosen):
             K = rescale_gaussian(K_ref, mu_ref, mu) if kernel == "gaussian" else K_ref
-            for k in (k for k in chosen if grid[k][1] == mu):
-                if warm_loo:
+            at_width = [k for k in chosen if grid[k][1] == mu]
+            if warm_loo:
+                for k in at_width:
                     fold_errors[k] = _leave_one_out_errors(K, target, grid[k][0], weights)
                     done += len(held_out)
                     if progress is not None:
                         progress(done, total)
-                    continue
-                for held in held_out:
-                    error = fold_error(task, K, target, grid[k][0], held, formulation, weights)
-                    if error is not None:
-                        fold_errors[k].append(error)
-                    done += 1
-                    if progress is not None:
-                        progress(done, total)
+                continue
+            jobs = [(k, held) for k in at_width for held in held_out]
+            errors = runner(fit, K, [(grid[k][0], held) for k, held in jobs])
+            for (k, _), error in zip(jobs, errors, strict=True):
+                if error is not None:
+                    fold_errors[k].append(error)
+                done += 1
+                if progress is not None:
+                    progress(done, total)
 
     everything = list(range(len(grid)))
     if halving:
@@ -343,13 +377,14 @@ def tune_uniform_design(
     progress: Callable[[int, int], None] | None = None,
     max_rows: int | None = None,
     weights: np.ndarray | None = None,
+    runner: FoldRunner = fits_here,
 ) -> TuningResult:
     """Nested uniform design (Mangasarian & Wild section 4, after Huang et al.): ``runs`` points over ``box``,
     then ``runs`` over a box of half its size around the best so far, ``nestings`` times; the best point wins.
 
     The folds and any row subset are the same in every nesting (same ``seed``), so scores compare. Returns
     the points of every nesting in order in ``scores``; ties go to the earlier point. ``weights`` (shape (m,))
-    as in :func:`tune`.
+    and ``runner`` as in :func:`tune`.
     """
     current, combined, promoted = box, None, 0
     searched: list[tuple[float, float, float]] = []
@@ -374,6 +409,7 @@ def tune_uniform_design(
             progress=report,
             max_rows=max_rows,
             weights=weights,
+            runner=runner,
         )
         searched.extend(result.scores)
         promoted += result.promoted
@@ -402,6 +438,7 @@ def tune_search(
     progress: Callable[[int, int], None] | None = None,
     max_rows: int | None = None,
     weights: np.ndarray | None = None,
+    runner: FoldRunner = fits_here,
 ) -> TuningResult:
     """Tune what is None of nu and mu by ``search``: "grid" (:func:`search_grid`) or "uniform-design".
 
@@ -416,6 +453,8 @@ def tune_search(
         Cross-validation folds; ``len(target)`` is leave-one-out.
     weights : ndarray, shape (m,), optional
         Rows' weights, as in :func:`tune`.
+    runner : FoldRunner
+        Runs the fold fits, as in :func:`tune`.
     """
     common: dict[str, Any] = {
         "mu_ref": mu_ref,
@@ -425,6 +464,7 @@ def tune_search(
         "progress": progress,
         "max_rows": max_rows,
         "weights": weights,
+        "runner": runner,
     }
     if search == "grid":
         points = grid_points(*search_grid(task, kernel, n_features, nu, mu))

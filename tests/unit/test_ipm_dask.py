@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 from distributed import Client
 
-from ppsvm.core import dask_engine, ipm, lp
+from ppsvm.core import dask_engine, ipm, lp, tuning
 from ppsvm.core.dask_engine import DaskKernel, local_cluster, tls_security
 from ppsvm.errors import ConfigError, SolverError
 from ppsvm.wire.certs import CA_FILE, CLIENT, COORDINATOR, certificate_file, key_file, make_certificates
@@ -130,6 +130,17 @@ def test_a_sample_of_rows_and_a_change_of_width_on_the_workers(client: Client) -
         assert held.finite
         with pytest.raises(ValueError, match="exponent must be a number > 0"):
             held.power(0.0)
+
+
+def test_fold_fits_as_tasks_score_the_grid_as_fits_here(client: Client) -> None:
+    """The cross-validation's fold fits run as tasks on the workers give the same scores and choice, in order."""
+    K, target, weights = problem("classify", "gaussian", True, rows=600)
+    grid = {"points": [(nu, mu) for mu in (0.5, 1.0) for nu in (0.1, 1.0, 10.0)], "folds": 3, "seed": 2}
+    here = tuning.tune("classify", "gaussian", K, target, mu_ref=1.0, weights=weights, **grid)
+    tasks = tuning.tune(
+        "classify", "gaussian", K, target, mu_ref=1.0, weights=weights, runner=dask_engine.fits_on(client), **grid
+    )
+    assert tasks == here
 
 
 @pytest.mark.parametrize(
