@@ -13,11 +13,14 @@ would be (not timed), and then, each step a real ``ppsvm`` command or process:
   against the bound 2 x K + 200 MiB;
 - ``ppsvm coordinator predict`` of one held-out record: the time to a first prediction.
 
-"entity start + train" is the issue 28 target (10,000,000 records in under 60 s). Writes
-results/pipeline.json (a run of some sizes replaces theirs and keeps the other sizes', each with the machine
-and load it was measured at) and prints a table with the date and the load average.
+"entity start + train" is the issue 28 target (10,000,000 records in under 60 s). With ``--engine dask``
+the training streams K into a local Dask cluster of ``--workers`` processes (``coordinator train --engine dask``;
+issue 31): the coordinator's own peak RSS and each worker's, from the model's training figures, against the
+worker's share of K. Writes results/pipeline.json (a run of some sizes and an engine replaces those and keeps
+the others, each with the machine and load it was measured at) and prints a table with the date and the load.
 
     python -m benchmarks.pipeline [--quick] [--sizes 1000000 2000000 5000000 10000000]
+    python -m benchmarks.pipeline --sizes 1000000 --engine dask --workers 2
 """
 
 from __future__ import annotations
@@ -85,7 +88,7 @@ def start_entities(configs: list[Path]) -> float:
         return time.perf_counter() - started
 
 
-def measure(m: int, seed: int, work: Path) -> dict[str, Any]:
+def measure(m: int, seed: int, work: Path, engine: str = "numpy", workers: int = 2) -> dict[str, Any]:
     data = work / "data.csv"
     write_dataset(m, seed, data)
     split_dir = work / "split"
@@ -99,6 +102,8 @@ def measure(m: int, seed: int, work: Path) -> dict[str, Any]:
     # rule 8). The speed is measured here, not the privacy.
     add_privacy_settings(configs, {SINGLE_BLOCK_CONSENT_KEY: True})
     figures: dict[str, Any] = {"records": m, "data_mib": data.stat().st_size / 2**20, "split_s": split_s}
+    figures.update(engine=engine, workers=workers if engine == "dask" else None)
+    on_workers = ["--engine", "dask", "--dask-workers", str(workers)] if engine == "dask" else []
     figures["entity_start_cold_s"] = start_entities(configs)
     started = time.perf_counter()
     with EntityProcesses(configs, start_timeout=START_TIMEOUT_S) as running:
@@ -110,11 +115,17 @@ def measure(m: int, seed: int, work: Path) -> dict[str, Any]:
         trained, figures["train_s"] = run(
             "coordinator", "train", "--federation", str(live), "--model-out", str(model), "--no-distribute",
             "--kernel", "gaussian", "--mbar", str(MBAR), "--nu", "1", "--mu", str(1.0 / N_FEATURES),
-            "--basis", "paper", "--solver", "ipm", wrap=timing,
+            "--basis", "paper", "--solver", "ipm", *on_workers, wrap=timing,
         )  # fmt: skip
         peak = [line for line in trained.stderr.splitlines() if line.startswith("peak_rss_kib=")]
-        figures["coordinator_peak_rss_mib"] = int(peak[-1].split("=")[1]) / 1024 if peak else None
         training = json.loads(model.read_text())["training"]
+        # The coordinator's own peak as it measured it (VmHWM); GNU time's maximum also counts the Dask workers,
+        # which are its descendants.
+        own = training.get("peak_rss_mib")
+        figures["coordinator_peak_rss_mib"] = own if own else int(peak[-1].split("=")[1]) / 1024 if peak else None
+        for worker in training.get("dask_workers", []):
+            worker["share_mib"] = worker["rows"] * MBAR * 8 / 2**20
+        figures["dask_workers"] = training.get("dask_workers")
         for key in ("survey_seconds", "fetch_seconds", "lp_seconds", "lp_iterations", "n_train", "objective"):
             figures[key] = training[key]
         k_mib = training["n_train"] * MBAR * 8 / 2**20
@@ -133,14 +144,26 @@ def measure(m: int, seed: int, work: Path) -> dict[str, Any]:
     return figures
 
 
+def _engine(r: dict[str, Any]) -> str:
+    return "numpy" if r.get("engine", "numpy") == "numpy" else f"dask x {r['workers']}"
+
+
+def _workers_memory(r: dict[str, Any]) -> str:
+    if not r.get("dask_workers"):
+        return ""
+    return ", ".join(f"{w['peak_rss_mib']:.0f} / {w['share_mib']:.0f}" for w in r["dask_workers"])
+
+
 def report(results: list[dict[str, Any]]) -> str:
     header = [
-        "records", "split", "start cold", "start warm", "train", "survey", "fetch (GB/s)", "LP (its)",
-        "first prediction", "start + train (cold / warm)", "peak RSS / bound (MiB)",
+        "records", "engine", "split", "start cold", "start warm", "train", "survey", "fetch (GB/s)", "LP (its)",
+        "first prediction", "start + train (cold / warm)", "coordinator peak RSS / 2K + 200 (MiB)",
+        "workers' peak RSS / share of K (MiB)",
     ]  # fmt: skip
     rows = [
         [
             f"{r['records']:,}",
+            _engine(r),
             f"{r['split_s']:.1f} s",
             f"{r['entity_start_cold_s']:.1f} s",
             f"{r['entity_start_warm_s']:.1f} s",
@@ -153,10 +176,16 @@ def report(results: list[dict[str, Any]]) -> str:
             "n/a"
             if r["coordinator_peak_rss_mib"] is None
             else f"{r['coordinator_peak_rss_mib']:.0f} / {r['rss_bound_mib']:.0f}",
+            _workers_memory(r),
         ]
         for r in results
     ]
     return table(header, rows)
+
+
+def _run_key(entry: dict[str, Any]) -> tuple[int, str, int | None]:
+    """A size measured with one engine (and worker count) replaces only its own earlier figures."""
+    return entry["records"], entry.get("engine", "numpy"), entry.get("workers")
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -165,6 +194,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--quick", action="store_true", help="one size of 100,000 records (a smoke run)")
     parser.add_argument("--work", type=Path, help="scratch directory (default: a temporary one, removed)")
+    parser.add_argument("--engine", choices=("numpy", "dask"), default="numpy", help="coordinator train --engine")
+    parser.add_argument("--workers", type=int, default=2, help="--dask-workers with --engine dask (default 2)")
     args = parser.parse_args(argv)
     sizes = [100_000] if args.quick else args.sizes
     machine = machine_info()
@@ -174,13 +205,14 @@ def main(argv: list[str] | None = None) -> int:
         work = Path(tempfile.mkdtemp(prefix=f"ppsvm-pipeline-{m}-", dir=args.work))
         try:
             print(f"{m:,} records (load average {load_average()})...", flush=True)
-            results.append({**measure(m, args.seed, work), "load_average_after": load_average()})
+            figures = measure(m, args.seed, work, args.engine, args.workers)
+            results.append({**figures, "load_average_after": load_average()})
         finally:
             shutil.rmtree(work, ignore_errors=True)
         print(report(results[-1:]), flush=True)
         # Written after every size: a larger one that fails (or is stopped) loses nothing measured before it.
         if not args.quick:
-            results = with_earlier_runs("pipeline", "results", results, key=lambda entry: entry["records"])
+            results = with_earlier_runs("pipeline", "results", results, key=_run_key)
         write_json("pipeline", {"machine": machine, "results": results}, quick=args.quick)
     print(report(results))
     return 0

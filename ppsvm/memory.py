@@ -8,7 +8,9 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import functools
+import os
 from collections.abc import Callable
+from pathlib import Path
 
 # glibc's mallopt parameter for the number of malloc arenas, and the count ppsvm asks for.
 _M_ARENA_MAX = -8
@@ -35,6 +37,25 @@ def release_free_memory() -> bool:
     """
     trim = _libc_function("malloc_trim")
     return trim is not None and bool(trim(0))
+
+
+def process_memory_mib(pid: int | None = None) -> dict[str, float]:
+    """Resident memory of a live process (this one by default) in MiB: "VmRSS" now and "VmHWM", its peak since it
+    started (or since its peak was reset); empty where /proc does not tell (not Linux).
+
+    VmHWM rather than ru_maxrss: Linux carries ru_maxrss across execve, so a child started by a large parent
+    reports the parent's RSS at the fork as its own peak.
+    """
+    try:
+        lines = Path(f"/proc/{pid or os.getpid()}/status").read_text().splitlines()
+    except OSError:
+        return {}
+    figures = {}
+    for line in lines:
+        key, _, value = line.partition(":")
+        if key in ("VmRSS", "VmHWM"):
+            figures[key] = int(value.split()[0]) / 1024.0
+    return figures
 
 
 def _libc_function(name: str) -> Callable[..., int] | None:

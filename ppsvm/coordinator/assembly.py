@@ -21,8 +21,9 @@ from ppsvm.errors import EntityError
 
 # Chunks a row block may have open (partly received) at once in a Chunked assembly; a fold further ahead waits.
 OPEN_CHUNKS = 3
-# Bytes of one chunk of a Chunked assembly by default: each worker briefly holds a chunk twice as it arrives.
-CHUNK_BYTES = 1 << 24
+# Bytes of one chunk of a Chunked assembly by default. This process holds at most OPEN_CHUNKS of them per row block,
+# one per row block in the hand-over queue and one per worker in flight; a worker briefly holds a chunk twice.
+CHUNK_BYTES = 1 << 23
 
 
 def decode_combination(kernel: KernelName, total: np.ndarray, n_shares: int, where: str) -> np.ndarray:
@@ -152,7 +153,7 @@ class Chunked:
         self._windows = {row_block: _Window(where, chunk_rows, OPEN_CHUNKS) for row_block, where in row_blocks.items()}
         self._changed = threading.Condition()
         self._abandoned = False
-        self._ready: queue.Queue[object] = queue.Queue(maxsize=2 * max(1, len(row_blocks)))
+        self._ready: queue.Queue[object] = queue.Queue(maxsize=max(2, len(row_blocks)))
 
     def fold(self, row_block: int, row: int, batch: np.ndarray) -> None:
         """Fold ``batch`` (k, mbar), K's rows from ``row`` on, of one entity's share (uint64) or block alone."""

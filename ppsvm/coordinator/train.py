@@ -41,7 +41,7 @@ from ppsvm.core.tuning import (
     tuning_rows,
 )
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
-from ppsvm.memory import release_free_memory
+from ppsvm.memory import process_memory_mib, release_free_memory
 from ppsvm.progress import EtaLog
 from ppsvm.wire.tls import TlsFiles
 
@@ -310,12 +310,16 @@ def train(federation: Federation, options: TrainOptions) -> Model | MulticlassMo
                         )
                     )
                     width = fits[-1].mu or width
+            workers = None if isinstance(K, np.ndarray) else K.worker_memory()
     # Where the time went: the survey (metadata, records, ranges), the kernel fetch, the LP.
     timing = {
         "run_id": run_id,
         "survey_seconds": surveyed - started,
         "fetch_seconds": fetch_seconds,
         "engine": options.engine,
+        # This process's peak resident memory (MiB) up to the LP's end; the Dask workers' with their rows of K.
+        "peak_rss_mib": process_memory_mib().get("VmHWM"),
+        **({} if workers is None else {"dask_workers": workers}),
     }
     model_of = functools.partial(
         _model,

@@ -63,6 +63,7 @@ from ppsvm.core.ipm import (
 )
 from ppsvm.core.tuning import FoldFit, FoldRunner
 from ppsvm.errors import ConfigError, SolverError
+from ppsvm.memory import process_memory_mib
 
 logger = logging.getLogger(__name__)
 
@@ -211,6 +212,14 @@ class DaskKernel:
     def held_rows(self) -> dict[str, int]:
         """How many of K's rows each worker holds, by address."""
         return {worker.address: sum(chunk.stop - chunk.start for chunk in worker.chunks) for worker in self._workers}
+
+    def worker_memory(self) -> list[dict[str, float]]:
+        """Each worker holding rows: its rows of K and its peak resident memory (MiB, VmHWM) so far."""
+        peaks = self.client.run(process_memory_mib, workers=[worker.address for worker in self._workers])
+        return [
+            {"rows": rows, "peak_rss_mib": peaks.get(address, {}).get("VmHWM", math.nan)}
+            for address, rows in self.held_rows.items()
+        ]
 
     def close(self) -> None:
         """Let the actors go, and with them K's rows on the workers."""
