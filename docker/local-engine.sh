@@ -25,6 +25,9 @@ say() { printf 'local-engine: %s\n' "$*" >&2; }
 fail() { say "$*"; exit 1; }
 
 [ "$(id -u)" -eq 0 ] || fail "needs root (it installs packages and starts dockerd)"
+# One run at a time: the test suite's docker tests may call it at once (apt's lock, a half-built image).
+exec 9>/var/lock/ppsvm-local-engine.lock
+flock 9
 
 missing=()
 for tool in dockerd docker-compose debootstrap; do
@@ -50,6 +53,7 @@ fi
 
 if ! docker image inspect "$image" >/dev/null 2>&1; then
     rootfs="$(mktemp -d /tmp/ppsvm-rootfs.XXXXXX)"
+    chmod 0755 "$rootfs"  # mktemp makes it 0700: the image's / would shut out every non-root user (the pods')
     trap 'rm -rf "$rootfs"' EXIT
     say "building $image from Debian $suite (a few minutes; log in /tmp/ppsvm-debootstrap.log)"
     debootstrap --variant=minbase --include=python3,python3-venv,python3-pip,ca-certificates \

@@ -178,9 +178,8 @@ def write_overlay(
         write_all(stage / SITE, {**site.files, **_site_kustomization(overlay, site, base, images)})
         if role == ENTITY:
             # first-start/ sits beside site/: the same relative path reaches the base.
-            write_all(
-                stage / FIRST_START, {"kustomization.yaml": (_first_start_kustomization(overlay, base), PUBLIC_MODE)}
-            )
+            first_start = _first_start_kustomization(overlay, base, images)
+            write_all(stage / FIRST_START, {"kustomization.yaml": (first_start, PUBLIC_MODE)})
         if bases is None:
             _copy_tree(resources.files("ppsvm") / OVERLAY_DIR / role, stage / BASE / role)
         write_all(stage, {README: (_readme(overlay), PUBLIC_MODE)})
@@ -353,12 +352,17 @@ def _site_kustomization(
             lines.append(f"- path: {filename}")
             if filename == "service-port.yaml":  # a JSON patch names its target
                 lines += ["  target:", "    kind: Service", f"    name: {ENTITY_WORKLOAD}"]
-    lines += ["", "images:", "- name: ppsvm", *(f"  {key}: {json.dumps(value)}" for key, value in images.items())]
+    lines += ["", *_images_entry(images)]
     files: dict[str, tuple[str | bytes, int]] = {"kustomization.yaml": ("\n".join(lines) + "\n", PUBLIC_MODE)}
     return files | {filename: (text, PUBLIC_MODE) for filename, text in patches.items()}
 
 
-def _first_start_kustomization(overlay: Overlay, base: str) -> str:
+def _images_entry(images: Mapping[str, str]) -> list[str]:
+    """The ``images:`` entry pointing the bases' image ``ppsvm`` at the site's."""
+    return ["images:", "- name: ppsvm", *(f"  {key}: {json.dumps(value)}" for key, value in images.items())]
+
+
+def _first_start_kustomization(overlay: Overlay, base: str, images: Mapping[str, str]) -> str:
     return (
         f"{_MARKER} for ppsvm entity {overlay.name}: the first rollout only.\n"
         "# The site overlay and the Job that creates the entity's empty release log on its claim (it refuses to\n"
@@ -369,6 +373,10 @@ def _first_start_kustomization(overlay: Overlay, base: str) -> str:
         "resources:\n"
         f"- ../{SITE}\n"
         f"- {base}/first-start\n"
+        "\n"
+        "# The Job's image, the site's: the site's images: entry reaches only the site's own resources.\n"
+        + "\n".join(_images_entry(images))
+        + "\n"
     )
 
 

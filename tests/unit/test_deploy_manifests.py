@@ -445,6 +445,8 @@ def test_first_start_job_creates_the_release_log_once(tmp_path: Path) -> None:
     _, objects = render(EXAMPLES / "r0c0" / "first-start")
     assert {o["metadata"]["namespace"] for o in objects} == {"ppsvm-r0c0"}
     deployment, job, secret = only(objects, "Deployment"), only(objects, "Job"), only(objects, "Secret")
+    # The site's images: entry reaches only the site's resources: the Job once ran the base's bare `ppsvm`.
+    assert main_container(job)["image"] == main_container(deployment)["image"] == "ppsvm:local"
     assert secret_mount_files(job, secret) == secret_mount_files(deployment, secret)
     entity_volumes = mounts(deployment, main_container(deployment))
     job_volumes = mounts(job, main_container(job))
