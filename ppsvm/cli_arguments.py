@@ -255,7 +255,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "numpy (default) holds K in this process. dask streams K's rows from the entities into chunks on Dask "
         "workers, never holding K here, and solves the LP there (the interior-point method); cross-validation and "
         "calibration run here on their sample of at most 8,000 rows. The workers hold kernel rows: they are part "
-        "of the coordinator, and the cluster speaks mutual TLS from the federation's CA ([tls]). Needs ppsvm[dask]",
+        "of the coordinator; a local cluster speaks mutual TLS from a CA made for the training alone. "
+        "Needs ppsvm[dask]",
     )
     group.add_argument(
         "--engine", choices=ENGINES, help="numpy (default, or the federation file's [task] value) or dask"
@@ -264,7 +265,8 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "--dask-scheduler",
         metavar="ADDRESS",
         help="a running Dask scheduler (tls://host:port) whose workers run with ppsvm.core.dask_engine.WORKER_CONFIG "
-        "and the federation CA's certificates; default: a cluster of --dask-workers processes on this machine",
+        "and certificates from the federation's CA (ppsvm connects with the coordinator's, from [tls]); keep its "
+        "ports closed to every other party. Default: a cluster of --dask-workers processes on this machine",
     )
     group.add_argument(
         "--dask-workers",

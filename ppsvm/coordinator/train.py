@@ -6,6 +6,7 @@ import contextlib
 import functools
 import logging
 import math
+import tempfile
 import time
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
@@ -43,6 +44,7 @@ from ppsvm.core.tuning import (
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
 from ppsvm.memory import process_memory_mib, release_free_memory
 from ppsvm.progress import EtaLog
+from ppsvm.wire.certs import CA_FILE, COORDINATOR, certificate_file, key_file, make_certificates
 from ppsvm.wire.tls import TlsFiles
 
 if TYPE_CHECKING:
@@ -91,7 +93,8 @@ class TrainOptions:
         here on their bounded sample of rows (at most :func:`ppsvm.core.tuning.tuning_row_limit`), gathered.
     dask_scheduler : str or None
         The address of a running Dask scheduler (tls://host:port) for "dask"; None starts a cluster of
-        ``dask_workers`` worker processes on this machine. Either way over mutual TLS from the federation's CA.
+        ``dask_workers`` worker processes on this machine, over mutual TLS from a CA made for it alone (a named
+        scheduler's with the federation's coordinator certificate).
     dask_workers : int
         Worker processes of that local cluster.
     """
@@ -525,7 +528,14 @@ def _cross_validation_rows(
 
 @contextlib.contextmanager
 def _workers(options: TrainOptions, tls: TlsFiles | None) -> Iterator[Client | None]:
-    """The Dask cluster of the "dask" engine (None for numpy), over mutual TLS from the federation's CA."""
+    """The Dask cluster of the "dask" engine (None for numpy), over mutual TLS.
+
+    A local cluster speaks TLS from a CA made for it alone, in a private temporary directory removed afterwards:
+    Dask accepts any certificate its CA signed, whatever its name or role, so under the federation's CA an
+    entity's or a prediction client's certificate would open the workers and their kernel rows. A named
+    scheduler's cluster was set up by the coordinator's operator: it is reached with the federation's
+    coordinator certificate, and docs/threat-model.md says who may reach its ports.
+    """
     if options.engine != "dask":
         yield None
         return
@@ -533,9 +543,21 @@ def _workers(options: TrainOptions, tls: TlsFiles | None) -> Iterator[Client | N
         from ppsvm.core.dask_engine import cluster, tls_security
     except ImportError as error:
         raise ConfigError(f"the Dask engine: {error}") from None
-    security = None if tls is None else tls_security(tls.ca, tls.cert, tls.key)
-    with cluster(options.dask_scheduler, options.dask_workers, security) as client:
-        yield client
+    if options.dask_scheduler is not None:
+        security = None if tls is None else tls_security(tls.ca, tls.cert, tls.key)
+        with cluster(options.dask_scheduler, options.dask_workers, security) as client:
+            yield client
+        return
+    with tempfile.TemporaryDirectory(prefix="ppsvm-dask-tls-") as private:
+        for name, pem in make_certificates({"coordinator": (COORDINATOR,)}, ca_name="ppsvm Dask cluster CA").items():
+            (Path(private) / name).write_bytes(pem.text)
+        files = (
+            Path(private) / CA_FILE,
+            Path(private) / certificate_file("coordinator"),
+            Path(private) / key_file("coordinator"),
+        )
+        with cluster(None, options.dask_workers, tls_security(*files)) as client:
+            yield client
 
 
 def _model(

@@ -18,10 +18,12 @@ import numpy as np
 import pytest
 from distributed import Client
 
+from ppsvm.coordinator import train
 from ppsvm.core import dask_engine, ipm, lp, tuning
 from ppsvm.core.dask_engine import DaskKernel, local_cluster, tls_security
 from ppsvm.errors import ConfigError, SolverError
 from ppsvm.wire.certs import CA_FILE, CLIENT, COORDINATOR, certificate_file, key_file, make_certificates
+from ppsvm.wire.tls import TlsFiles
 
 # Starting the TLS cluster (two worker processes) takes seconds; the solves, a second or two each.
 pytestmark = pytest.mark.slow
@@ -73,6 +75,20 @@ def test_a_client_with_a_foreign_certificate_is_refused(client: Client, tmp_path
     assert client.scheduler is not None
     with pytest.raises(OSError):
         Client(client.scheduler.address, security=foreign, timeout=2)
+
+
+def test_the_training_s_local_cluster_refuses_every_federation_certificate(tmp_path: Path) -> None:
+    """Dask checks only that a certificate's CA signed it: under the federation's CA an entity's certificate would
+    open the workers that hold K's rows. The local cluster of `train --engine dask` has a CA of its own, so even
+    the federation's coordinator certificate is refused (and with it every party's, signed by the same CA)."""
+    pki = write_pki(tmp_path / "federation")
+    federation = TlsFiles(*pki, source=tmp_path / "federation.toml")
+    with train._workers(train.TrainOptions(engine="dask", dask_workers=1), federation) as running:
+        assert running is not None and running.scheduler is not None
+        assert running.scheduler.address.startswith("tls://127.0.0.1:")
+        assert len(running.scheduler_info()["workers"]) == 1
+        with pytest.raises(OSError):
+            Client(running.scheduler.address, security=tls_security(*pki), timeout=2)
 
 
 @pytest.mark.parametrize("kind", ["gaussian", "linear"])
