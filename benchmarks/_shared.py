@@ -19,6 +19,7 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from ppsvm.experiments.report import cpu_model
+from ppsvm.memory import process_memory_mib
 
 if TYPE_CHECKING:
     from ppsvm.core.dask_engine import DaskKernel
@@ -198,21 +199,12 @@ def pseudonyms_of(split_dir: Path, ids: list[str]) -> list[str]:
 
 
 def proc_status(pid: int | None = None) -> dict[str, float]:
-    """VmRSS and VmHWM (MiB) of a live process, this one by default."""
-    figures = {}
-    for line in Path(f"/proc/{pid or os.getpid()}/status").read_text().splitlines():
-        key, _, value = line.partition(":")
-        if key in ("VmRSS", "VmHWM"):
-            figures[key] = int(value.split()[0]) / 1024.0
-    return figures
+    """VmRSS and VmHWM (MiB) of a live process, this one by default (:func:`ppsvm.memory.process_memory_mib`)."""
+    return process_memory_mib(pid)
 
 
 def peak_rss_mib(pid: int | None = None) -> float:
-    """Peak resident set size in MiB of a live process (this one by default) since its exec or reset_peak_rss().
-
-    VmHWM, not ru_maxrss: Linux carries ru_maxrss across execve, so a child started by a
-    large parent reports the parent's RSS at the fork as its own peak.
-    """
+    """Peak resident set size in MiB of a live process (this one by default) since its exec or reset_peak_rss()."""
     return proc_status(pid)["VmHWM"]
 
 

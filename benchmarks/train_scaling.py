@@ -34,7 +34,20 @@ With ``--engine dask`` the same K is also solved on a Dask cluster of ``--worker
 (ppsvm.core.dask_engine.local_cluster, one thread each, started once for the run): K sent to them as a
 DaskKernel (the sending timed apart), then ``solve_lp`` on it (the same ipm, objective and certificate, K never
 gathered here), its time against the numpy engine's on the same K, and each worker's peak RSS (VmHWM, read in
-the worker through ``client.run``; reset before K is sent) against its RSS before and its share of K.
+the worker through ``client.run``; reset before K is sent) against its RSS before and its share of K. The cluster
+speaks mutual TLS from a CA made for the run, as ``coordinator train --engine dask``'s local cluster does from the
+federation's (``--plain``: TCP).
+
+``--lp-only`` measures the two engines alone, at sizes the whole benchmark would take hours over: K made in this
+process (the same distribution: n = mbar + 1 synthetic features in [0, 1], a uniform random basis, width 1/n,
+column-major), the numpy engine's ipm on it, then the Dask engine's on a new cluster for each of ``--workers N
+[N ...]``. Beside each time: the load averages before and after, the CPU time every other process used meanwhile
+(in cores: /proc/stat's busy time less this process's and the workers'), the CPU time a solve of this process and
+of the workers, and the memory (this process's peak above its RSS with K, each worker's peak above its RSS before
+K against its share of K). ``--chunk-mib`` sends K in chunks of that size (``coordinator train``'s are 8 MiB; by
+default DaskKernel's, at most 64 MiB): every pass returns one partial a chunk, reduced in this process. Writes
+results/train_scaling-dask.json, keeping the cases an earlier run measured that this one did not (one entry per
+mbar, rows, --chunk-mib and engine).
 
 Times are wall-clock medians of --repeats runs (one run when a run exceeds --single-above s;
 tune() is always one run). Writes results/train_scaling.json and results/train_scaling.png (time
@@ -43,6 +56,7 @@ against rows, log-log). The cvxpy formulations are timed by benchmarks/lp_formul
     python -m benchmarks.train_scaling [--quick] [--sizes 10000 40000 160000 640000] [--mbars 19 100]
     python -m benchmarks.train_scaling --sizes 2000000 --mbars 19    # HiGHS and SVC skipped there
     python -m benchmarks.train_scaling --sizes 1000000 --mbars 19 --engine dask --workers 2
+    python -m benchmarks.train_scaling --lp-only --sizes 1000000 2000000 --mbars 19 --workers 1 2 4
 """
 
 from __future__ import annotations
@@ -53,6 +67,7 @@ import functools
 import itertools
 import json
 import logging
+import os
 import subprocess
 import sys
 import tempfile
@@ -311,28 +326,48 @@ def tuning(
 
 
 def dask_engine(
-    client: Client, K: np.ndarray, y: np.ndarray, ipm: dict[str, Any], args: argparse.Namespace
+    client: Client, K: np.ndarray, y: np.ndarray, ipm: dict[str, Any], workers: int, args: argparse.Namespace
 ) -> dict[str, Any]:
     """ipm on the same K as a DaskKernel on the cluster's workers, against the numpy engine's entry ``ipm``; each
-    worker's peak RSS (VmHWM since the reset just before K is sent) against its RSS before and its share of K."""
+    worker's peak RSS (VmHWM since the reset just before K is sent) against its RSS before and its share of K, this
+    process's (the coordinator's) peak above its RSS before K is sent, the CPU time of this process and of the
+    workers a solve, and the load while the solves ran."""
     from ppsvm.core.dask_engine import DaskKernel
 
     client.run(reset_peak_rss)
     before = client.run(proc_status)
-    sending = timed(lambda: DaskKernel(client, K), 1, float("inf"))
+    reset_peak_rss()
+    driver_before = proc_status()["VmRSS"]
+    chunk_rows = None if args.chunk_mib is None else max(1, int(args.chunk_mib * MiB) // (8 * K.shape[1]))
+    sending = timed(lambda: DaskKernel(client, K, chunk_rows=chunk_rows), 1, float("inf"))
     held: DaskKernel = sending.result
+    chunks = len(held._chunks)  # each pass returns one partial a chunk, reduced here
     try:
-        solved, solution = time_solve(held, y, "ipm", args.repeats, args.single_above)
+        with watched(client) as load:
+            solved, solution = time_solve(held, y, "ipm", args.repeats, args.single_above)
         peaks = client.run(peak_rss_mib)
         shares = {address: rows * K.shape[1] * 8 / MiB for address, rows in held.held_rows.items()}
+        held_rows = held.held_rows
     finally:
         held.close()
+    runs = len(solved["seconds"])
     entry = {
-        "workers": args.workers,
+        "workers": workers,
+        "tls": not args.plain,
         "send_s": sending.wall[0],
+        "chunk_mib": args.chunk_mib,
+        "chunks": chunks,
         **solved,
         "objective_gap_to_numpy": relative_gap(solution.objective, ipm["objective"]),
         "ratio_to_numpy": solved["median_s"] / ipm["median_s"],
+        "numpy_median_s": ipm["median_s"],
+        "ns_per_row_iteration": solved["median_s"] / (K.shape[0] * solved["iterations"]) * 1e9,
+        "driver_cpu_s_per_solve": load["own_cpu_s"] / runs,
+        "workers_cpu_s_per_solve": load["workers_cpu_s"] / runs,
+        **{key: load[key] for key in ("load_before", "load_after", "other_cpu_cores")},
+        "driver_rss_before_mib": driver_before,
+        "driver_peak_rss_mib": peak_rss_mib(),
+        "worker_rows": held_rows,
         "worker_rss_before_mib": {address: status["VmRSS"] for address, status in before.items()},
         "worker_peak_rss_mib": peaks,
         "worker_share_of_k_mib": shares,
@@ -343,13 +378,43 @@ def dask_engine(
         for address, share in shares.items()
     )
     print(
-        f"  dask engine, {args.workers} worker{'s' if args.workers > 1 else ''} {seconds_text(solved['seconds']):>10}  "
+        f"  dask engine, {workers} worker{'s' if workers > 1 else ''} {seconds_text(solved['seconds']):>10}  "
         f"objective {solution.objective:.10g} ({solution.iterations} iterations, relative gap to numpy "
         f"{entry['objective_gap_to_numpy']:.1e}); {entry['ratio_to_numpy']:.2f}x the numpy engine's ipm; K sent in "
-        f"{sending.wall[0]:.2f} s; {memory}",
+        f"{sending.wall[0]:.2f} s as {chunks} chunks; CPU a solve: workers {entry['workers_cpu_s_per_solve']:.2f} s, "
+        f"this process {entry['driver_cpu_s_per_solve']:.2f} s; load {load['load_before'][0]:.1f} -> "
+        f"{load['load_after'][0]:.1f}, other processes {load['other_cpu_cores']:.2f} cores; this process's peak "
+        f"{entry['driver_peak_rss_mib']:.0f} MiB ({driver_before:.0f} before K was sent); {memory}",
         flush=True,
     )
     return entry
+
+
+def busy_cpu_seconds() -> float:
+    """CPU seconds every process on the machine has used since boot (/proc/stat: all but idle and iowait)."""
+    user, nice, system, _idle, _iowait, irq, softirq, steal = (
+        int(value) for value in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]
+    )
+    return (user + nice + system + irq + softirq + steal) / os.sysconf("SC_CLK_TCK")
+
+
+@contextlib.contextmanager
+def watched(client: Client | None = None) -> Iterator[dict[str, Any]]:
+    """The load while the block runs: the load averages before and after it, the CPU seconds this process and the
+    ``client``'s workers used, and what every other process used, in cores (the machine's busy time less ours)."""
+    workers_cpu = lambda: sum(client.run(time.process_time).values()) if client is not None else 0.0  # noqa: E731
+    figures: dict[str, Any] = {"load_before": load_average()}
+    busy, workers, own, wall = busy_cpu_seconds(), workers_cpu(), time.process_time(), time.perf_counter()
+    yield figures
+    wall = time.perf_counter() - wall
+    own = time.process_time() - own
+    workers = workers_cpu() - workers
+    figures.update(
+        load_after=load_average(),
+        own_cpu_s=own,
+        workers_cpu_s=workers,
+        other_cpu_cores=max(0.0, busy_cpu_seconds() - busy - own - workers) / wall,
+    )
 
 
 def warm_up(client: Client, seed: int) -> None:
@@ -467,7 +532,7 @@ def measure(m: int, mbar: int, args: argparse.Namespace, work: Path, client: Cli
     figures["overhead_s"] = [t - lp_s for t, lp_s in zip(figures["train_s"], figures["train_lp_s"], strict=True)]
     figures["ratio_overhead_based"] = (ipm["median_s"] + median(figures["overhead_s"])) / ipm["median_s"]
     figures["ratio_cpu"] = median(figures["train_cpu_s"]) / ipm["median_cpu_s"]
-    figures["dask"] = None if client is None else dask_engine(client, K, y, ipm, args)
+    figures["dask"] = None if client is None else dask_engine(client, K, y, ipm, args.workers[0], args)
 
     # The entities published pseudonyms: back to rows of X with the split's record-id key.
     row_of = {
@@ -803,19 +868,181 @@ def plot(mbars: list[int], sizes: list[int], results: dict[str, dict[str, dict[s
 
 
 @contextlib.contextmanager
-def dask_cluster(args: argparse.Namespace) -> Iterator[Client | None]:
-    """A client of --workers local Dask worker processes, warmed up, for --engine dask; None for numpy."""
-    if args.engine != "dask":
-        yield None
-        return
-    from ppsvm.core.dask_engine import local_cluster
+def dask_cluster(workers: int, args: argparse.Namespace, work: Path) -> Iterator[Client]:
+    """A client of ``workers`` new local Dask worker processes, warmed up: over mutual TLS from a CA made for the
+    run (as ``coordinator train --engine dask`` starts its local cluster from the federation's), or plain TCP with
+    --plain."""
+    from ppsvm.core.dask_engine import local_cluster, tls_security
 
-    client = local_cluster(args.workers)
+    client = local_cluster(workers, None if args.plain else tls_security(*cluster_pki(work)))
     try:
         warm_up(client, args.seed)
         yield client
     finally:
         client.shutdown()
+
+
+def cluster_pki(work: Path) -> tuple[Path, Path, Path]:
+    """A CA and the coordinator's certificate and key under ``work``/pki (made once): (CA, certificate, key)."""
+    from ppsvm.wire.certs import CA_FILE, CLIENT, COORDINATOR, certificate_file, key_file, make_certificates
+
+    directory = work / "pki"
+    if not directory.is_dir():
+        directory.mkdir(parents=True)
+        for name, pem in make_certificates({"coordinator": (COORDINATOR, CLIENT)}).items():
+            (directory / name).write_bytes(pem.text)
+    return directory / CA_FILE, directory / certificate_file("coordinator"), directory / key_file("coordinator")
+
+
+# --- --lp-only: the LP alone on both engines -----------------------------------------------------
+
+
+def lp_kernel(m: int, mbar: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """K (column-major, as the coordinator holds it) and labels of ``m`` synthetic rows of n = mbar + 1 features in
+    [0, 1], against a basis of ``mbar`` uniform points, Gaussian at width 1/n: the distributed K's distribution,
+    made here a million rows at a time."""
+    from ppsvm.core.kernels import gaussian_kernel
+
+    n = n_features_for(mbar)
+    X, y = synthetic(m, seed, n)
+    B = np.random.default_rng(seed + 1).random((mbar, n))
+    K = np.empty((m, mbar), order="F")
+    for start in range(0, m, 1_000_000):
+        K[start : start + 1_000_000] = gaussian_kernel(X[start : start + 1_000_000], B, 1.0 / n)
+    return K, y
+
+
+def measure_engines(m: int, mbar: int, args: argparse.Namespace, work: Path) -> list[dict[str, Any]]:
+    """The numpy engine's ipm on one K, then the Dask engine's on the same K with each --workers count (a new
+    cluster each); one entry each, with the load and the memory beside the time."""
+    started = time.perf_counter()
+    K, y = lp_kernel(m, mbar, args.seed)
+    case = {
+        "mbar": mbar,
+        "rows": m,
+        "k_mib": K.nbytes / MiB,
+        "system_bytes": (mbar + 1) ** 2 * 8,
+        "chunk_mib": args.chunk_mib,
+    }
+    print(
+        f"mbar = {mbar}, m = {m:,}: K ({case['k_mib']:.0f} MiB) made in {time.perf_counter() - started:.1f} s",
+        flush=True,
+    )
+    reset_peak_rss()
+    before = proc_status()["VmRSS"]
+    with watched() as load:
+        solved, solution = time_solve(K, y, "ipm", args.repeats, args.single_above)
+    runs = len(solved["seconds"])
+    numpy_entry = {
+        **case,
+        "engine": "numpy",
+        "workers": None,
+        **solved,
+        "ns_per_row_iteration": solved["median_s"] / (m * solved["iterations"]) * 1e9,
+        "driver_cpu_s_per_solve": load["own_cpu_s"] / runs,
+        **{key: load[key] for key in ("load_before", "load_after", "other_cpu_cores")},
+        "driver_rss_before_mib": before,
+        "driver_peak_rss_mib": peak_rss_mib(),
+    }
+    print(
+        f"  numpy engine {seconds_text(solved['seconds']):>22}  objective {solution.objective:.10g} "
+        f"({solution.iterations} iterations), CPU a solve {numpy_entry['driver_cpu_s_per_solve']:.2f} s; load "
+        f"{load['load_before'][0]:.1f} -> {load['load_after'][0]:.1f}, other processes {load['other_cpu_cores']:.2f} "
+        f"cores; peak {numpy_entry['driver_peak_rss_mib']:.0f} MiB ({before:.0f} with K before the solve)",
+        flush=True,
+    )
+    entries = [numpy_entry]
+    for workers in args.workers:
+        with dask_cluster(workers, args, work) as client:
+            entries.append({**case, "engine": "dask", **dask_engine(client, K, y, solved, workers, args)})
+    return entries
+
+
+def entry_key(entry: dict[str, Any]) -> tuple[int, int, float, int]:
+    """An --lp-only entry's place: mbar, rows, --chunk-mib (0: the default chunks), then the numpy engine (0) before
+    the Dask engine by workers. A run with --chunk-mib keeps its numpy entry apart too: its ratios are to it."""
+    return entry["mbar"], entry["rows"], entry.get("chunk_mib") or 0, entry["workers"] or 0
+
+
+def engines_table(entries: list[dict[str, Any]]) -> str:
+    """One line an entry: time, its ratio to the numpy engine, the load, and the memory against K."""
+    rows = []
+    for x in entries:
+        dask = x["engine"] == "dask"
+        shares = x.get("worker_share_of_k_mib", {})
+        per_worker = [
+            f"{x['worker_peak_rss_mib'][a] - x['worker_rss_before_mib'][a]:.0f}/{shares[a]:.0f}" for a in sorted(shares)
+        ]
+        rows.append(
+            [
+                f"{x['mbar']}",
+                f"{x['rows']:,}",
+                ("numpy" if not dask else f"dask x {x['workers']}")
+                + ("" if x.get("chunk_mib") is None else f", {x['chunk_mib']:g} MiB chunks"),
+                seconds_text(x["seconds"]),
+                f"{x['ratio_to_numpy']:.2f}x" if dask else "",
+                str(x["iterations"]),
+                f"{x['ns_per_row_iteration']:.0f}",
+                f"{x['load_after'][0]:.1f}",
+                f"{x['other_cpu_cores']:.2f}",
+                f"{x['driver_peak_rss_mib'] - x['driver_rss_before_mib']:.0f}",
+                f"{x['k_mib']:.0f}",
+                ", ".join(per_worker) if dask else "",
+                f"{min(x['worker_rss_before_mib'].values()):.0f}" if dask else "",
+            ]
+        )
+    headers = [
+        "mbar",
+        "rows",
+        "engine",
+        "ipm",
+        "/ numpy",
+        "iterations",
+        "ns/row/it",
+        "load (1 min, after)",
+        "other cores",
+        "coordinator peak - before (MiB)",
+        "K (MiB)",
+        "each worker: peak - before / share of K (MiB)",
+        "worker before K (MiB)",
+    ]
+    return table(headers, rows)
+
+
+def run_lp_only(args: argparse.Namespace, sizes: list[int], info: dict[str, Any]) -> int:
+    """--lp-only: the engines on each (mbar, m), merged into results/train_scaling-dask.json (or --label's) by case,
+    so that a table can be measured in parts."""
+    output = f"{NAME}-{args.label or 'dask'}"
+    earlier = result_path(output, ".json", args.quick)
+    kept = json.loads(earlier.read_text(encoding="utf-8")).get("entries", []) if earlier.exists() else []
+    setting = {
+        "kernel": "gaussian, mu = 1/n, n = mbar + 1 features, a uniform random basis of mbar points",
+        "nu": NU,
+        "repeats": args.repeats,
+        "single_above_s": args.single_above,
+        "seed": args.seed,
+        "tls": not args.plain,
+    }
+    # What this process's first solve loads (numba and its compiled row work) is then in no timing and no peak.
+    from ppsvm.core.lp import IPM_FROM_ROWS, solve_lp
+
+    solve_lp("classify", *lp_kernel(IPM_FROM_ROWS, MBAR, args.seed), NU, "ipm")
+    fresh: list[dict[str, Any]] = []
+    with tempfile.TemporaryDirectory(prefix="ppsvm-bench-") as temporary:
+        for mbar in args.mbars:
+            for m in sizes:
+                fresh.extend({**entry, "machine": info} for entry in measure_engines(m, mbar, args, Path(temporary)))
+                measured = {entry_key(entry) for entry in fresh}
+                entries = sorted([*(e for e in kept if entry_key(e) not in measured), *fresh], key=entry_key)
+                write_json(output, {"setting": setting, "entries": entries}, args.quick)
+    print("\n" + engines_table(entries))
+    print(
+        "(ipm: wall-clock median; ns/row/it: ipm's time / (rows x iterations); load: the 1-minute load average after\n"
+        " the solves, ours included; other cores: the CPU every other process used meanwhile; memory: VmHWM above\n"
+        " the RSS before K was sent (workers) or before the solve (this process, which holds K besides))"
+    )
+    print(f"wrote {result_path(output, '.json', args.quick).relative_to(ROOT)}")
+    return 0
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -841,7 +1068,30 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument(
         "--engine", choices=ENGINES, default="numpy", help="also solve each K on a local Dask cluster (dask)"
     )
-    parser.add_argument("--workers", type=int, default=2, help="Dask worker processes for --engine dask (default 2)")
+    parser.add_argument(
+        "--workers",
+        type=int,
+        nargs="+",
+        default=[2],
+        help="Dask worker processes for --engine dask (default 2); with --lp-only, one cluster for each count given",
+    )
+    parser.add_argument(
+        "--plain",
+        action="store_true",
+        help="the Dask cluster over plain TCP (default: mutual TLS from a CA of its own)",
+    )
+    parser.add_argument(
+        "--chunk-mib",
+        type=float,
+        help="with --lp-only, send K to the workers in chunks of this many MiB (coordinator train's: 8); default: "
+        "DaskKernel's, at most 64 MiB",
+    )
+    parser.add_argument(
+        "--lp-only",
+        action="store_true",
+        help="only ipm on both engines on a K made in this process (no entities, train(), HiGHS, peers or tuning); "
+        "writes results/train_scaling-dask.json (or --label's), merged with its earlier cases",
+    )
     parser.add_argument("--seed", type=int, default=0)
     parser.add_argument("--keep", type=Path, help="keep the split files and saved kernels in this directory")
     parser.add_argument(
@@ -856,9 +1106,13 @@ def main(argv: list[str] | None = None) -> int:
     sizes = args.sizes or (QUICK_SIZES if args.quick else DEFAULT_SIZES)
     output = NAME if args.label is None else f"{NAME}-{args.label}"
     args.tune_at = args.tune_at or (QUICK_TUNE_AT if args.quick else DEFAULT_TUNE_AT)
+    if len(args.workers) > 1 and not args.lp_only:
+        parser.error("several --workers counts need --lp-only")
 
     info = machine_info()
     print_machine(info)
+    if args.lp_only:
+        return run_lp_only(args, sizes, info)
     print(
         f"{ENTITY_ROWS} x {ENTITY_COLS} split of a synthetic dataset with n = mbar + 1 features, {ENTITY_ROWS} entity "
         f"processes over gRPC on this machine; gaussian, mbar = {', '.join(map(str, args.mbars))}, nu = {NU:g}, "
@@ -883,10 +1137,12 @@ def main(argv: list[str] | None = None) -> int:
         "tune_at": args.tune_at,
         "sizes": sizes,
         "engine": args.engine,
-        "dask_workers": args.workers if args.engine == "dask" else None,
+        "dask_workers": args.workers[0] if args.engine == "dask" else None,
+        "dask_tls": not args.plain if args.engine == "dask" else None,
     }
-    with tempfile.TemporaryDirectory(prefix="ppsvm-bench-") as temporary, dask_cluster(args) as client:
-        work = args.keep or Path(temporary)
+    with contextlib.ExitStack() as stack:
+        work = args.keep or Path(stack.enter_context(tempfile.TemporaryDirectory(prefix="ppsvm-bench-")))
+        client = stack.enter_context(dask_cluster(args.workers[0], args, work)) if args.engine == "dask" else None
         for m in sizes:
             for mbar in args.mbars:
                 results[str(mbar)][str(m)] = measure(m, mbar, args, work, client)

@@ -11,6 +11,8 @@ command there, from a temporary directory, so that ``ppsvm`` is the installed on
 - docs: ``mkdocs build --strict`` of a copy of mkdocs.yml and docs/ (the API reference from the installed package);
 - parquet, sql: an entity's ``[data]`` and ``[schema]`` tables read by ``read_source`` from a Parquet file and from
   SQLite;
+- dask: a small LP solved by the interior-point method on a one-worker local Dask cluster over mutual TLS from a
+  CA made there (``ppsvm.core.dask_engine``), to the objective of the same LP solved in the process;
 - test: the whole suite collected (every test module imported) and one test file run.
 
 Installing is most of the time: about 30 s for the base and 60 s for the reproduce extra on 2 cores from a local
@@ -162,6 +164,41 @@ READ_SOURCE = textwrap.dedent(
 )
 READ_OUTPUT = "ids p1,p2,p3,p4 labels [1.0, -1.0, 1.0, -1.0] age [61.0, 45.0, 70.0, 38.0]"
 
+# K's rows sent to a one-worker local cluster over mutual TLS (a CA and the coordinator's certificate made here, as
+# `ppsvm certs` makes them) and the LP solved there, against the same LP solved in this process.
+DASK_SOLVE = textwrap.dedent(
+    """
+    import sys
+    from pathlib import Path
+    import numpy as np
+    import ppsvm
+    from ppsvm.core.dask_engine import DaskKernel, local_cluster, tls_security
+    from ppsvm.core.lp import solve_lp
+    from ppsvm.wire.certs import CA_FILE, CLIENT, COORDINATOR, certificate_file, key_file, make_certificates
+
+    assert Path(ppsvm.__file__).is_relative_to(sys.prefix), ppsvm.__file__
+    pki = Path.cwd() / "pki"
+    pki.mkdir()
+    for name, pem in make_certificates({"coordinator": (COORDINATOR, CLIENT)}).items():
+        (pki / name).write_bytes(pem.text)
+    security = tls_security(pki / CA_FILE, pki / certificate_file("coordinator"), pki / key_file("coordinator"))
+    rng = np.random.default_rng(0)
+    X, B = rng.random((2000, 5)), rng.random((7, 5))
+    K = np.asfortranarray(np.exp(-0.5 * ((X[:, None, :] - B[None, :, :]) ** 2).sum(axis=2)))
+    y = np.where(np.sin(6.0 * X[:, 0]) + X[:, 1] > 0.6, 1.0, -1.0)
+    client = local_cluster(1, security)
+    try:
+        assert all(address.startswith("tls://") for address in client.scheduler_info()["workers"])
+        with DaskKernel(client, K, chunk_rows=500) as held:
+            on_workers = solve_lp("classify", held, y, 1.0, "ipm")
+    finally:
+        client.shutdown()
+    here = solve_lp("classify", K, y, 1.0, "ipm")
+    gap = abs(on_workers.objective - here.objective) / abs(here.objective)
+    print("solved by", on_workers.formulation, "in", on_workers.iterations, "iterations, relative gap", f"{gap:.1e}")
+    """
+)
+
 
 def test_without_an_extra_the_cli_and_the_demo_run(base: Path, tmp_path: Path) -> None:
     """The README's first command, `pip install -e . && ppsvm demo`, installs no extra (about 30 s)."""
@@ -177,6 +214,8 @@ def test_without_an_extra_the_api_and_a_sql_source_name_the_extra_they_need(base
     sql = run(base, "python", "-c", READ_SOURCE, "sql", cwd=tmp_path)
     assert sql.returncode == 2, f"{sql.stdout}{sql.stderr}"
     assert "ConfigError: a sql data source needs sqlalchemy: pip install 'ppsvm[sql]'" in sql.stdout
+    dask = run(base, "python", "-c", "import ppsvm.core.dask_engine", cwd=tmp_path)
+    assert dask.returncode != 0 and "pip install 'ppsvm[dask]'" in dask.stderr, dask.stderr
 
 
 def test_without_the_reproduce_extra_reproduce_names_it(base: Path, tmp_path: Path) -> None:
@@ -252,6 +291,15 @@ def test_data_source_extra_reads_an_entity_data_table(wheel: Path, tmp_path: Pat
     work = tmp_path / "entity"
     work.mkdir()
     assert READ_OUTPUT in succeeded(run(venv, "python", "-c", READ_SOURCE, extra, cwd=work))
+
+
+def test_dask_extra_solves_the_lp_on_a_local_cluster_over_tls(wheel: Path, tmp_path: Path) -> None:
+    venv = fresh_venv(tmp_path / "venv", wheel, "dask")
+    work = tmp_path / "coordinator"
+    work.mkdir()
+    stdout = succeeded(run(venv, "python", "-c", DASK_SOLVE, cwd=work))
+    assert "solved by ipm in " in stdout, stdout
+    assert float(stdout.split()[-1]) <= 1e-9, stdout
 
 
 def test_test_extra_collects_the_suite_and_runs_a_file(wheel: Path, tmp_path: Path) -> None:
