@@ -91,6 +91,13 @@ def test_the_training_s_local_cluster_refuses_every_federation_certificate(tmp_p
             Client(running.scheduler.address, security=tls_security(*pki), timeout=2)
 
 
+def test_a_named_scheduler_is_refused_without_tls() -> None:
+    """Its workers would get kernel rows in plaintext: refused before any connection is tried."""
+    with pytest.raises(ConfigError, match="would receive kernel rows in plaintext; give the federation a \\[tls\\]"):
+        with dask_engine.cluster("tls://127.0.0.1:9", 1, None):
+            pass
+
+
 @pytest.mark.parametrize("kind", ["gaussian", "linear"])
 @pytest.mark.parametrize("weighted", [False, True], ids=["unweighted", "weighted"])
 @pytest.mark.parametrize("task", ["classify", "regress"])
