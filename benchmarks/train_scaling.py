@@ -341,7 +341,7 @@ def dask_engine(
     chunk_rows = None if args.chunk_mib is None else max(1, int(args.chunk_mib * MiB) // (8 * K.shape[1]))
     sending = timed(lambda: DaskKernel(client, K, chunk_rows=chunk_rows), 1, float("inf"))
     held: DaskKernel = sending.result
-    chunks = len(held._chunks)  # each pass returns one partial a chunk, reduced here
+    chunks = held.chunk_count  # each pass returns one partial a chunk, reduced here
     try:
         with watched(client) as load:
             solved, solution = time_solve(held, y, "ipm", args.repeats, args.single_above)

@@ -209,6 +209,11 @@ class DaskKernel:
         return finite, mbar
 
     @property
+    def chunk_count(self) -> int:
+        """How many chunks hold K's rows: each pass of a solve returns one partial per chunk to this process."""
+        return len(self._chunks)
+
+    @property
     def held_rows(self) -> dict[str, int]:
         """How many of K's rows each worker holds, by address."""
         return {worker.address: sum(chunk.stop - chunk.start for chunk in worker.chunks) for worker in self._workers}

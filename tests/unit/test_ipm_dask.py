@@ -126,7 +126,7 @@ def test_rows_streamed_in_any_order_make_the_same_kernel(client: Client) -> None
     rng = np.random.default_rng(0)
     u, v = rng.standard_normal(K.shape[1]), rng.standard_normal(ROWS)
     with DaskKernel(client, iter(chunks)) as held:
-        assert held.shape == K.shape
+        assert held.shape == K.shape and held.chunk_count == len(chunks)
         np.testing.assert_allclose(held @ u, K @ u, rtol=1e-12)
         np.testing.assert_allclose(held.rmatvec(v), K.T @ v, rtol=1e-12)
         np.testing.assert_allclose(held.rmatvec(v, absolute=True), np.abs(K).T @ v, rtol=1e-12)
