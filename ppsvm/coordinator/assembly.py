@@ -138,8 +138,6 @@ class Chunked:
         Default: :data:`CHUNK_BYTES` of rows.
     """
 
-    _END = object()
-
     def __init__(
         self,
         kernel: KernelName,
@@ -153,7 +151,9 @@ class Chunked:
         self._windows = {row_block: _Window(where, chunk_rows, OPEN_CHUNKS) for row_block, where in row_blocks.items()}
         self._changed = threading.Condition()
         self._abandoned = False
-        self._ready: queue.Queue[object] = queue.Queue(maxsize=max(2, len(row_blocks)))
+        self._ready: queue.Queue[tuple[int, int, np.ndarray]] = queue.Queue(maxsize=max(2, len(row_blocks)))
+        # How the fetch ended, once it has: None, or the error to raise after the chunks queued before it.
+        self._ended: tuple[BaseException | None] | None = None
 
     def fold(self, row_block: int, row: int, batch: np.ndarray) -> None:
         """Fold ``batch`` (k, mbar), K's rows from ``row`` on, of one entity's share (uint64) or block alone."""
@@ -205,7 +205,7 @@ class Chunked:
             self.transform(rows)
         self._put((first, first + len(rows), rows))
 
-    def _put(self, item: object) -> None:
+    def _put(self, item: tuple[int, int, np.ndarray]) -> None:
         while True:
             if self._abandoned:
                 raise Abandoned("the kernel fetch failed elsewhere")
@@ -216,11 +216,11 @@ class Chunked:
                 continue
 
     def close(self, error: BaseException | None = None) -> None:
-        """The fetch ended: iteration stops after the chunks handed on (or raises ``error``)."""
-        try:
-            self._put(self._END if error is None else error)
-        except Abandoned:
-            pass  # nobody is reading any more
+        """The fetch ended, every fold returned: iteration stops after the chunks queued (or raises ``error``).
+
+        Not a queue item: after :meth:`abandon` (an entity's stream failed) nothing more may be queued, and the
+        reader must still learn why."""
+        self._ended = (error,)
 
     def abandon(self) -> None:
         """Stop every fold waiting (they raise :class:`Abandoned`): the fetch failed or its consumer stopped."""
@@ -230,10 +230,13 @@ class Chunked:
 
     def __iter__(self) -> Iterator[tuple[int, int, np.ndarray]]:
         while True:
-            item = self._ready.get()
-            if item is self._END:
+            try:
+                item = self._ready.get(timeout=0.2)
+            except queue.Empty:
+                # close() comes after every fold, so an empty queue then holds nothing more to read.
+                if self._ended is None:
+                    continue
+                if self._ended[0] is not None:
+                    raise self._ended[0] from None
                 return
-            if isinstance(item, BaseException):
-                raise item
-            assert isinstance(item, tuple)
             yield item

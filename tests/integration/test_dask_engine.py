@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
@@ -17,9 +18,12 @@ import pytest
 
 pytest.importorskip("distributed", reason="the Dask engine needs ppsvm[dask]")
 
+from ppsvm.wire.rpc import ppsvm_pb2 as pb
+
 from .conftest import WINE_OPTIONS, wine_csv
 
 RTOL = 1e-9
+Fold = Callable[[int, np.ndarray], None]
 
 
 def _fits(model_file: Path) -> list[dict]:
@@ -59,3 +63,45 @@ def test_the_dask_engine_trains_the_default_engine_s_model(
         np.testing.assert_allclose(got["u"], expected["u"], rtol=RTOL, atol=RTOL * np.abs(expected["u"]).max())
         np.testing.assert_allclose(got["gamma"], expected["gamma"], rtol=RTOL, atol=1e-12)
         assert got["calibration"] == pytest.approx(expected["calibration"], rel=1e-6)
+
+
+@pytest.mark.parametrize("refused", [False, True], ids=["dropped-out", "refused"])
+def test_an_entity_failing_mid_stream_fails_the_fetch_on_workers_with_its_error(
+    federation, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, refused: bool
+) -> None:
+    """One entity of a masked row block sends half its rows and fails: its row block's other stream, held back by
+    the chunk window, is let go, and the fetch ends with that entity's error (asked again once unless refused),
+    never a hang or a kernel from half the shares."""
+    from ppsvm.config import load_federation
+    from ppsvm.coordinator.federation import Session
+    from ppsvm.core.dask_engine import local_cluster
+    from ppsvm.errors import EntityError
+
+    run = federation(1, 2)
+    config = load_federation(run.federation_path)
+    failing = config.entities[1].id
+    calls = []
+    with Session(config) as session:
+        blocks, scaling = session.survey()
+        client = session.clients[failing]
+        real = client.kernel_rows
+
+        def half_then_fail(request: pb.KernelRequest, rows: int, what: str, fold: Fold) -> None:
+            calls.append(rows)
+
+            def first_half(start: int, batch: np.ndarray) -> None:
+                fold(start, batch[: max(0, rows // 2 - start)])
+                if start + len(batch) > rows // 2:
+                    raise EntityError(f"{failing} dropped out", refused=refused)
+
+            real(request, rows, what, first_half)
+
+        monkeypatch.setattr(client, "kernel_rows", half_then_fail)
+        monkeypatch.setattr("ppsvm.coordinator.assembly.CHUNK_BYTES", 8 * 5 * 14)  # chunks of 5 rows at mbar 14
+        workers = local_cluster(2)
+        try:
+            with pytest.raises(EntityError, match=f"{failing} dropped out"):
+                session.kernel_on_workers(workers, "gaussian", 14, 0.1, scaling, blocks, "train")
+        finally:
+            workers.shutdown()
+    assert len(calls) == (1 if refused else 2)  # a failed masked fetch is asked again as a whole, once

@@ -125,26 +125,50 @@ def test_a_stream_far_ahead_waits_and_the_open_chunks_stay_bounded() -> None:
     reader.join(timeout=10)
 
 
-def test_abandoning_frees_every_waiting_stream_and_the_reader_gets_the_error() -> None:
+@pytest.mark.parametrize("stream_first", [True, False], ids=["stream-abandons-then-fetch-ends", "fetch-ends-first"])
+def test_abandoning_frees_every_waiting_stream_and_the_reader_gets_the_error(stream_first: bool) -> None:
+    """As Session._fetch_masked runs it: a failing stream abandons the assembly (its row block's other streams would
+    wait for its rows for good), then the fetch ends with that stream's error, which the reader raises."""
     placement = {0: RowBlockRows(0, 10 * CHUNK_ROWS, 2)}
     into = Chunked("linear", MBAR, placement, chunk_rows=CHUNK_ROWS)
+    into.fold(0, 0, np.zeros((CHUNK_ROWS, MBAR), dtype=np.uint64))
+    into.fold(0, 0, np.zeros((CHUNK_ROWS, MBAR), dtype=np.uint64))  # chunk 0 complete, queued
     outcome: list[BaseException] = []
 
     def ahead() -> None:
         try:
-            into.fold(0, 5 * CHUNK_ROWS, np.zeros((1, MBAR), dtype=np.uint64))
+            into.fold(0, 6 * CHUNK_ROWS, np.zeros((1, MBAR), dtype=np.uint64))
         except Abandoned as error:
             outcome.append(error)
 
     waiting = threading.Thread(target=ahead)
     waiting.start()
     time.sleep(0.1)
-    into.close(EntityError("e2 dropped out"))
-    into.abandon()
+    failure = EntityError("e2 dropped out")
+    if stream_first:
+        into.abandon()
+        into.close(failure)
+    else:
+        into.close(failure)
+        into.abandon()
     waiting.join(timeout=10)
     assert not waiting.is_alive() and isinstance(outcome[0], Abandoned)
-    with pytest.raises(EntityError, match="e2 dropped out"):
-        list(into)
+    received: list[tuple[int, int, np.ndarray]] = []
+    reader = threading.Thread(target=lambda: outcome.append(_read_all(into, received)))
+    reader.start()
+    reader.join(timeout=10)
+    assert not reader.is_alive(), "the reader waits for good"
+    assert [(start, stop) for start, stop, _ in received] == [(0, CHUNK_ROWS)]  # what was queued, then the error
+    assert outcome[1] is failure
+
+
+def _read_all(into: Chunked, received: list[tuple[int, int, np.ndarray]]) -> BaseException | None:
+    try:
+        for chunk in into:
+            received.append(chunk)
+    except EntityError as error:
+        return error
+    return None
 
 
 def test_shares_that_do_not_cancel_are_refused_with_the_row_block_and_rows() -> None:
