@@ -36,10 +36,9 @@ from ppsvm.core.tuning import (
     SEARCHES,
     FoldRunner,
     Search,
+    cross_validation_rows,
     fits_here,
     tune_search,
-    tuning_row_limit,
-    tuning_rows,
 )
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
 from ppsvm.memory import process_memory_mib, release_free_memory
@@ -513,15 +512,14 @@ def _cross_validation_rows(
     K: DaskKernel, target: np.ndarray, weights: np.ndarray | None, options: TrainOptions
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """The rows of K on workers the cross-validation and the calibration read, gathered here, with their targets
-    and weights: the same stratified sample of at most :func:`ppsvm.core.tuning.tuning_row_limit` rows that
-    both draw from an array K (same seed), so the two engines choose and calibrate alike.
+    and weights: :func:`ppsvm.core.tuning.cross_validation_rows`, the rows both read of an array K (same seed),
+    so the two engines choose and calibrate alike.
 
     Returns
     -------
     (ndarray of shape (k, mbar), ndarray of shape (k,), ndarray of shape (k,) or None)
     """
-    limit = tuning_row_limit(K.shape[1])
-    rows = tuning_rows(options.task, target, limit, options.seed) if len(target) > limit else np.arange(len(target))
+    rows = cross_validation_rows(options.task, target, K.shape[1], options.seed)
     logger.info("gathering %d of K's %d rows from the Dask workers for the cross-validation", len(rows), len(target))
     return K.take(rows), target[rows], None if weights is None else weights[rows]
 

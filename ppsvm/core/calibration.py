@@ -24,7 +24,7 @@ import numpy as np
 
 from ppsvm.core.lp import Formulation, Task, solve_lp
 from ppsvm.core.metrics import ranked_groups
-from ppsvm.core.tuning import fold_indices, tuning_row_limit, tuning_rows
+from ppsvm.core.tuning import cross_validation_rows, fold_indices
 
 # Lin, Lin and Weng's constants: iterations, the smallest backtracking step, the gradient tolerance and the
 # ridge on the Hessian's diagonal that keeps it positive definite.
@@ -158,8 +158,7 @@ def out_of_fold_decisions(
     (rows, decisions) : ndarray of int, shape (k,), and ndarray, shape (k,)
         The rows used and their out-of-fold decision values.
     """
-    limit = tuning_row_limit(K.shape[1]) if max_rows is None else max_rows
-    rows = tuning_rows(task, target, limit, seed) if len(target) > limit else np.arange(len(target))
+    rows = cross_validation_rows(task, target, K.shape[1], seed, max_rows)
     sample, labels = K[rows], target[rows]
     sample_weights = None if weights is None else weights[rows]
     decisions = np.empty(len(rows))

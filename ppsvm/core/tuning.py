@@ -283,9 +283,8 @@ def tune(
     runner : FoldRunner
         Runs each width's fold fits (:data:`FoldRunner`); the scores do not depend on it.
     """
-    limit = tuning_row_limit(K_ref.shape[1]) if max_rows is None else max_rows
-    if len(target) > limit:
-        rows = tuning_rows(task, target, limit, seed)
+    rows = cross_validation_rows(task, target, K_ref.shape[1], seed, max_rows)
+    if len(rows) < len(target):
         K_ref, target = K_ref[rows], target[rows]
         weights = None if weights is None else weights[rows]
     index = fold_indices(task, target, min(folds, len(target)), seed)
@@ -491,6 +490,20 @@ def _leave_one_out_errors(K: np.ndarray, target: np.ndarray, nu: float, weights:
 
 def _mean(errors: list[float]) -> float:
     return float(np.mean(errors)) if errors else float("inf")
+
+
+def cross_validation_rows(
+    task: Task, target: np.ndarray, columns: int, seed: int, max_rows: int | None = None
+) -> np.ndarray:
+    """The rows the cross-validation (and the calibration's folds) read: every row, or above ``max_rows`` (default
+    :func:`tuning_row_limit` of the kernel's ``columns``) a stratified sample of that many (:func:`tuning_rows`).
+
+    Returns
+    -------
+    ndarray of int, sorted
+    """
+    limit = tuning_row_limit(columns) if max_rows is None else max_rows
+    return tuning_rows(task, target, limit, seed) if len(target) > limit else np.arange(len(target))
 
 
 def tuning_rows(task: Task, target: np.ndarray, count: int, seed: int) -> np.ndarray:
