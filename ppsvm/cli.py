@@ -124,20 +124,20 @@ def cmd_schema_infer(args: argparse.Namespace) -> int:
 
 def cmd_certs(args: argparse.Namespace) -> int:
     """Write a federation CA and a certificate and key per party, and say who gets which file."""
-    from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
-    from ppsvm.wire.certs import CA_FILE, CA_KEY_FILE, certificate_file, federation_parties, key_file, make_certificates
+    from ppsvm.wire.certs import (
+        CA_FILE,
+        CA_KEY_FILE,
+        certificate_file,
+        federation_parties,
+        key_file,
+        make_certificates,
+        write_certificates,
+    )
 
     federation = load_federation(args.federation)
     parties = federation_parties(args.coordinator, [e.id for e in federation.entities], args.client)
-    files = make_certificates(parties, valid_days=args.days)
     out = Path(args.out)
-    existing = sorted(name for name in files if (out / name).exists())
-    if existing and not args.overwrite:
-        raise ConfigError(f"{out} already holds {', '.join(existing)}; pass --overwrite to replace them")
-    write_all(
-        out,
-        {name: (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE) for name, pem in files.items()},
-    )
+    write_certificates(out, make_certificates(parties, valid_days=args.days), overwrite=args.overwrite)
     print(f"wrote a CA and {len(parties)} certificates to {out}, valid for {args.days} days:")
     print(f"  {CA_FILE}: to every party;  {CA_KEY_FILE}: keep offline (it can mint identities this federation trusts)")
     for name, roles in parties.items():

@@ -255,7 +255,7 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
         "numpy (default) holds K in this process. dask streams K's rows from the entities into chunks on Dask "
         "workers, never holding K here, and solves the LP there (the interior-point method); cross-validation and "
         "calibration run here on their sample of at most 8,000 rows. The workers hold kernel rows: they are part "
-        "of the coordinator; a local cluster speaks mutual TLS from a CA made for the training alone. "
+        "of the coordinator, and the cluster speaks mutual TLS from a CA of its own (never the federation's). "
         "Needs ppsvm[dask]",
     )
     group.add_argument(
@@ -264,9 +264,16 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
     group.add_argument(
         "--dask-scheduler",
         metavar="ADDRESS",
-        help="a running Dask scheduler (tls://host:port) whose workers run with ppsvm.core.dask_engine.WORKER_CONFIG "
-        "and certificates from the federation's CA (ppsvm connects with the coordinator's, from [tls]); keep its "
-        "ports closed to every other party. Default: a cluster of --dask-workers processes on this machine",
+        help="a running Dask scheduler (tls://host:port) whose scheduler and workers run with "
+        "ppsvm.core.dask_engine.WORKER_CONFIG and the certificates in --dask-tls. Default: a cluster of "
+        "--dask-workers processes on this machine, with a CA made for the training alone",
+    )
+    group.add_argument(
+        "--dask-tls",
+        metavar="DIR",
+        type=Path,
+        help="the named scheduler's cluster certificates, written by `ppsvm coordinator dask-certs` (a CA of the "
+        "cluster's own: certificates from the federation's CA are refused, since Dask checks no name or role)",
     )
     group.add_argument(
         "--dask-workers",
@@ -278,7 +285,12 @@ def add_engine_arguments(parser: argparse.ArgumentParser) -> None:
 
 def engine_flags(args: argparse.Namespace) -> dict[str, Any]:
     """The engine flags as keyword arguments of ppsvm.api.federation's train functions."""
-    return {"engine": args.engine, "dask_scheduler": args.dask_scheduler, "dask_workers": args.dask_workers}
+    return {
+        "engine": args.engine,
+        "dask_scheduler": args.dask_scheduler,
+        "dask_workers": args.dask_workers,
+        "dask_tls": args.dask_tls,
+    }
 
 
 def add_search_argument(parser: argparse.ArgumentParser) -> None:

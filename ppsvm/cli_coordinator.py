@@ -39,7 +39,7 @@ from ppsvm.core.kernels import KERNELS
 from ppsvm.core.model import Model
 from ppsvm.core.multiclass import MulticlassModel, RandomKernelModel, prediction_outputs
 from ppsvm.errors import ConfigError
-from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME
+from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, DEFAULT_VALID_DAYS
 from ppsvm.wire.metrics import add_metrics_arguments, metrics_at
 
 
@@ -216,6 +216,22 @@ def register(subparsers: argparse._SubParsersAction) -> None:
         help='print one JSON object: ok, entities (name, address, status, reason, ms) and, with --serve, "serve"',
     )
     status.set_defaults(run=cmd_status)
+
+    dask_certs = actions.add_parser(
+        "dask-certs",
+        help="make the certificates of a Dask cluster for `train --engine dask --dask-scheduler`",
+        description="A CA of the cluster's own and the one certificate and key that its scheduler, its workers and "
+        "`coordinator train --dask-tls DIR` all show. Dask admits any certificate its CA signed, whatever its name "
+        "or role, and a Dask client can run code on the workers, which hold kernel rows: so the cluster must not "
+        "trust the federation's CA (train refuses certificates from it). The CA's key is not kept, so nothing "
+        "else can be signed by it; the key is written with mode 0600.",
+    )
+    dask_certs.add_argument("--out", required=True, type=Path, help="directory for the three files")
+    dask_certs.add_argument(
+        "--days", type=int, default=DEFAULT_VALID_DAYS, help="validity in days (default %(default)s)"
+    )
+    dask_certs.add_argument("--overwrite", action="store_true", help="replace existing files of the same names")
+    dask_certs.set_defaults(run=cmd_dask_certs)
 
 
 def cmd_train(args: argparse.Namespace) -> int:
@@ -550,6 +566,23 @@ def cmd_view(args: argparse.Namespace) -> int:
         f"wrote {args.out}: {len(view['masked'])} masked replies, kernel {view['kernel']}, mbar {view['mbar']}, "
         f"{sum(block['rows'] for block in view['row_blocks'])} records"
     )
+    return 0
+
+
+def cmd_dask_certs(args: argparse.Namespace) -> int:
+    """Write a Dask cluster's own CA and the certificate its processes share, and say how to start the cluster."""
+    from ppsvm.wire.certs import dask_cluster_certificates, dask_cluster_files, write_certificates
+
+    write_certificates(args.out, dask_cluster_certificates(valid_days=args.days), overwrite=args.overwrite)
+    ca, certificate, key = dask_cluster_files(args.out)
+    tls = f"--tls-ca-file {ca} --tls-cert {certificate} --tls-key {key}"
+    print(f"wrote a Dask cluster CA and its certificate to {args.out}, valid for {args.days} days (no CA key is kept):")
+    machines = "the coordinator's, the scheduler's and the workers' machines only"
+    print(f"  {ca.name}, {certificate.name} and {key.name}: to {machines}")
+    print('start the cluster on the coordinator\'s machines (docs/scaling.md, "The Dask engine"):')
+    print(f"  dask scheduler --protocol tls --port 8786 {tls}")
+    print(f"  dask worker tls://SCHEDULER:8786 --nthreads 1 --memory-limit 0 {tls}")
+    print(f"and train with --engine dask --dask-scheduler tls://SCHEDULER:8786 --dask-tls {args.out}")
     return 0
 
 

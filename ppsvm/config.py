@@ -33,7 +33,9 @@ from ppsvm.wire.certs import DEFAULT_COORDINATOR_NAME, check_party_name
 from ppsvm.wire.tls import TlsFiles
 
 # Settings a federation file's [task] table may hold; command-line flags override them.
-TASK_KEYS = ("task", "kernel", "mbar", "nu", "mu", "class_weight", "engine", "dask_scheduler", "dask_workers")
+TASK_KEYS = (
+    "task", "kernel", "mbar", "nu", "mu", "class_weight", "engine", "dask_scheduler", "dask_workers", "dask_tls",
+)  # fmt: skip
 
 # The entity-side setting that disables privacy rule 3 (mbar < n_j); for benchmarks only.
 NON_PRIVATE_OVERRIDE_KEY = "non_private_allow_mbar_at_least_features"
@@ -582,6 +584,8 @@ def load_federation(path: str | Path) -> Federation:
     unknown = sorted(set(task) - set(TASK_KEYS))
     if unknown:
         raise ConfigError(f"{path} [task]: unknown setting(s) {', '.join(unknown)}; allowed: {', '.join(TASK_KEYS)}")
+    if "dask_tls" in task:  # a directory, relative to the federation file like [tls]'s files
+        task["dask_tls"] = path.parent / _get(task, "dask_tls", str, f"{path} [task]")
     return Federation(tuple(entities), dict(task), path, tls=_tls_table(document, path))
 
 

@@ -76,6 +76,7 @@ def train_options(
     engine: str | None = None,
     dask_scheduler: str | None = None,
     dask_workers: int | None = None,
+    dask_tls: str | Path | None = None,
 ) -> TrainOptions:
     """Random-kernel training settings: the arguments, then the ``[task]`` table, then the defaults (see module).
 
@@ -102,6 +103,7 @@ def train_options(
         engine=task_setting(table, "engine", engine, "numpy"),
         dask_scheduler=task_setting(table, "dask_scheduler", dask_scheduler, None),
         dask_workers=task_setting(table, "dask_workers", dask_workers, DEFAULT_DASK_WORKERS),
+        dask_tls=None if (tls := task_setting(table, "dask_tls", dask_tls, None)) is None else Path(tls),
     )
 
 
@@ -164,6 +166,7 @@ class Federation:
         engine: str | None = None,
         dask_scheduler: str | None = None,
         dask_workers: int | None = None,
+        dask_tls: str | Path | None = None,
     ) -> RandomKernelModel:
         """Train a random-kernel model over the entities (``ppsvm coordinator train``): a
         :class:`~ppsvm.core.multiclass.MulticlassModel` (one-vs-rest on one fetched kernel) when the labels are
@@ -186,6 +189,9 @@ class Federation:
             A running scheduler's address (tls://host:port); None starts ``dask_workers`` local worker processes.
         dask_workers : int, optional
             The local cluster's worker processes (default 2).
+        dask_tls : str or Path, optional
+            The named scheduler's cluster certificates, a directory ``ppsvm coordinator dask-certs`` wrote: a CA of
+            the cluster's own (one from the federation's CA is refused). Required with ``dask_scheduler``.
 
         Returns
         -------
@@ -209,6 +215,7 @@ class Federation:
             engine=engine,
             dask_scheduler=dask_scheduler,
             dask_workers=dask_workers,
+            dask_tls=dask_tls,
         )
         if model_out is None:
             return train(self.config, options)

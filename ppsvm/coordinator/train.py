@@ -43,7 +43,7 @@ from ppsvm.core.tuning import (
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
 from ppsvm.memory import process_memory_mib, release_free_memory
 from ppsvm.progress import EtaLog
-from ppsvm.wire.certs import CA_FILE, COORDINATOR, certificate_file, key_file, make_certificates
+from ppsvm.wire.certs import dask_cluster_certificates, dask_cluster_files, issued_by
 from ppsvm.wire.tls import TlsFiles
 
 if TYPE_CHECKING:
@@ -92,10 +92,12 @@ class TrainOptions:
         here on their bounded sample of rows (at most :func:`ppsvm.core.tuning.tuning_row_limit`), gathered.
     dask_scheduler : str or None
         The address of a running Dask scheduler (tls://host:port) for "dask"; None starts a cluster of
-        ``dask_workers`` worker processes on this machine, over mutual TLS from a CA made for it alone (a named
-        scheduler's with the federation's coordinator certificate).
+        ``dask_workers`` worker processes on this machine, over mutual TLS from a CA made for it alone.
     dask_workers : int
         Worker processes of that local cluster.
+    dask_tls : Path or None
+        A named scheduler's cluster certificates (``ppsvm coordinator dask-certs``): a CA of the cluster's own, never
+        the federation's. Required with ``dask_scheduler``, refused without it.
     """
 
     task: Task = "classify"
@@ -116,6 +118,7 @@ class TrainOptions:
     engine: str = "numpy"
     dask_scheduler: str | None = None
     dask_workers: int = DEFAULT_DASK_WORKERS
+    dask_tls: Path | None = None
 
     def __post_init__(self) -> None:
         self._check_engine()
@@ -154,9 +157,22 @@ class TrainOptions:
         if self.engine not in ENGINES:
             raise ConfigError(f"engine must be one of {', '.join(ENGINES)}, got {self.engine!r}")
         if self.engine != "dask":
-            if self.dask_scheduler is not None:
-                raise ConfigError("a Dask scheduler was named but the engine is numpy: add --engine dask")
+            if self.dask_scheduler is not None or self.dask_tls is not None:
+                raise ConfigError(
+                    "a Dask scheduler or its certificates were named but the engine is numpy: add --engine dask"
+                )
             return
+        if self.dask_scheduler is not None and self.dask_tls is None:
+            raise ConfigError(
+                f"the Dask scheduler {self.dask_scheduler}: its workers would hold kernel rows, so the cluster needs "
+                "certificates from a CA of its own: make them with `ppsvm coordinator dask-certs --out DIR`, start "
+                "the scheduler and workers with them and pass --dask-tls DIR"
+            )
+        if self.dask_scheduler is None and self.dask_tls is not None:
+            raise ConfigError(
+                "--dask-tls names a running cluster's certificates, but no --dask-scheduler was given: the local "
+                "cluster makes a CA of its own for each training"
+            )
         if isinstance(self.dask_workers, bool) or not isinstance(self.dask_workers, int) or self.dask_workers < 1:
             raise ConfigError(f"dask_workers must be a whole number >= 1, got {self.dask_workers!r}")
         if self.basis == "product":
@@ -526,13 +542,12 @@ def _cross_validation_rows(
 
 @contextlib.contextmanager
 def _workers(options: TrainOptions, tls: TlsFiles | None) -> Iterator[Client | None]:
-    """The Dask cluster of the "dask" engine (None for numpy), over mutual TLS.
+    """The Dask cluster of the "dask" engine (None for numpy), over mutual TLS from a CA of the cluster's own.
 
-    A local cluster speaks TLS from a CA made for it alone, in a private temporary directory removed afterwards:
     Dask accepts any certificate its CA signed, whatever its name or role, so under the federation's CA an
-    entity's or a prediction client's certificate would open the workers and their kernel rows. A named
-    scheduler's cluster was set up by the coordinator's operator: it is reached with the federation's
-    coordinator certificate, and docs/threat-model.md says who may reach its ports.
+    entity's or a prediction client's certificate would open the workers and their kernel rows. A local cluster's
+    CA is made for it alone, in a private temporary directory removed afterwards; a named scheduler's comes from
+    ``options.dask_tls`` and is refused where the federation's CA issued it.
     """
     if options.engine != "dask":
         yield None
@@ -541,21 +556,38 @@ def _workers(options: TrainOptions, tls: TlsFiles | None) -> Iterator[Client | N
         from ppsvm.core.dask_engine import cluster, tls_security
     except ImportError as error:
         raise ConfigError(f"the Dask engine: {error}") from None
-    if options.dask_scheduler is not None:
-        security = None if tls is None else tls_security(tls.ca, tls.cert, tls.key)
+    if options.dask_tls is not None:
+        files = dask_cluster_files(options.dask_tls)
+        security = tls_security(*files)  # names a missing file first
+        _refuse_federation_ca(files, tls)
         with cluster(options.dask_scheduler, options.dask_workers, security) as client:
             yield client
         return
     with tempfile.TemporaryDirectory(prefix="ppsvm-dask-tls-") as private:
-        for name, pem in make_certificates({"coordinator": (COORDINATOR,)}, ca_name="ppsvm Dask cluster CA").items():
+        for name, pem in dask_cluster_certificates().items():
             (Path(private) / name).write_bytes(pem.text)
-        files = (
-            Path(private) / CA_FILE,
-            Path(private) / certificate_file("coordinator"),
-            Path(private) / key_file("coordinator"),
-        )
-        with cluster(None, options.dask_workers, tls_security(*files)) as client:
+        with cluster(None, options.dask_workers, tls_security(*dask_cluster_files(Path(private)))) as client:
             yield client
+
+
+def _refuse_federation_ca(files: tuple[Path, Path, Path], tls: TlsFiles | None) -> None:
+    """A named cluster's CA or certificate must not come from the federation's CA (see :func:`_workers`)."""
+    if tls is None:
+        return
+    federation_ca = tls.ca.read_bytes()
+    try:
+        shared = any(issued_by(path.read_bytes(), federation_ca) for path in files[:2])
+    except ValueError as error:
+        raise ConfigError(
+            f"the Dask cluster's certificates in {files[0].parent}: not a PEM certificate ({error})"
+        ) from None
+    if shared:
+        raise ConfigError(
+            f"the Dask cluster's certificates in {files[0].parent} come from the federation's CA ({tls.ca}): the "
+            "cluster would admit every entity's and prediction client's certificate, and a Dask client can run "
+            "code on the workers that hold kernel rows. Make the cluster a CA of its own with `ppsvm coordinator "
+            "dask-certs --out DIR`"
+        )
 
 
 def _model(

@@ -495,9 +495,9 @@ class _WorkerRows:
 def tls_security(ca_file: str | Path, certificate_file: str | Path, key_file: str | Path) -> Security:
     """Mutual TLS for a Dask cluster from PEM files, encryption required on every connection.
 
-    The client, the scheduler and the workers all show the one certificate: together they are the coordinator
-    (e.g. its certificate from the federation's CA, ppsvm.wire.certs), and each accepts only peers whose
-    certificate ``ca_file`` signed.
+    The client, the scheduler and the workers all show the one certificate: together they are the coordinator,
+    and each accepts only peers whose certificate ``ca_file`` signed. That CA must be the cluster's own
+    (:func:`ppsvm.wire.certs.dask_cluster_certificates`), never the federation's: Dask checks no name or role.
 
     Parameters
     ----------
@@ -616,7 +616,7 @@ def cluster(scheduler: str | None, workers: int, security: Security | None) -> I
     if security is None:
         raise ConfigError(
             f"the Dask scheduler {scheduler}: its workers would receive kernel rows in plaintext; give the "
-            "federation a [tls] table (the cluster then speaks mutual TLS from its CA)"
+            "cluster certificates of its own (`ppsvm coordinator dask-certs`, then tls_security)"
         )
     try:
         remote = Client(scheduler, security=security, timeout="30s")

@@ -22,14 +22,17 @@ import ipaddress
 import re
 from collections.abc import Collection, Mapping, Sequence
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Literal
 
 from cryptography import x509
+from cryptography.exceptions import InvalidSignature
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
 
 from ppsvm.errors import ConfigError
+from ppsvm.files import PRIVATE_MODE, PUBLIC_MODE, write_all
 
 Role = Literal["coordinator", "entity", "client"]
 COORDINATOR: Role = "coordinator"
@@ -43,6 +46,8 @@ DEFAULT_CLIENT_NAME = "client"
 DEFAULT_VALID_DAYS = 365
 CA_FILE = "ca.pem"
 CA_KEY_FILE = "ca.key"
+# The identity in the coordinator's Dask cluster certificate (dask_cluster_certificates): not a federation party.
+DASK_CLUSTER_NAME = "dask-cluster"
 # Names end up as DNS names in certificates and in gRPC's target-name check, which compares
 # hostnames case-insensitively (a certificate for "R0C0" passes where "r0c0" is pinned) and
 # cannot be replaced from Python. So names are canonical: lowercase only, so that no two valid
@@ -170,6 +175,69 @@ def make_certificates(
         )
         files[key_file(name)] = request.key
     return files
+
+
+def write_certificates(out: Path, files: Mapping[str, Pem], *, overwrite: bool) -> None:
+    """Write ``files`` into ``out`` all at once, keys with mode 0600.
+
+    Raises
+    ------
+    ConfigError
+        ``out`` holds a file of the same name and ``overwrite`` is false, naming them.
+    """
+    existing = sorted(name for name in files if (out / name).exists())
+    if existing and not overwrite:
+        raise ConfigError(f"{out} already holds {', '.join(existing)}; pass --overwrite to replace them")
+    write_all(
+        out,
+        {name: (pem.text.decode("ascii"), PRIVATE_MODE if pem.secret else PUBLIC_MODE) for name, pem in files.items()},
+    )
+
+
+def dask_cluster_certificates(
+    *, valid_days: int = DEFAULT_VALID_DAYS, now: datetime.datetime | None = None
+) -> dict[str, Pem]:
+    """A CA of its own for the coordinator's Dask cluster, and the one certificate all its processes show.
+
+    Dask accepts any peer whose certificate the cluster's CA signed, whatever its name or role, and a Dask client
+    can run code on the workers, which hold kernel rows: under the federation's CA an entity's or a prediction
+    client's certificate would open them. The CA's key is not returned, so nothing else can ever be signed by it.
+
+    Parameters
+    ----------
+    valid_days : int
+        Validity of the CA and the certificate from ``now``.
+    now : datetime, optional
+        Start of validity (UTC); default the current time.
+
+    Returns
+    -------
+    dict
+        ``ca.pem``, and ``dask-cluster.pem`` / ``dask-cluster.key`` (see :data:`DASK_CLUSTER_NAME`).
+    """
+    files = make_certificates(
+        {DASK_CLUSTER_NAME: (COORDINATOR,)}, valid_days=valid_days, now=now, ca_name="ppsvm Dask cluster CA"
+    )
+    del files[CA_KEY_FILE]
+    return files
+
+
+def dask_cluster_files(directory: Path) -> tuple[Path, Path, Path]:
+    """The CA certificate, certificate and key :func:`dask_cluster_certificates` gives, as files in ``directory``."""
+    return directory / CA_FILE, directory / certificate_file(DASK_CLUSTER_NAME), directory / key_file(DASK_CLUSTER_NAME)
+
+
+def issued_by(certificate: bytes, ca: bytes) -> bool:
+    """Whether the CA certificate ``ca`` signed ``certificate`` (both PEM), or ``certificate`` is that CA itself."""
+    issuer = x509.load_pem_x509_certificate(ca)
+    subject = x509.load_pem_x509_certificate(certificate)
+    if subject.public_key() == issuer.public_key():
+        return True
+    try:
+        subject.verify_directly_issued_by(issuer)
+    except (ValueError, TypeError, InvalidSignature):
+        return False
+    return True
 
 
 @dataclass(frozen=True)

@@ -1,5 +1,6 @@
 """Issue 31's done-when over real entity processes: `coordinator train --engine dask` trains the model the default
-engine trains, on a local cluster of 2 worker processes over mutual TLS from the federation's CA.
+engine trains, on a local cluster of 2 worker processes over mutual TLS from a CA made for the training, and on a
+cluster started as docs/scaling.md says (`dask scheduler` and `dask worker` processes, `coordinator dask-certs`).
 
 The two runs fetch the same kernel (masked shares decode to the same fixed-point values whatever the nonces), draw
 the same cross-validation sample (the Dask path gathers those rows from the workers) and solve by the same
@@ -10,6 +11,10 @@ from __future__ import annotations
 
 import json
 import re
+import stat
+import subprocess
+import sys
+import time
 from collections.abc import Callable
 from pathlib import Path
 
@@ -18,9 +23,13 @@ import pytest
 
 pytest.importorskip("distributed", reason="the Dask engine needs ppsvm[dask]")
 
+from distributed import Client
+
+from ppsvm.core.dask_engine import tls_security
+from ppsvm.wire.certs import dask_cluster_files
 from ppsvm.wire.rpc import ppsvm_pb2 as pb
 
-from .conftest import WINE_OPTIONS, wine_csv
+from .conftest import WINE_OPTIONS, ppsvm, wine_csv
 
 RTOL = 1e-9
 Fold = Callable[[int, np.ndarray], None]
@@ -63,6 +72,85 @@ def test_the_dask_engine_trains_the_default_engine_s_model(
         np.testing.assert_allclose(got["u"], expected["u"], rtol=RTOL, atol=RTOL * np.abs(expected["u"]).max())
         np.testing.assert_allclose(got["gamma"], expected["gamma"], rtol=RTOL, atol=1e-12)
         assert got["calibration"] == pytest.approx(expected["calibration"], rel=1e-6)
+
+
+def test_a_named_cluster_started_as_the_docs_say_trains_the_same_model(federation, tmp_path: Path) -> None:
+    """`coordinator dask-certs`, then a scheduler and two workers as separate `dask` processes with its files, then
+    `train --dask-scheduler ADDRESS --dask-tls DIR`: the default engine's model."""
+    certs = tmp_path / "dask-tls"
+    made = ppsvm("coordinator", "dask-certs", "--out", str(certs), "--days", "2").stdout
+    assert "no CA key is kept" in made and not (certs / "ca.key").exists()
+    assert stat.S_IMODE((certs / "dask-cluster.key").stat().st_mode) == 0o600
+    tls = ["--tls-ca-file", str(certs / "ca.pem"), "--tls-cert", str(certs / "dask-cluster.pem"),
+           "--tls-key", str(certs / "dask-cluster.key")]  # fmt: skip
+    address_file = tmp_path / "scheduler.json"
+    dask = [sys.executable, "-m", "dask"]
+    started = [
+        subprocess.Popen(
+            [
+                *dask,
+                "scheduler",
+                "--protocol",
+                "tls",
+                "--host",
+                "127.0.0.1",
+                "--port",
+                "0",
+                "--no-dashboard",
+                "--scheduler-file",
+                str(address_file),
+                *tls,
+            ],  # fmt: skip
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.DEVNULL,
+        )
+    ]
+    try:
+        started.append(
+            subprocess.Popen(
+                [
+                    *dask,
+                    "worker",
+                    "--scheduler-file",
+                    str(address_file),
+                    "--nworkers",
+                    "2",
+                    "--nthreads",
+                    "1",
+                    "--memory-limit",
+                    "0",
+                    "--no-dashboard",
+                    *tls,
+                ],  # fmt: skip
+                stdout=subprocess.DEVNULL,
+                stderr=subprocess.DEVNULL,
+            )
+        )
+        deadline = time.monotonic() + 60
+        while not address_file.exists() and time.monotonic() < deadline:
+            time.sleep(0.2)
+        address = json.loads(address_file.read_text())["address"]
+        assert address.startswith("tls://127.0.0.1:")
+
+        run = federation(2, 2)
+        common = ["--kernel", "gaussian", "--solver", "ipm", "--no-distribute"]
+        run.train(*common)
+        (run.split_dir / "model.json").rename(tmp_path / "numpy.json")
+        named = ["--engine", "dask", "--dask-scheduler", address]
+        refused = run.train(*common, *named, check=False)
+        assert refused.returncode == 1 and "ppsvm coordinator dask-certs --out DIR" in refused.stderr
+        with Client(address, security=tls_security(*dask_cluster_files(certs)), timeout="30s") as probe:
+            probe.wait_for_workers(2, timeout=60)  # train takes the workers it finds
+        on_workers = run.train(*common, *named, "--dask-tls", str(certs))
+        assert f"Dask scheduler {address}: 2 workers" in on_workers.stderr
+        expected, got = _fits(tmp_path / "numpy.json")[0], _fits(run.split_dir / "model.json")[0]
+        np.testing.assert_allclose(got["u"], expected["u"], rtol=RTOL, atol=RTOL * np.abs(expected["u"]).max())
+        np.testing.assert_allclose(got["gamma"], expected["gamma"], rtol=RTOL, atol=1e-12)
+    finally:
+        for process in reversed(started):
+            process.terminate()
+        for process in reversed(started):
+            process.wait(timeout=30)
 
 
 @pytest.mark.parametrize("refused", [False, True], ids=["dropped-out", "refused"])

@@ -211,6 +211,14 @@ def test_federation_round_trip(tmp_path: Path) -> None:
         federation.cell(2, 0)
 
 
+def test_a_named_dask_cluster_s_certificates_are_found_beside_the_federation_file(tmp_path: Path) -> None:
+    text = fed_text(grid(1, 1), task='[task]\nengine = "dask"\ndask_tls = "dask-tls"\n\n')
+    (tmp_path / "sub").mkdir()
+    assert load_federation(write(tmp_path / "sub" / "f.toml", text)).task["dask_tls"] == tmp_path / "sub" / "dask-tls"
+    wrong = fed_text(grid(1, 1), task="[task]\ndask_tls = 3\n\n")
+    _expect_federation_error(tmp_path, wrong, "[task]: 'dask_tls' must be a string, got 3")
+
+
 def test_federation_without_task_table(tmp_path: Path) -> None:
     assert load_federation(write(tmp_path / "f.toml", fed_text(grid(1, 1)))).task == {}
 

@@ -1,7 +1,7 @@
 """The interior-point method's Dask back end (issue 31) against the local one, on a 2-worker cluster over mutual TLS.
 
-One LocalCluster of two worker processes serves the module; its certificates come from a federation CA made by
-ppsvm.wire.certs, as ``ppsvm certs`` makes them. The same K is solved in this process and as a DaskKernel in
+One LocalCluster of two worker processes serves the module; its certificates come from a CA of its own, as
+``ppsvm coordinator dask-certs`` writes them. The same K is solved in this process and as a DaskKernel in
 uneven chunks spread over both workers: the objective, u and gamma agree to 1e-9, and so does the certificate,
 which the workers' products compute. The last test kills a worker process after the first pass of a solve.
 """
@@ -22,7 +22,18 @@ from ppsvm.coordinator import train
 from ppsvm.core import dask_engine, ipm, lp, tuning
 from ppsvm.core.dask_engine import DaskKernel, local_cluster, tls_security
 from ppsvm.errors import ConfigError, SolverError
-from ppsvm.wire.certs import CA_FILE, CLIENT, COORDINATOR, certificate_file, key_file, make_certificates
+from ppsvm.wire.certs import (
+    CA_FILE,
+    CLIENT,
+    COORDINATOR,
+    DASK_CLUSTER_NAME,
+    certificate_file,
+    dask_cluster_certificates,
+    dask_cluster_files,
+    key_file,
+    make_certificates,
+    write_certificates,
+)
 from ppsvm.wire.tls import TlsFiles
 
 # Starting the TLS cluster (two worker processes) takes seconds; the solves, a second or two each.
@@ -43,9 +54,16 @@ def write_pki(directory: Path) -> tuple[Path, Path, Path]:
 
 
 @pytest.fixture(scope="module")
-def client(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Client]:
-    pki = write_pki(tmp_path_factory.mktemp("dask") / "pki")
-    running = local_cluster(2, tls_security(*pki))
+def cluster_tls(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The directory of the cluster's own CA and certificate, as `ppsvm coordinator dask-certs` writes it."""
+    directory = tmp_path_factory.mktemp("dask") / "cluster"
+    write_certificates(directory, dask_cluster_certificates(), overwrite=False)
+    return directory
+
+
+@pytest.fixture(scope="module")
+def client(cluster_tls: Path) -> Iterator[Client]:
+    running = local_cluster(2, tls_security(*dask_cluster_files(cluster_tls)))
     yield running
     running.shutdown()
 
@@ -93,8 +111,62 @@ def test_the_training_s_local_cluster_refuses_every_federation_certificate(tmp_p
 
 def test_a_named_scheduler_is_refused_without_tls() -> None:
     """Its workers would get kernel rows in plaintext: refused before any connection is tried."""
-    with pytest.raises(ConfigError, match="would receive kernel rows in plaintext; give the federation a \\[tls\\]"):
+    with pytest.raises(ConfigError, match="would receive kernel rows in plaintext; give the cluster certificates"):
         with dask_engine.cluster("tls://127.0.0.1:9", 1, None):
+            pass
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"engine": "dask", "dask_scheduler": "tls://127.0.0.1:9"}, "make them with `ppsvm coordinator dask-certs"),
+        ({"engine": "dask", "dask_tls": Path("cluster")}, "but no --dask-scheduler was given"),
+        ({"engine": "numpy", "dask_tls": Path("cluster")}, "but the engine is numpy: add --engine dask"),
+    ],
+    ids=["scheduler-without-certificates", "certificates-without-scheduler", "numpy-engine"],
+)
+def test_a_named_cluster_and_its_certificates_go_together(settings: dict, message: str) -> None:
+    with pytest.raises(ConfigError, match=re.escape(message)):
+        train.TrainOptions(**settings)
+
+
+def test_a_named_scheduler_is_reached_with_the_cluster_s_own_certificates(
+    client: Client, cluster_tls: Path, tmp_path: Path
+) -> None:
+    """What `train --dask-scheduler ADDRESS --dask-tls DIR` connects with; the federation's coordinator certificate,
+    which a cluster under the federation's CA would admit, is refused by it."""
+    pki = write_pki(tmp_path / "federation")
+    federation = TlsFiles(*pki, source=tmp_path / "federation.toml")
+    assert client.scheduler is not None
+    address = client.scheduler.address
+    options = train.TrainOptions(engine="dask", dask_scheduler=address, dask_tls=cluster_tls)
+    with train._workers(options, federation) as running:
+        assert running is not None and sorted(running.scheduler_info()["workers"]) == sorted(
+            client.scheduler_info()["workers"]
+        )
+    with pytest.raises(OSError):
+        Client(address, security=tls_security(*pki), timeout=2)
+
+
+@pytest.mark.parametrize("shared", ["ca", "certificate"])
+def test_a_named_cluster_under_the_federation_s_ca_is_refused(tmp_path: Path, shared: str) -> None:
+    """Before any connection: the directory's CA is the federation's, or its certificate was issued by it."""
+    issued = make_certificates({"coordinator": (COORDINATOR,), DASK_CLUSTER_NAME: (COORDINATOR,)})
+    for name in (CA_FILE, certificate_file("coordinator"), key_file("coordinator")):
+        (tmp_path / name).write_bytes(issued[name].text)
+    federation = TlsFiles(
+        tmp_path / CA_FILE, tmp_path / "coordinator.pem", tmp_path / "coordinator.key", source=tmp_path / "f.toml"
+    )
+    directory = tmp_path / "cluster"
+    directory.mkdir()
+    ca, certificate, key = dask_cluster_files(directory)
+    # Either the federation's CA on file, or a CA of its own on file but a certificate the federation's CA issued.
+    ca.write_bytes((issued if shared == "ca" else dask_cluster_certificates())[CA_FILE].text)
+    certificate.write_bytes(issued[certificate_file(DASK_CLUSTER_NAME)].text)
+    key.write_bytes(issued[key_file(DASK_CLUSTER_NAME)].text)
+    options = train.TrainOptions(engine="dask", dask_scheduler="tls://127.0.0.1:9", dask_tls=directory)
+    with pytest.raises(ConfigError, match="come from the federation's CA"):
+        with train._workers(options, federation):
             pass
 
 
