@@ -23,6 +23,7 @@ from ppsvm.memory import process_memory_mib
 
 if TYPE_CHECKING:
     from ppsvm.core.dask_engine import DaskKernel
+    from ppsvm.core.lp import Formulation
 
 ROOT = Path(__file__).resolve().parents[1]
 RESULTS = ROOT / "benchmarks" / "results"
@@ -38,7 +39,7 @@ AGREEMENT_RTOL = 1e-6
 # Rows above which a formulation is not run by default (measured too slow in docs/design.md section 4).
 SKIP_ABOVE = {"cvxpy-primal": 40_000, "cvxpy-dual": 160_000}
 # The formulation every other one's objective is checked against.
-REFERENCE_FORMULATION = "highs-dual"
+REFERENCE_FORMULATION: Formulation = "highs-dual"
 
 
 def synthetic(m: int, seed: int = 0, n_features: int = N_FEATURES) -> tuple[np.ndarray, np.ndarray]:
@@ -124,7 +125,7 @@ class BasisLP:
         return np.where(gaussian_kernel(A, self.basis_, self.mu) @ self.u_ - self.gamma_ >= 0, 1.0, -1.0)
 
 
-def formulations_in_order() -> list[str]:
+def formulations_in_order() -> list[Formulation]:
     """Every LP formulation, the reference first so its objective is known before the others are compared with it."""
     from ppsvm.core.lp import FORMULATIONS
 
@@ -140,7 +141,7 @@ def skipped(formulation: str, m: int, no_skip: bool) -> dict[str, str] | None:
 
 
 def time_solve(
-    K: np.ndarray | DaskKernel, y: np.ndarray, formulation: str, repeats: int, single_above: float
+    K: np.ndarray | DaskKernel, y: np.ndarray, formulation: Formulation, repeats: int, single_above: float
 ) -> tuple[dict[str, Any], Any]:
     """Time the classification LP on K with one formulation; its result entry and the last solution.
 
@@ -168,7 +169,7 @@ def time_solve(
 def time_formulation(
     K: np.ndarray,
     y: np.ndarray,
-    formulation: str,
+    formulation: Formulation,
     repeats: int,
     single_above: float,
     reference_objective: float | None,

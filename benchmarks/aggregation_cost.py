@@ -169,7 +169,7 @@ def start_entities(
     from ppsvm.processes import EntityProcesses
 
     # Both trees' EntityProcesses read this module constant when they wait (plus 5 s per process).
-    ppsvm.processes.START_TIMEOUT_S = timeout  # type: ignore[misc]
+    ppsvm.processes.START_TIMEOUT_S = timeout
 
     processes: list[Any] = []
     addresses: list[str] = []
@@ -200,6 +200,7 @@ def coordinator_worker(
     from ppsvm.config import federation_at_addresses, load_federation
     from ppsvm.coordinator.federation import Session
     from ppsvm.coordinator.train import TrainOptions, train
+    from ppsvm.core.model import Model
     from ppsvm.memory import limit_malloc_arenas
 
     limit_malloc_arenas()  # as the ppsvm command does: this process stands for `ppsvm coordinator train`
@@ -251,6 +252,7 @@ def coordinator_worker(
                 blocks, scaling = session.survey()
                 K = session.kernel("gaussian", MBAR, MU, scaling, blocks, "train")
                 np.savez(save_kernel, K=K, ids=np.concatenate([b.train_ids for b in blocks]))
+    assert isinstance(model, Model)  # the synthetic labels are +-1: a two-class model
     figures.update(
         lp_s=model.training["lp_seconds"],
         lp_formulation=model.training["formulation"],

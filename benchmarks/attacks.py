@@ -27,6 +27,7 @@ Pure computation in this process (no gRPC); prints the tables and writes results
 from __future__ import annotations
 
 import argparse
+import functools
 import math
 import sys
 import tempfile
@@ -43,7 +44,7 @@ from ppsvm.config import load_entity_config
 from ppsvm.core.dp import Release, private_weights
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.fourier import apply_scaling, fourier_features
-from ppsvm.core.kernels import gaussian_kernel, kernel, linear_kernel, scale_to_unit
+from ppsvm.core.kernels import KernelName, gaussian_kernel, kernel, linear_kernel, scale_to_unit
 from ppsvm.core.randomness import derive_B, range_tag
 from ppsvm.core.release_log import create_release_log, head_path
 from ppsvm.data.dataset import DatasetOptions, load_dataset
@@ -113,14 +114,15 @@ def coordinator_attacks(n: int, rows: int, seed: int) -> list[dict[str, Any]]:
     low, high = X.min(axis=0), X.max(axis=0)
     mu = 1.0 / n
     results = []
-    for name in ("linear", "gaussian"):
+    kernels: tuple[KernelName, ...] = ("linear", "gaussian")
+    for name in kernels:
         for mbar in sorted({1, max(n - 1, 1)}):
             B = derive_B(secret, mbar, n)
             asked: list[int] = []
 
             # Bound now (B023): reconstruct_by_rescaling calls it only within this iteration anyway.
             def entity(
-                lo: np.ndarray, hi: np.ndarray, name: str = name, B: np.ndarray = B, asked: list[int] = asked
+                lo: np.ndarray, hi: np.ndarray, name: KernelName = name, B: np.ndarray = B, asked: list[int] = asked
             ) -> np.ndarray:
                 asked.append(1)
                 return kernel(name, scale_to_unit(X, lo, hi), B, mu)  # what EntityCore.kernel_block returns
@@ -361,10 +363,11 @@ def _signed(
 ) -> SignedRange:
     """A member's range tagged under the secret: its own (honest) or one a colluding peer chose."""
     lo, hi = core.own_range if low is None else (low, high)
+    assert hi is not None  # a chosen range comes with both bounds
     return SignedRange(core.id, lo.tolist(), hi.tolist(), range_tag(secret, core.id, lo, hi))
 
 
-def f3_peer_scalings(rk: dict[str, EntityCore], target: str, colluder: str, name: str) -> dict[str, Any]:
+def f3_peer_scalings(rk: dict[str, EntityCore], target: str, colluder: str, name: KernelName) -> dict[str, Any]:
     """Finding 3: a colluding peer's forged (validly tagged) scalings of the target's basis at mbar = 1."""
     core, peer = rk[target], rk[colluder]
     secret, n = peer.config.read_secret(), core.cell.n_features  # the colluder's own copy of the block's secret
@@ -391,7 +394,7 @@ def f3_peer_scalings(rk: dict[str, EntityCore], target: str, colluder: str, name
 
     def guarded(lo: np.ndarray, hi: np.ndarray) -> np.ndarray:
         ranges = [r if r.entity_id != colluder else _signed(peer, secret, lo, hi) for r in honest]
-        block = core.kernel_block(name, 1, mu, ranges, record_set="train", peer="benchmark")  # type: ignore[arg-type]
+        block = core.kernel_block(name, 1, mu, ranges, record_set="train", peer="benchmark")
         served.append(1)
         return block
 
@@ -428,9 +431,10 @@ def f4_two_views(rk: dict[str, EntityCore], target: str) -> dict[str, Any]:
     before = recovered(kernel("linear", U, B), kernel("gaussian", U, B, mu))
     one_view = float(np.mean(np.abs(reconstruct_linear(kernel("linear", U, B), B).X - U).max(axis=1) <= EXACT))
     answers = {}
-    for view in ("gaussian", "linear"):
+    views: tuple[KernelName, ...] = ("gaussian", "linear")
+    for view in views:
         answers[view] = _outcome(
-            lambda view=view: core.kernel_block(view, n - 1, mu, honest, record_set="train", peer="benchmark")
+            functools.partial(core.kernel_block, view, n - 1, mu, honest, record_set="train", peer="benchmark")
         )
     after = (
         recovered(
@@ -461,7 +465,7 @@ def f5_budget(dp_small: EntityCore, config_path: Path) -> dict[str, Any]:
     while _outcome(lambda: dp_small.dp_evaluate(model, 0.25, peer="benchmark")) == "answered":
         answered += 1
     tiny = [
-        _outcome(lambda eps=eps: dp_small.dp_evaluate(model, eps, peer="benchmark")) for eps in (1e-300, 5e-324)
+        _outcome(functools.partial(dp_small.dp_evaluate, model, eps, peer="benchmark")) for eps in (1e-300, 5e-324)
     ] * 500
     at_minimum = _outcome(lambda: dp_small.dp_evaluate(model, MIN_EPSILON, peer="benchmark"))
     log = dp_small.config.release_log
@@ -513,6 +517,7 @@ def f6_dp_mode(dp: dict[str, EntityCore], seed: int) -> dict[str, Any]:
     rho = np.random.default_rng(seed).normal(0.0, 1.0, (4, n)) / n
     Z = fourier_features(apply_scaling(cell.X_train, low, high), rho)
     y = cell.y_train
+    assert y is not None  # WDBC's cells hold labels
     w = private_weights(Z, y, epsilon=None, mechanism="none").weights
     y_neighbour = y.copy()
     y_neighbour[0] = -y_neighbour[0]
@@ -558,10 +563,9 @@ def issue10_attacks(seed: int) -> list[dict[str, Any]]:
                 seed,
             )
             n = rk["r0c0"].cell.n_features
-            for entity_id, view in (
-                ("r0c0", "gaussian"),
-                ("r1c0", "linear"),
-            ):  # the honest first releases pin the views
+            # The honest first releases pin the views.
+            pins: tuple[tuple[str, KernelName], ...] = (("r0c0", "gaussian"), ("r1c0", "linear"))
+            for entity_id, view in pins:
                 ranges = [_signed(rk[e], rk[e].config.read_secret()) for e in sorted(rk)]
                 rk[entity_id].kernel_block(view, n - 1, 1.0 / n, ranges, record_set="train", peer="benchmark")
             results = [f1_error_oracle(dp["r0c0"]), f2_evaluate_oracle(dp["r0c0"])]

@@ -86,11 +86,12 @@ def measure(m: int, mbar: int, draws: int, seed: int) -> dict[str, Any]:
     n = mbar + 1
     mu = 1.0 / n
     A, y, A_test, y_test = data(m, n, seed)
-    runs: dict[str, dict[str, list[float]]] = {key: {"test_error": [], "seconds": []} for key, _ in METHODS}
+    # Lists of the draws' figures, then their summary (floats) beside them.
+    runs: dict[str, dict[str, Any]] = {key: {"test_error": [], "seconds": []} for key, _ in METHODS}
     for draw in range(draws):
         rng = np.random.default_rng([seed, 2, draw])
         uniform, landmarks = rng.random((mbar, n)), A[rng.choice(m, mbar, replace=False)]
-        models = {
+        models: dict[str, BasisLP | NystroemOnBasis] = {
             "uniform-lp": BasisLP(mu, basis=uniform),
             "uniform-nystroem": NystroemOnBasis(mu, uniform, draw),
             "landmark-lp": BasisLP(mu, basis=landmarks),

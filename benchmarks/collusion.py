@@ -147,7 +147,9 @@ class Partition:
 
     def combination(self, i: int, without: int | None = None) -> np.ndarray:
         """Row block i's summed shares (the log of its Gaussian kernel, or its linear kernel), less one share."""
-        return sum(share for j, share in enumerate(self.shares[i]) if j != without)
+        total = sum(share for j, share in enumerate(self.shares[i]) if j != without)
+        assert isinstance(total, np.ndarray)  # callers always leave a share, so never sum()'s start 0
+        return total
 
     def released(self, share: np.ndarray) -> np.ndarray:
         """A summed share as the coordinator reads it: the kernel (exp of the log-kernel for the Gaussian)."""

@@ -35,7 +35,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TypedDict
 
 import numpy as np
 
@@ -51,12 +51,23 @@ MEMORY_BOUND = "peak RSS above imports <= 2 x encoded matrix + 256 MiB"
 # Issue 28: each source within this factor of its ecosystem reader.
 TARGET_RATIO = 2.0
 COLUMNS = ["id", *(f"x{k}" for k in range(N_NUMBERS)), "group", "gap", "label", "part"]
-COMMON = {"id_column": "id", "label_column": "label", "split_column": "part", "labels": ("yes", "no")}
+
+
+class SharedFields(TypedDict):
+    """The DataSource fields every ppsvm source of the extract shares (a TypedDict, so ``**COMMON`` is typed)."""
+
+    id_column: str
+    label_column: str
+    split_column: str
+    labels: tuple[str, ...]
+
+
+COMMON: SharedFields = {"id_column": "id", "label_column": "label", "split_column": "part", "labels": ("yes", "no")}
 SQLITE_QUERY = 'SELECT *, grp AS "group" FROM records'
 
 
 def schema_toml() -> dict[str, Any]:
-    features = [{"name": f"x{k}"} for k in range(N_NUMBERS)]
+    features: list[dict[str, Any]] = [{"name": f"x{k}"} for k in range(N_NUMBERS)]
     features.append({"name": "group", "type": "category", "categories": list(CATEGORIES)})
     features.append({"name": "gap", "impute": 0.5})
     return {"features": features}

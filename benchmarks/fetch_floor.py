@@ -125,7 +125,9 @@ def serve_floor(cert_dir: Path) -> None:
     server.wait_for_termination()
 
 
-def floor_runs(cert_dir: Path, streams: list[int], columns: int, repeats: int) -> dict[str, list[dict[str, float]]]:
+def floor_runs(
+    cert_dir: Path, streams: list[int], columns: int, repeats: int
+) -> dict[str, list[dict[str, float | list[float]]]]:
     """Time the floor: ``streams`` (rows per stream) read at once over TLS and in plaintext, and all rows as one.
 
     Returns
@@ -160,10 +162,11 @@ def floor_runs(cert_dir: Path, streams: list[int], columns: int, repeats: int) -
             return grpc.insecure_channel(f"127.0.0.1:{plain_port}", options=KEEPALIVE_OPTIONS)
 
         ways = {"tls": (True, streams), "plaintext": (False, streams), "tls, one stream": (True, [sum(streams)])}
-        results: dict[str, list[dict[str, float]]] = {}
+        results: dict[str, list[dict[str, float | list[float]]]] = {}
         for way, (secure, sizes) in ways.items():
             channels = [channel(secure) for _ in sizes]
-            calls = [
+            # No serialisers: the requests and replies are the raw bytes.
+            calls: list[grpc.UnaryStreamMultiCallable[bytes, bytes]] = [
                 c.unary_stream(FLOOR_SERVICE, request_serializer=None, response_deserializer=None) for c in channels
             ]
 
@@ -344,10 +347,10 @@ def parts(X: np.ndarray, split: str) -> dict[str, dict[str, float]]:
         masking = masked_shares(share, f"e{j}", peers, mask_context(b"", b"", {}))
         while True:
             with clock("masking"):
-                batch = next(masking, None)
-            if batch is None:
+                masked_batch = next(masking, None)  # not ``batch``: that name holds an array, never None
+            if masked_batch is None:
                 return
-            yield batch
+            yield masked_batch
 
     # Message by message, as the pipeline runs: each is written, then read and folded into K before the next.
     for number, (offset, cell) in enumerate(entity_rows(X, *SPLITS[split])):

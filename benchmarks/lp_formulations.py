@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import time
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -62,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
     print_machine(info)
     print(f"one Gaussian random kernel per size: {N_FEATURES} features, mbar = {MBAR}, mu = {MU:g}, nu = {NU:g}\n")
     order = formulations_in_order()
-    results: dict[str, dict[str, object]] = {f: {} for f in order}
+    results: dict[str, dict[str, dict[str, Any]]] = {f: {} for f in order}
     for m in sizes:
         X, y = synthetic(m, args.seed)
         B = np.random.default_rng(args.seed + 1).random((MBAR, N_FEATURES))
@@ -89,10 +90,10 @@ def main(argv: list[str] | None = None) -> int:
     headers = ["formulation", *(f"m = {m:,}" for m in sizes)]
     rows = []
     for formulation in order:
-        row = [formulation]
+        row: list[str] = [formulation]
         for m in sizes:
             entry = results[formulation][str(m)]
-            row.append("skipped" if "skipped" in entry else seconds_text(entry["seconds"]))  # type: ignore[arg-type]
+            row.append("skipped" if "skipped" in entry else seconds_text(entry["seconds"]))
         rows.append(row)
     cpu_rows = []
     for formulation in order:
@@ -106,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
         row = [f"{formulation} / {REFERENCE_FORMULATION}"]
         for m in sizes:
             entry, ref = results[formulation][str(m)], results[REFERENCE_FORMULATION][str(m)]
-            row.append("-" if "skipped" in entry else f"{entry['median_s'] / ref['median_s']:.1f}x")  # type: ignore[operator]
+            row.append("-" if "skipped" in entry else f"{entry['median_s'] / ref['median_s']:.1f}x")
         ratio_rows.append(row)
     agreement_rows = []
     for formulation in order[1:]:
@@ -127,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     print(table(headers, ratio_rows))
     print(f"\nobjective agreement with highs-dual (relative, tolerance {AGREEMENT_RTOL:g})")
     print(table(headers, agreement_rows))
-    all_agree = all(e.get("agrees", True) for r in results.values() for e in r.values())  # type: ignore[union-attr]
+    all_agree = all(e.get("agrees", True) for r in results.values() for e in r.values())
     print(
         f"\nall objectives agree: {'PASS' if all_agree else 'FAIL'}; peak RSS {peak_rss_mib():.0f} MiB; "
         f"load average at end {load_average()}"

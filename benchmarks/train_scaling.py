@@ -107,6 +107,8 @@ from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY
 if TYPE_CHECKING:
     from distributed import Client
 
+    from ppsvm.core.lp import Formulation
+
 ROOT = Path(__file__).resolve().parents[1]
 NAME = "train_scaling"
 ENTITY_ROWS, ENTITY_COLS = 4, 1
@@ -134,7 +136,7 @@ MEMORY_BOUND_MIB = 200.0
 DASK_RATIO_TARGET = 1.5
 # The peers' kernel approximations get this many components (and Nystroem also mbar).
 PEER_COMPONENTS = 100
-SOLVERS = ("ipm", "highs-dual")
+SOLVERS: tuple[Formulation, ...] = ("ipm", "highs-dual")
 ENGINES = ("numpy", "dask")
 QUICK_SIZES, DEFAULT_SIZES = [2_000, 10_000], [10_000, 40_000, 160_000]
 QUICK_TUNE_AT, DEFAULT_TUNE_AT = [10_000], [40_000, 160_000]
@@ -160,6 +162,7 @@ def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repe
     from ppsvm.coordinator.federation import Session
     from ppsvm.coordinator.train import TrainOptions, train
     from ppsvm.core.model import Model
+    from ppsvm.core.multiclass import MulticlassModel
     from ppsvm.memory import limit_malloc_arenas
     from ppsvm.processes import EntityProcesses
 
@@ -176,7 +179,7 @@ def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repe
         federation = load_federation(live)
 
         options = TrainOptions(kernel="gaussian", basis="paper", mbar=mbar, nu=NU, mu=mu, distribute=False)
-        models: list[Model] = []
+        models: list[Model | MulticlassModel] = []
         # The peak from here on is train()'s: what the imports and the entity start-up left is its own column.
         figures["coordinator_rss_before_train_mib"] = proc_status()["VmRSS"]
         reset_peak_rss()
@@ -207,6 +210,7 @@ def run_coordinator(federation_path: Path, out: Path, mbar: int, mu: float, repe
         figures["kernel_fetch_s"] = fetching.wall
         figures["entity_peak_rss_mib"] = max(peak_rss_mib(process.pid) for process in running.processes)
     model = models[-1]
+    assert isinstance(model, Model)  # the synthetic labels are +-1: a two-class model
     figures["train_s"] = training.wall
     figures["train_cpu_s"] = training.cpu
     figures["train_lp_s"] = [m.training["lp_seconds"] for m in models]

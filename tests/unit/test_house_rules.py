@@ -1,4 +1,4 @@
-"""House rules (issue 11): ruff lint and format clean on ppsvm/, tests/ and benchmarks/, mypy clean on ppsvm.
+"""House rules (issue 11): ruff lint and format clean, and mypy clean, on ppsvm/ and benchmarks/ (ruff on tests/ too).
 
 The tools run as subprocesses of this interpreter (``python -m ruff``, ``python -m mypy``, both pinned in the
 ``test`` extra) with the settings in pyproject.toml, so the one test command of the README, which .ci/run runs,
@@ -42,7 +42,7 @@ def test_ruff_format_is_clean() -> None:
 
 @pytest.mark.slow
 def test_mypy_is_clean() -> None:
-    result = tool("mypy")  # what to check ([tool.mypy] packages = ["ppsvm"]) and how strictly: pyproject.toml
+    result = tool("mypy")  # what and how strictly: pyproject.toml [tool.mypy] (packages ppsvm and benchmarks)
     assert result.returncode == 0, report(result, "type the code; an ignore needs its error code and a reason")
 
 
