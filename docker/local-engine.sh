@@ -42,8 +42,9 @@ fi
 
 if ! docker info >/dev/null 2>&1; then
     say "starting dockerd"
+    # 9>&-: the daemon must not inherit the lock, or every later run of this script would wait for it for ever.
     setsid nohup dockerd --storage-driver=vfs --iptables=false --bridge=none \
-        >/var/log/ppsvm-dockerd.log 2>&1 </dev/null &
+        >/var/log/ppsvm-dockerd.log 2>&1 </dev/null 9>&- &
     for _ in $(seq 60); do
         docker info >/dev/null 2>&1 && break
         sleep 1
