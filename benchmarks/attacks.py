@@ -40,7 +40,7 @@ import numpy as np
 
 from benchmarks._shared import machine_info, table, write_json
 from ppsvm.api.inprocess import fixed_secret
-from ppsvm.config import load_entity_config
+from ppsvm.config import SINGLE_BLOCK_CONSENT_KEY, load_entity_config
 from ppsvm.core.dp import Release, private_weights
 from ppsvm.core.dp_model import DpModel
 from ppsvm.core.fourier import apply_scaling, fourier_features
@@ -240,13 +240,18 @@ def _outcome(call: Callable[[], Any]) -> str:
 
 
 def _cores(directory: Path, rows: int, privacy: dict[str, str], seed: int) -> dict[str, EntityCore]:
-    """WDBC split into rows x 1 cells by split_dataset, each entity's [privacy] table appended, EntityCore per cell."""
+    """WDBC split into rows x 1 cells by split_dataset, each entity's [privacy] table appended, EntityCore per cell.
+
+    Every entity consents to releasing its kernel block on its own: in a horizontal split each is alone in its row
+    block, and without consent it refuses every unmasked block (privacy rule 8, docs/threat-model.md) before the
+    release guard these attacks test sees the request.
+    """
     dataset = load_dataset(WDBC, DatasetOptions(label=1, positive="M", drop=(0,), id_column=0))
     split_dataset(dataset, SplitOptions(rows=rows, cols=1, out_dir=directory, seed=seed))
     cores = {}
     for entity_id, privacy_table in privacy.items():
         config = directory / f"{entity_id}.toml"
-        config.write_text(config.read_text() + f"\n[privacy]\n{privacy_table}\n")
+        config.write_text(config.read_text() + f"\n[privacy]\n{SINGLE_BLOCK_CONSENT_KEY} = true\n{privacy_table}\n")
         cores[entity_id] = EntityCore(load_entity_config(config), new_release_log=True)
     return cores
 
@@ -289,15 +294,22 @@ def f1_error_oracle(dp: EntityCore) -> dict[str, Any]:
     rho = np.ones((1, d))
     top = float(cell.X_train[:, feature].max())
 
+    old_asked: list[float] = []
+
     def old(t: float) -> bool:
+        """The old DpWeights' first step: zhat of the un-clipped scaled rows, which failed on a non-finite one."""
+        old_asked.append(t)
+        lo, hi = _overflow_scaling(low, high, feature, t)
         with np.errstate(over="ignore", invalid="ignore"):
-            try:
-                fourier_features(apply_scaling(cell.X_train, *_overflow_scaling(low, high, feature, t)), rho)
-            except PpsvmError:
-                return False
+            # The old apply_scaling, inline: ppsvm's clips to a box since issue 27, so it never overflows.
+            scaled = (cell.X_train - lo) / np.where(hi > lo, hi - lo, 1.0)
+        try:
+            fourier_features(scaled, rho)
+        except PpsvmError:
+            return False
         return True
 
-    asked = []
+    asked: list[float] = []
 
     def guarded(t: float) -> str:
         asked.append(t)
@@ -311,7 +323,11 @@ def f1_error_oracle(dp: EntityCore) -> dict[str, Any]:
     return {
         "finding": 1,
         "attack": "bisection on DpWeights' error text (un-clipped overflow of one feature)",
-        "before": {"recovered": abs(before - top) <= EXACT * top, "error": abs(before - top), "requests": 62},
+        "before": {
+            "recovered": abs(before - top) <= EXACT * top,
+            "error": abs(before - top),
+            "requests": len(old_asked),
+        },
         "after": {
             "recovered": after is not None and abs(after - top) <= EXACT * top,
             "answer_kinds": sorted(kinds),
@@ -326,19 +342,26 @@ def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
     after."""
     cell, n = dp.cell, dp.cell.n_features
 
+    exact_asked: list[float] = []
+    noised_asked: list[float] = []
+
     def exact(t: float) -> int:
+        exact_asked.append(t)
         model = DpModel.from_json(threshold_model(0, t, n).decode())
         return int(np.count_nonzero(np.where(model.decision(cell.X_test) >= 0, 1.0, -1.0) != cell.y_test))
 
     def noised(t: float) -> float:
+        noised_asked.append(t)
         return float(dp.dp_evaluate(threshold_model(0, t, n), 0.01, peer="benchmark")["error_rate"])
 
-    def distance(t: float | None) -> float:
-        return math.inf if t is None else float(np.abs(cell.X_test[:, 0] - t).min())
+    def distance(t: float) -> float:
+        return float(np.abs(cell.X_test[:, 0] - t).min())
 
     before = bisect_change(exact, 0.0, 100.0, 45)
     spent = dp.guard.spent_micro
     after = _bisect_or_none(noised, 0.0, 100.0, 30)
+    # None when the noised answers at both ends agreed, so the bisection stopped after those two requests.
+    found = None if after is None else distance(after)
     repeats = [dp.dp_evaluate(threshold_model(0, 15.0, n), 0.1, peer="benchmark")["error_rate"] for _ in range(6)]
     return {
         "finding": 2,
@@ -346,12 +369,12 @@ def f2_evaluate_oracle(dp: EntityCore) -> dict[str, Any]:
         "before": {
             "recovered": distance(before) <= EXACT,
             "distance_to_held_out_value": distance(before),
-            "requests": 47,
+            "requests": len(exact_asked),
         },
         "after": {
-            "recovered": distance(after) <= EXACT,
-            "distance_to_held_out_value": distance(after),
-            "requests": 32,
+            "recovered": found is not None and found <= EXACT,
+            "distance_to_held_out_value": found,
+            "requests": len(noised_asked),
             "distinct_answers_of_6_identical_requests": len(set(repeats)),
             "epsilon_charged": (dp.guard.spent_micro - spent) / 1e6,
         },
@@ -511,7 +534,8 @@ def f6_dp_mode(dp: dict[str, EntityCore], seed: int) -> dict[str, Any]:
             "LocalBaseline": _outcome(lambda: core.local_baseline("classify", "gaussian", 1.0, 1.0 / n, seed)),
         }
 
-    # Float Laplace on the weights of a real release and of a neighbouring dataset (one record replaced).
+    # Float Laplace on the weights of a real release and of a neighbouring dataset (one record replaced). The exact
+    # weights are today's solver's (issue 27), a few ulps from the old one's: the share ruled out follows those bits.
     cell = core_dp.cell
     low, high = cell.X_train.min(axis=0), cell.X_train.max(axis=0)
     rho = np.random.default_rng(seed).normal(0.0, 1.0, (4, n)) / n
@@ -599,7 +623,9 @@ def issue10_report(results: list[dict[str, Any]]) -> str:
         "Issue 10: a malicious coordinator (with one colluding column-block peer), on WDBC cells (split_dataset, "
         "30 features). before: the old behaviour computed in this process; after: the same requests to "
         "ppsvm.entity.cell.EntityCore (the release guard). Values count as recovered within "
-        f"{EXACT:g} (scaled units for records)."
+        f"{EXACT:g} (scaled units for records). The entity draws DpEvaluate's noise from the OS, so finding 2's "
+        "after differs from run to run: when the noised answers at the two ends agree, the bisection stops after "
+        "those two requests (distance None)."
     ]
     for row in rows:
         lines += ["", f"finding {row[0]}: {row[1]}", f"  before: {row[2]}", f"  after:  {row[3]}"]
