@@ -188,8 +188,13 @@ def test_dp_mode_sends_only_noised_weights_and_figures(tmp_path: Path) -> None:
         assert np.array(release.weights).tobytes() in wire, "positive control: the spy must see the released weights"
         for row in (*X, *scaled, *mapped):
             assert row.tobytes() not in wire, f"entity {entity_id} sent a row of its cell"
-        # Numbers the protocol publishes: the epsilons (0.1 for the histogram) and the budgets left.
-        published = (release.epsilon, release.budget_remaining, histogram.epsilon, histogram.budget_remaining)
+        # Numbers the protocol publishes: the epsilons (0.1 for the histogram), the budgets left and the noised error
+        # rates (a whole noised count over n_test: 0.25 once matched a feature value's bytes by chance).
+        evaluations = [reply for reply in spies[entity_id].replies if isinstance(reply, pb.DpEvaluateReply)]
+        assert evaluations, "positive control: the spy must see the evaluation's replies"
+        published = (release.epsilon, release.budget_remaining, histogram.epsilon, histogram.budget_remaining) + tuple(
+            number for reply in evaluations for number in (reply.error_rate, reply.epsilon, reply.budget_remaining)
+        )
         _assert_no_feature_value_but_min_max(entity_id, wire, X, core.cell.X_train, published)
 
 
