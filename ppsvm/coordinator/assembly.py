@@ -230,13 +230,16 @@ class Chunked:
 
     def __iter__(self) -> Iterator[tuple[int, int, np.ndarray]]:
         while True:
+            # Read before the queue: close() comes after every fold's put, so if the fetch had ended by then, an
+            # empty queue afterwards holds nothing more. (Read after, a chunk queued between the timeout and
+            # close() would be lost.)
+            ended = self._ended
             try:
                 item = self._ready.get(timeout=0.2)
             except queue.Empty:
-                # close() comes after every fold, so an empty queue then holds nothing more to read.
-                if self._ended is None:
+                if ended is None:
                     continue
-                if self._ended[0] is not None:
-                    raise self._ended[0] from None
+                if ended[0] is not None:
+                    raise ended[0] from None
                 return
             yield item

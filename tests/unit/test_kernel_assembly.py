@@ -4,6 +4,7 @@ entities' streams played by threads that deliver real masked shares in batches o
 
 from __future__ import annotations
 
+import queue
 import random
 import threading
 import time
@@ -160,6 +161,28 @@ def test_abandoning_frees_every_waiting_stream_and_the_reader_gets_the_error(str
     assert not reader.is_alive(), "the reader waits for good"
     assert [(start, stop) for start, stop, _ in received] == [(0, CHUNK_ROWS)]  # what was queued, then the error
     assert outcome[1] is failure
+
+
+def test_a_chunk_queued_as_the_reader_times_out_is_still_read(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The last chunk and close() land just after the reader's wait on an empty queue timed out: the reader must
+    look again, not take the fetch as ended without that chunk."""
+    placement = {0: RowBlockRows(0, CHUNK_ROWS, 1)}
+    into = Chunked("linear", MBAR, placement, chunk_rows=CHUNK_ROWS)
+    wait = into._ready.get
+    timed_out = []
+
+    def late(timeout: float) -> tuple[int, int, np.ndarray]:
+        if not timed_out:  # the first wait times out; then the stream's last rows and the end arrive
+            timed_out.append(True)
+            into.fold(0, 0, np.zeros((CHUNK_ROWS, MBAR), dtype=np.uint64))
+            into.close()
+            raise queue.Empty
+        return wait(timeout=timeout)
+
+    monkeypatch.setattr(into._ready, "get", late)
+    received: list[tuple[int, int, np.ndarray]] = []
+    assert _read_all(into, received) is None
+    assert [(start, stop) for start, stop, _ in received] == [(0, CHUNK_ROWS)]
 
 
 def _read_all(into: Chunked, received: list[tuple[int, int, np.ndarray]]) -> BaseException | None:
