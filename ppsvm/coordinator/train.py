@@ -43,7 +43,7 @@ from ppsvm.core.tuning import (
 from ppsvm.errors import ConfigError, DataError, EntityError, PrivacyError, SolverError
 from ppsvm.memory import process_memory_mib, release_free_memory
 from ppsvm.progress import EtaLog
-from ppsvm.wire.certs import dask_cluster_certificates, dask_cluster_files, issued_by
+from ppsvm.wire.certs import dask_cluster_certificates, dask_cluster_files, issued_by, write_certificates
 from ppsvm.wire.tls import TlsFiles
 
 if TYPE_CHECKING:
@@ -564,8 +564,7 @@ def _workers(options: TrainOptions, tls: TlsFiles | None) -> Iterator[Client | N
             yield client
         return
     with tempfile.TemporaryDirectory(prefix="ppsvm-dask-tls-") as private:
-        for name, pem in dask_cluster_certificates().items():
-            (Path(private) / name).write_bytes(pem.text)
+        write_certificates(Path(private), dask_cluster_certificates(), overwrite=False)
         with cluster(None, options.dask_workers, tls_security(*dask_cluster_files(Path(private)))) as client:
             yield client
 
@@ -574,7 +573,7 @@ def _refuse_federation_ca(files: tuple[Path, Path, Path], tls: TlsFiles | None) 
     """A named cluster's CA or certificate must not come from the federation's CA (see :func:`_workers`)."""
     if tls is None:
         return
-    federation_ca = tls.ca.read_bytes()
+    federation_ca = tls.read()[0]  # names the [tls] file it cannot read
     try:
         shared = any(issued_by(path.read_bytes(), federation_ca) for path in files[:2])
     except ValueError as error:
